@@ -1,0 +1,1 @@
+"""Example services that expose their routes as MCP tools."""

@@ -1,0 +1,177 @@
+"""A small notes service: REST for people, the same routes as MCP tools for agents.
+
+Run it with `make run`, then open http://127.0.0.1:8000/docs (REST) or point an MCP client at
+http://127.0.0.1:8000/mcp. Writes need the API key `demo-key` (header `x-api-key`); the stats
+route needs the bearer token `demo-token`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from fastapi_mcp_routes import mcp_routes, mcp_tool
+
+API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
+BEARER_TOKEN = os.environ.get("NOTES_BEARER_TOKEN", "demo-token")
+
+app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, exposed over REST and MCP.")
+
+
+class Priority(str, Enum):
+    low = "low"
+    normal = "normal"
+    high = "high"
+
+
+class NoteIn(BaseModel):
+    title: str = Field(min_length=1, max_length=200, description="A short title.", examples=["Groceries"])
+    body: str = Field(default="", max_length=10_000, description="The note's text.")
+    tags: list[str] = Field(default_factory=list, description="Labels to find the note by.")
+    priority: Priority = Priority.normal
+
+
+class Note(NoteIn):
+    id: int
+    created_at: datetime
+    revision: int = Field(description="Increases by one on every update.")
+
+
+class NotePage(BaseModel):
+    items: list[Note]
+    total: int
+    next_offset: int | None = Field(description="Pass as `offset` for the next page; null on the last.")
+
+
+class Stats(BaseModel):
+    notes: int
+    by_priority: dict[Priority, int]
+
+
+class NoteStore:
+    """An in-memory store; a real service would use a database."""
+
+    def __init__(self) -> None:
+        self.notes: dict[int, Note] = {}
+        self.next_id = 1
+
+    def add(self, note: NoteIn) -> Note:
+        created = Note(id=self.next_id, created_at=datetime.now(UTC), revision=1, **note.model_dump())
+        self.notes[created.id] = created
+        self.next_id += 1
+        return created
+
+
+store = NoteStore()
+store.add(NoteIn(title="Welcome", body="This note was here from the start.", tags=["intro"]))
+
+
+def require_api_key(x_api_key: Annotated[str | None, Header()] = None) -> None:
+    """Writes need the service's API key; agents send it as their own HTTP header."""
+    if x_api_key is None or not secrets.compare_digest(x_api_key, API_KEY):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "A valid x-api-key header is required.")
+
+
+bearer = HTTPBearer(auto_error=False)
+
+
+def require_bearer(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    if credentials is None or not secrets.compare_digest(credentials.credentials, BEARER_TOKEN):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "A valid bearer token is required.", {"WWW-Authenticate": "Bearer"}
+        )
+
+
+def find_note(note_id: int) -> Note:
+    note = store.notes.get(note_id)
+    if note is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"Note {note_id} does not exist.")
+    return note
+
+
+NoteId = Annotated[int, Path(ge=1, description="The note's id.")]
+
+
+@mcp_tool()
+@app.get("/notes/{note_id}", response_model=Note, summary="Get a note")
+def get_note(note_id: NoteId) -> Note:
+    """Fetch one note by its id."""
+    return find_note(note_id)
+
+
+@app.get("/notes", response_model=NotePage, summary="List notes", openapi_extra={"x-mcp": True})
+def list_notes(
+    limit: Annotated[int, Query(ge=1, le=100, description="Notes per page.")] = 20,
+    offset: Annotated[int, Query(ge=0, description="How many notes to skip.")] = 0,
+    tag: Annotated[list[str] | None, Query(description="Only notes with all of these tags.")] = None,
+    priority: Priority | None = None,
+) -> NotePage:
+    """List notes, newest first, optionally filtered by tags and priority."""
+    notes = sorted(store.notes.values(), key=lambda n: n.id, reverse=True)
+    if tag:
+        notes = [n for n in notes if set(tag) <= set(n.tags)]
+    if priority is not None:
+        notes = [n for n in notes if n.priority == priority]
+    page = notes[offset : offset + limit]
+    next_offset = offset + limit if offset + limit < len(notes) else None
+    return NotePage(items=page, total=len(notes), next_offset=next_offset)
+
+
+@app.post(
+    "/notes",
+    response_model=Note,
+    status_code=status.HTTP_201_CREATED,
+    summary="Create a note",
+    dependencies=[Depends(require_api_key)],
+)
+@mcp_tool()
+def create_note(note: NoteIn) -> Note:
+    """Create a note. Needs the API key."""
+    return store.add(note)
+
+
+@mcp_tool(name="update_note")
+@app.put("/notes/{note_id}", response_model=Note, summary="Replace a note", dependencies=[Depends(require_api_key)])
+def replace_note(note_id: NoteId, note: NoteIn) -> Note:
+    """Replace a note's title, body, tags and priority. Needs the API key."""
+    current = find_note(note_id)
+    updated = Note(id=note_id, created_at=current.created_at, revision=current.revision + 1, **note.model_dump())
+    store.notes[note_id] = updated
+    return updated
+
+
+@mcp_tool()
+@app.delete(
+    "/notes/{note_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a note",
+    dependencies=[Depends(require_api_key)],
+)
+def delete_note(note_id: NoteId) -> None:
+    """Delete a note for good. Needs the API key."""
+    find_note(note_id)
+    del store.notes[note_id]
+
+
+@mcp_tool(title="Note statistics")
+@app.get("/stats", response_model=Stats, dependencies=[Depends(require_bearer)])
+def note_stats() -> Stats:
+    """Count notes by priority. Needs the bearer token."""
+    counts = dict.fromkeys(Priority, 0)
+    for note in store.notes.values():
+        counts[note.priority] += 1
+    return Stats(notes=len(store.notes), by_priority=counts)
+
+
+@app.get("/health")
+def health() -> dict[str, str]:
+    """A liveness probe for the load balancer; not a tool."""
+    return {"status": "ok"}
+
+
+app.include_router(mcp_routes(app, instructions="Notes service: list, read and edit notes."))

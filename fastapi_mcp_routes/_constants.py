@@ -1,0 +1,72 @@
+"""Protocol constants: versions, header names, media types, JSON-RPC codes and limits."""
+
+from __future__ import annotations
+
+from typing import Final
+
+JSONRPC_VERSION: Final = "2.0"
+
+# Session-era revisions, newest last. `initialize` echoes the client's version when it is one of
+# these, else offers the newest (spec 2025-11-25, basic/lifecycle "Version Negotiation").
+SESSION_ERA_VERSIONS: Final = ("2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_SESSION_VERSION: Final = SESSION_ERA_VERSIONS[-1]
+# Without an `MCP-Protocol-Version` header and no other way to tell, a server assumes the first
+# Streamable-HTTP revision (spec 2025-06-18, basic/transports "Protocol Version Header").
+FALLBACK_VERSION: Final = "2025-03-26"
+# The only revision in which a POST body may be a JSON-RPC batch.
+BATCH_VERSION: Final = "2025-03-26"
+
+# HTTP header names, lower-case as ASGI carries them.
+HEADER_SESSION_ID: Final = "mcp-session-id"
+HEADER_PROTOCOL_VERSION: Final = "mcp-protocol-version"
+HEADER_ORIGIN: Final = "origin"
+HEADER_HOST: Final = "host"
+HEADER_ACCEPT: Final = "accept"
+HEADER_CONTENT_TYPE: Final = "content-type"
+HEADER_CONTENT_LENGTH: Final = "content-length"
+HEADER_AUTHORIZATION: Final = "authorization"
+HEADER_COOKIE: Final = "cookie"
+
+# Headers forwarded from the MCP caller to the route by default, besides Authorization and
+# Cookie: the common API-key conventions.
+DEFAULT_FORWARD_HEADERS: Final = ("x-api-key", "api-key", "x-auth-token")
+# Headers never forwarded to a route: they describe the MCP transport, not the caller.
+TRANSPORT_HEADERS: Final = frozenset(
+    {
+        HEADER_SESSION_ID,
+        HEADER_PROTOCOL_VERSION,
+        "last-event-id",
+        "mcp-method",
+        "mcp-name",
+        HEADER_CONTENT_TYPE,
+        HEADER_CONTENT_LENGTH,
+        HEADER_ACCEPT,
+    }
+)
+
+MEDIA_JSON: Final = "application/json"
+MEDIA_SSE: Final = "text/event-stream"
+MEDIA_FORM: Final = "application/x-www-form-urlencoded"
+MEDIA_MULTIPART: Final = "multipart/form-data"
+
+# JSON-RPC 2.0 error codes (jsonrpc.org/specification, "Error object").
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+# Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
+TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"
+
+# Sessions: idle expiry and a cap on live sessions keep memory bounded.
+DEFAULT_SESSION_IDLE_S: Final = 30 * 60.0
+DEFAULT_MAX_SESSIONS: Final = 10_000
+# 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
+SESSION_ID_BYTES: Final = 32
+
+DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+# Large enough that clients which never follow `nextCursor` still see every tool.
+TOOLS_PAGE_SIZE: Final = 1000
+# Untrusted values (session ids, tool names from the wire) are cut to this length in logs.
+LOG_VALUE_MAX: Final = 32

@@ -1,0 +1,64 @@
+"""Typed errors, turned into wire errors in one place (`_wire.py`).
+
+McpError                  a JSON-RPC error object: `code`, `message`, optional `data`
+├── ParseError            -32700, body is not JSON
+├── InvalidRequest        -32600, not a JSON-RPC message, or refused by the transport
+├── MethodNotFound        -32601
+└── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
+HttpError                 the transport refuses a request with a status and an McpError
+ToolArgumentError         arguments the route cannot take; an `isError` result, not a
+                          protocol error, so the model can correct itself
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi_mcp_routes import _constants as c
+
+
+class McpError(Exception):
+    """A JSON-RPC error object carried as an exception."""
+
+    code: int = c.INTERNAL_ERROR
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(McpError):
+    code = c.PARSE_ERROR
+
+
+class InvalidRequest(McpError):
+    code = c.INVALID_REQUEST
+
+
+class MethodNotFound(McpError):
+    code = c.METHOD_NOT_FOUND
+
+
+class InvalidParams(McpError):
+    code = c.INVALID_PARAMS
+
+
+class HttpError(Exception):
+    """The transport refuses a request: an HTTP status, and the JSON-RPC error for the body."""
+
+    def __init__(self, status: int, error: McpError, headers: dict[str, str] | None = None) -> None:
+        super().__init__(error.message)
+        self.status = status
+        self.error = error
+        self.headers = headers or {}
+
+
+class ToolArgumentError(Exception):
+    """Arguments a tool cannot take; reported as an `isError` result."""

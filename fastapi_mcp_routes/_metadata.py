@@ -1,0 +1,108 @@
+"""Opt-in MCP metadata on a route: the `mcp_tool` decorator and `openapi_extra={"x-mcp": ...}`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Final, TypeVar
+
+# The attribute `mcp_tool` sets on the endpoint function. An attribute (not a registry) is what
+# lets the decorator sit above or below `@app.get`: both see the same function object.
+ENDPOINT_ATTRIBUTE: Final = "__mcp_tool__"
+# The `openapi_extra` key for the decorator-free form.
+OPENAPI_EXTRA_KEY: Final = "x-mcp"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """What a route's author said about its tool; `None` means "derive it"."""
+
+    name: str | None = None
+    title: str | None = None
+    description: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+    meta: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], where: str) -> ToolOptions:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown MCP tool option(s) {unknown!r}; the options are {sorted(known)!r}")
+        options = cls(**values)
+        options.check(where)
+        return options
+
+    def check(self, where: str) -> None:
+        for key in ("name", "title", "description"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{where}: MCP tool option {key!r} must be a string, got {value!r}")
+        for key in ("read_only", "destructive", "idempotent", "open_world"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"{where}: MCP tool option {key!r} must be a bool, got {value!r}")
+        if self.meta is not None and not isinstance(self.meta, Mapping):
+            raise ValueError(f"{where}: MCP tool option 'meta' must be a mapping, got {self.meta!r}")
+
+
+def mcp_tool(
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> Callable[[_F], _F]:
+    """Mark a route's endpoint as an MCP tool; works above or below `@app.get(...)`.
+
+    Args:
+        name: the tool name; defaults to the route's name (the function name).
+        title: a human-readable title; defaults to the route's summary.
+        description: defaults to the route's description, summary or docstring.
+        read_only, destructive, idempotent, open_world: override the annotation hints that
+            are otherwise derived from the HTTP method.
+        meta: extra `_meta` entries published with the tool.
+    """
+    options = ToolOptions(
+        name=name,
+        title=title,
+        description=description,
+        read_only=read_only,
+        destructive=destructive,
+        idempotent=idempotent,
+        open_world=open_world,
+        meta=dict(meta) if meta is not None else None,
+    )
+    options.check("mcp_tool()")
+
+    def mark(endpoint: _F) -> _F:
+        setattr(endpoint, ENDPOINT_ATTRIBUTE, options)
+        return endpoint
+
+    return mark
+
+
+def read_tool_options(
+    endpoint: Callable[..., Any] | None, openapi_extra: Mapping[str, Any] | None, where: str
+) -> ToolOptions | None:
+    """The route's MCP options, or `None` when the route is not marked as a tool."""
+    decorated = getattr(endpoint, ENDPOINT_ATTRIBUTE, None)
+    extra = (openapi_extra or {}).get(OPENAPI_EXTRA_KEY)
+    if extra is None or extra is False:
+        return decorated if isinstance(decorated, ToolOptions) else None
+    if decorated is not None:
+        raise ValueError(f"{where}: marked both by @mcp_tool and openapi_extra['x-mcp']; keep one")
+    if extra is True:
+        return ToolOptions()
+    if isinstance(extra, Mapping):
+        return ToolOptions.from_mapping(extra, where)
+    raise ValueError(f"{where}: openapi_extra['x-mcp'] must be True or a mapping, got {extra!r}")

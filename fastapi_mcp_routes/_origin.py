@@ -1,0 +1,78 @@
+"""Origin and Host checks: cross-site requests from browsers, and DNS rebinding.
+
+A browser page may POST to any address it can reach, so a request whose `Origin` is neither
+this server's own nor one the deployment allows is refused (spec 2025-11-25, basic/transports,
+"Security Warning"). A DNS-rebinding page makes its Origin and Host agree, so the Origin check
+alone cannot catch it; a server reached on a loopback address therefore also refuses any Host
+that is not a loopback name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlsplit
+
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
+_WILDCARD: Final = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class OriginPolicy:
+    """What the endpoint accepts; `None` for allowed origins or hosts means "no extra ones"."""
+
+    allowed_origins: frozenset[str]
+    allowed_hosts: frozenset[str]
+
+    @classmethod
+    def build(cls, allowed_origins: Iterable[str] | None, allowed_hosts: Iterable[str] | None) -> OriginPolicy:
+        origins = frozenset(_normal_origin(o) for o in _strings(allowed_origins, "allowed_origins"))
+        hosts = frozenset(h.lower() for h in _strings(allowed_hosts, "allowed_hosts"))
+        return cls(origins, hosts)
+
+    def origin_allowed(self, origin: str | None, host: str | None, scheme: str) -> bool:
+        """Absent, same-origin, or listed; `"*"` among the allowed origins disables the check."""
+        if origin is None or _WILDCARD in self.allowed_origins:
+            return True
+        normal = _normal_origin(origin)
+        if normal in self.allowed_origins:
+            return True
+        parts = urlsplit(normal)
+        return bool(host) and parts.scheme == scheme and parts.netloc == (host or "").lower()
+
+    def host_allowed(self, host: str | None, server_address: str | None) -> bool:
+        """Off loopback any Host passes; on loopback only loopback names or listed hosts."""
+        if server_address is None or not _is_loopback(server_address):
+            return True
+        if not host:
+            return False
+        host = host.lower()
+        if _WILDCARD in self.allowed_hosts or host in self.allowed_hosts:
+            return True
+        hostname = urlsplit("//" + host).hostname or ""
+        return hostname in self.allowed_hosts or hostname in _LOOPBACK_NAMES or _is_loopback(hostname)
+
+
+def _strings(values: Iterable[str] | None, option: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise ValueError(f"{option} must be a list of strings, got the single string {values!r}")
+    result = list(values)
+    for value in result:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{option} must hold non-empty strings, got {value!r}")
+    return result
+
+
+def _normal_origin(origin: str) -> str:
+    return origin.strip().rstrip("/").lower()
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,239 @@
+"""Tool discovery: which routes are tools, their definitions, and a cache that follows the app.
+
+Discovery is lazy and cached. The cache is keyed by the identity of the app's routes, so a
+route added (or removed) at runtime is noticed by the next `tools/list`; `tools/call` trusts
+the cache and refreshes it only for a name it does not know, keeping the call path free of
+work proportional to the size of the route table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute, iter_route_contexts
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._json import RawJSON, dumps
+from fastapi_mcp_routes._metadata import ToolOptions, read_tool_options
+from fastapi_mcp_routes._schema import ToolSchema, build_tool_schema
+
+_TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
+_PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
+
+# Hints derived from the HTTP method (documented in the README): what a REST author promises
+# by choosing the method. Explicit `mcp_tool` options override each one.
+METHOD_HINTS: Final[Mapping[str, Mapping[str, bool]]] = {
+    "GET": {"readOnlyHint": True},
+    "HEAD": {"readOnlyHint": True},
+    "POST": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    "PUT": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True},
+    "PATCH": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    "DELETE": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+}
+_OPTION_HINTS: Final = (
+    ("read_only", "readOnlyHint"),
+    ("destructive", "destructiveHint"),
+    ("idempotent", "idempotentHint"),
+    ("open_world", "openWorldHint"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One route method exposed as a tool, as discovered; request handling only reads it."""
+
+    name: str
+    method: str
+    path_format: str
+    slash_params: frozenset[str]  # path parameters declared with the `path` convertor
+    schema: ToolSchema
+    required: frozenset[str]
+    definition: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTable:
+    """All tools of one state of the route table, with the `tools/list` pages pre-encoded."""
+
+    fingerprint: tuple[int, ...]
+    by_name: Mapping[str, Tool]
+    pages: tuple[RawJSON, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Marked:
+    route: Any  # an APIRoute, or FastAPI's view of one inside an included router
+    options: ToolOptions
+    method: str
+    name: str
+    where: str
+
+
+class ToolRegistry:
+    """Discovers the app's tools and keeps them in step with its route table."""
+
+    def __init__(self, app: FastAPI, credential_headers: frozenset[str]) -> None:
+        self._app = app
+        self._credential_headers = credential_headers
+        self._table: ToolTable | None = None
+
+    def table(self) -> ToolTable:
+        """The current tools, rebuilt when the app's routes changed since the last look."""
+        # Included routers stay live in FastAPI, so their views are read afresh each time.
+        routes = list(iter_route_contexts(self._app.routes))
+        fingerprint = tuple(id(_original(route)) for route in routes)
+        table = self._table
+        if table is None or table.fingerprint != fingerprint:
+            table = self._table = _build_table(self._app, routes, fingerprint, self._credential_headers)
+        return table
+
+    def lookup(self, name: str) -> Tool | None:
+        """The tool called `name`; the cache is refreshed only when the name is unknown."""
+        table = self._table or self.table()
+        tool = table.by_name.get(name)
+        if tool is None and self._table is not None:
+            tool = self.table().by_name.get(name)
+        return tool
+
+
+def _original(route: Any) -> Any:
+    return getattr(route, "original_route", route)
+
+
+def _build_table(
+    app: FastAPI, routes: list[Any], fingerprint: tuple[int, ...], credential_headers: frozenset[str]
+) -> ToolTable:
+    marked = _marked_routes(routes)
+    _check_names(marked)
+    operations = _operations(app, marked)
+    components = operations.get("components", {}).get("schemas", {})
+    tools = []
+    for entry in marked:
+        operation = operations["paths"][entry.route.path_format][entry.method.lower()]
+        schema = build_tool_schema(operation, components, credential_headers, entry.where)
+        tools.append(_tool(entry, schema))
+    tools.sort(key=lambda tool: tool.name)
+    by_name = {tool.name: tool for tool in tools}
+    return ToolTable(fingerprint, by_name, _pages([tool.definition for tool in tools]))
+
+
+def _marked_routes(routes: list[Any]) -> list[_Marked]:
+    marked = []
+    for route in routes:
+        if not isinstance(_original(route), APIRoute):
+            continue
+        where = f"route {route.name!r} ({', '.join(sorted(route.methods))} {route.path})"
+        options = read_tool_options(route.endpoint, route.openapi_extra, where)
+        if options is None:
+            continue
+        if not route.include_in_schema:
+            raise ValueError(
+                f"{where}: a route with include_in_schema=False cannot be an MCP tool, because "
+                "its tool schema is its OpenAPI operation"
+            )
+        methods = sorted(route.methods)
+        if len(methods) > 1 and options.name is not None:
+            raise ValueError(f"{where}: one tool name {options.name!r} cannot serve {len(methods)} methods")
+        for method in methods:
+            name = options.name or route.name
+            if len(methods) > 1:
+                name = f"{name}_{method.lower()}"
+            marked.append(_Marked(route, options, method, name, where))
+    return marked
+
+
+def _check_names(marked: list[_Marked]) -> None:
+    seen: dict[str, _Marked] = {}
+    for entry in marked:
+        if not _TOOL_NAME.fullmatch(entry.name):
+            raise ValueError(
+                f"{entry.where}: the tool name {entry.name!r} must be 1-128 characters of "
+                "letters, digits, '_', '-' and '.'"
+            )
+        if entry.name in seen:
+            raise ValueError(
+                f"two tools are named {entry.name!r}: {seen[entry.name].where} and {entry.where}; "
+                "give one of them another name with mcp_tool(name=...)"
+            )
+        seen[entry.name] = entry
+
+
+def _operations(app: FastAPI, marked: list[_Marked]) -> dict[str, Any]:
+    if not marked:
+        return {"paths": {}}
+    routes = list({id(entry.route): entry.route for entry in marked}.values())
+    return get_openapi(
+        title=app.title,
+        version=app.version,
+        routes=routes,
+        separate_input_output_schemas=app.separate_input_output_schemas,
+    )
+
+
+def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
+    route, options = entry.route, entry.options
+    definition: dict[str, Any] = {"name": entry.name}
+    title = options.title or route.summary
+    if title:
+        definition["title"] = title
+    definition["description"] = (
+        options.description
+        or route.description
+        or route.summary
+        or (route.endpoint.__doc__ or "").strip()
+        or f"Calls {entry.method} {route.path_format}."
+    )
+    definition["inputSchema"] = schema.input_schema
+    if schema.output_schema is not None:
+        definition["outputSchema"] = schema.output_schema
+    definition["annotations"] = _annotations(entry.method, options)
+    if options.meta:
+        definition["_meta"] = dict(options.meta)
+    return Tool(
+        name=entry.name,
+        method=entry.method,
+        path_format=route.path_format,
+        slash_params=frozenset(_PATH_CONVERTOR.findall(route.path)),
+        schema=schema,
+        required=frozenset(schema.input_schema.get("required", ())),
+        definition=definition,
+    )
+
+
+def _annotations(method: str, options: ToolOptions) -> dict[str, bool]:
+    hints = dict(METHOD_HINTS.get(method, {}))
+    for option, hint in _OPTION_HINTS:
+        value = getattr(options, option)
+        if value is not None:
+            hints[hint] = value
+    return hints
+
+
+def _pages(definitions: list[Mapping[str, Any]]) -> tuple[RawJSON, ...]:
+    size = c.TOOLS_PAGE_SIZE
+    starts = range(0, max(len(definitions), 1), size)
+    pages = []
+    for start in starts:
+        page: dict[str, Any] = {"tools": definitions[start : start + size]}
+        if start + size < len(definitions):
+            page["nextCursor"] = encode_cursor(start + size)
+        pages.append(RawJSON(dumps(page)))
+    return tuple(pages)
+
+
+def encode_cursor(offset: int) -> str:
+    """An opaque `tools/list` cursor for a page offset."""
+    return f"p{offset // c.TOOLS_PAGE_SIZE}"
+
+
+def decode_cursor(cursor: object, page_count: int) -> int | None:
+    """The page index a cursor names, or `None` when it names no page."""
+    if not isinstance(cursor, str) or not re.fullmatch(r"p[1-9][0-9]{0,6}", cursor):
+        return None
+    index = int(cursor[1:])
+    return index if index < page_count else None

@@ -1,0 +1,116 @@
+"""A route's HTTP response as a `tools/call` result, the way a model can best use it."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from typing import Any, Final
+
+from fastapi_mcp_routes._errors import ParseError
+from fastapi_mcp_routes._invoke import CapturedResponse
+from fastapi_mcp_routes._json import loads
+from fastapi_mcp_routes._registry import Tool
+from fastapi_mcp_routes._schema import BodyMode
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+# Error text from a route is cut to this many characters: enough for a model to act on.
+_MAX_ERROR_TEXT: Final = 2000
+_LOCATIONS: Final = frozenset({"path", "query", "header", "cookie"})
+
+
+def tool_result(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
+    """Map the route's response to a `CallToolResult`."""
+    if 200 <= response.status < 300:
+        return _success(tool, response)
+    if response.status >= 500:
+        reference = uuid.uuid4().hex[:12]
+        logger.warning(
+            "tool %s: the route answered HTTP %d (reference %s): %r",
+            tool.name,
+            response.status,
+            reference,
+            response.body[:_MAX_ERROR_TEXT],
+        )
+        return error_result(f"The tool failed with HTTP {response.status}. Reference: {reference}.")
+    return error_result(_client_error_text(tool, response))
+
+
+def error_result(text: str) -> dict[str, Any]:
+    """An `isError` result: the model sees the text and can correct its call."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def crash_result(tool_name: str) -> dict[str, Any]:
+    """The result for an exception that escaped the app; the traceback stays in the log."""
+    reference = uuid.uuid4().hex[:12]
+    logger.exception("tool %s raised (reference %s)", tool_name, reference)
+    return error_result(f"The tool failed with an internal error. Reference: {reference}.")
+
+
+def _media_type(response: CapturedResponse) -> str:
+    content_type = response.header(b"content-type") or ""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
+    media_type = _media_type(response)
+    body = response.body
+    if not body:
+        return {"content": []}
+    if media_type == "application/json" or media_type.endswith("+json"):
+        text = body.decode("utf-8", "replace")
+        result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+        if tool.schema.output_schema is not None:
+            try:
+                data = loads(body)
+            except ParseError:
+                return result
+            if tool.schema.output_wrapped:
+                result["structuredContent"] = {"result": data}
+            elif isinstance(data, dict):
+                result["structuredContent"] = data
+        return result
+    kind = media_type.split("/", 1)[0]
+    if kind in ("image", "audio"):
+        data64 = base64.b64encode(body).decode("ascii")
+        return {"content": [{"type": kind, "data": data64, "mimeType": media_type}]}
+    try:
+        return {"content": [{"type": "text", "text": body.decode("utf-8")}]}
+    except UnicodeDecodeError:
+        blob = base64.b64encode(body).decode("ascii")
+        resource = {"uri": tool.path_format, "mimeType": media_type or "application/octet-stream", "blob": blob}
+        return {"content": [{"type": "resource", "resource": resource}]}
+
+
+def _client_error_text(tool: Tool, response: CapturedResponse) -> str:
+    prefix = f"HTTP {response.status}"
+    retry_after = response.header(b"retry-after")
+    if retry_after:
+        prefix += f" (retry after {retry_after} seconds)"
+    try:
+        payload = loads(response.body) if response.body else None
+    except ParseError:
+        payload = None
+    detail = payload.get("detail") if isinstance(payload, dict) else None
+    if response.status == 422 and isinstance(detail, list):
+        problems = "; ".join(_validation_problem(tool, item) for item in detail if isinstance(item, dict))
+        return f"{prefix}: invalid arguments: {problems}"[:_MAX_ERROR_TEXT]
+    if detail is None:
+        text = response.body.decode("utf-8", "replace") if payload is None else str(payload)
+    else:
+        text = detail if isinstance(detail, str) else str(detail)
+    return (f"{prefix}: {text}" if text else prefix)[:_MAX_ERROR_TEXT]
+
+
+def _validation_problem(tool: Tool, error: dict[str, Any]) -> str:
+    """One FastAPI validation error, named by the tool argument a model sent."""
+    loc = [str(part) for part in error.get("loc", ())]
+    if (loc and loc[0] in _LOCATIONS) or (loc and loc[0] == "body" and tool.schema.body_mode is BodyMode.FIELDS):
+        loc = loc[1:]
+    name = ".".join(loc) or "arguments"
+    message = error.get("msg", "is invalid")
+    if "input" in error and error.get("type") != "missing":
+        return f"{name!r}: {message} (got {error['input']!r})"
+    return f"{name!r}: {message}"

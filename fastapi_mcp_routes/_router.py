@@ -1,0 +1,107 @@
+"""`mcp_routes`: the one call that puts an MCP endpoint beside a FastAPI app's REST API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.params import Depends
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
+from fastapi_mcp_routes._origin import OriginPolicy
+from fastapi_mcp_routes._registry import ToolRegistry
+from fastapi_mcp_routes._sessions import SessionStore
+from fastapi_mcp_routes._transport import StreamableHTTPEndpoint, TransportConfig
+
+# Always the caller's own: never taken from a model's arguments, always forwarded to the route.
+_ALWAYS_CREDENTIALS = ("authorization", "proxy-authorization", "cookie")
+# Forwarded so the route sees the request as the caller sent it, but not credentials.
+_CONTEXT_HEADERS = ("host", "user-agent", "accept-language")
+
+
+def mcp_routes(
+    app: FastAPI,
+    *,
+    path: str = "/mcp",
+    server_name: str | None = None,
+    server_version: str | None = None,
+    instructions: str | None = None,
+    allowed_origins: Iterable[str] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    sessions: bool = True,
+    max_body_bytes: int = c.DEFAULT_MAX_BODY_BYTES,
+    forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
+    dependencies: Sequence[Depends] | None = None,
+) -> APIRouter:
+    """Build the router that serves the app's marked routes as MCP tools.
+
+    Use it as `app.include_router(mcp_routes(app))`.
+
+    Args:
+        app: the FastAPI app whose routes become tools; routes added later are found too.
+        path: where the Streamable-HTTP endpoint listens.
+        server_name, server_version: the identity sent to clients; default to the app's
+            title and version.
+        instructions: guidance for the model, sent in the `initialize` result.
+        allowed_origins: browser origins allowed besides the server's own; `["*"]` allows all.
+        allowed_hosts: Host values a loopback-bound server accepts besides loopback names,
+            for a reverse proxy on the same machine.
+        sessions: issue and require `Mcp-Session-Id`; `False` serves without sessions.
+        max_body_bytes: the largest request body read; larger ones are answered 413.
+        forward_headers: request headers passed from the MCP caller to the routes besides
+            `Authorization` and `Cookie`; they are credentials, never tool arguments.
+        dependencies: FastAPI dependencies run on every request to the endpoint.
+    """
+    _check_options(path, max_body_bytes)
+    forwarded = _header_names(forward_headers)
+    credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
+    registry = ToolRegistry(app, credentials)
+    identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
+    config = TransportConfig(
+        origin_policy=OriginPolicy.build(allowed_origins, allowed_hosts),
+        max_body_bytes=max_body_bytes,
+        forward_headers=frozenset(h.encode() for h in credentials | frozenset(_CONTEXT_HEADERS)),
+        credential_headers=frozenset(h.encode() for h in credentials),
+    )
+    endpoint = StreamableHTTPEndpoint(config, Dispatcher(app, registry, identity), SessionStore() if sessions else None)
+
+    async def mcp_endpoint(request: Request) -> Response:
+        return await endpoint(request)
+
+    @asynccontextmanager
+    async def discover_at_startup(_: Any) -> AsyncIterator[None]:
+        registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
+        yield
+
+    router = APIRouter(lifespan=discover_at_startup)
+    router.add_api_route(
+        path,
+        mcp_endpoint,
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
+        dependencies=list(dependencies or ()),
+        name="mcp",
+    )
+    return router
+
+
+def _check_options(path: str, max_body_bytes: int) -> None:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"path must start with '/', got {path!r}")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}")
+
+
+def _header_names(names: Iterable[str]) -> frozenset[str]:
+    if isinstance(names, str):
+        raise ValueError(f"forward_headers must be a list of header names, got the single string {names!r}")
+    result = frozenset(name.lower() for name in names)
+    transport = sorted(result & c.TRANSPORT_HEADERS)
+    if transport:
+        raise ValueError(f"forward_headers cannot name MCP transport headers, got {transport!r}")
+    return result

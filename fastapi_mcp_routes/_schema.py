@@ -1,0 +1,220 @@
+"""Tool schemas from a route's OpenAPI operation: `inputSchema`, `outputSchema`, argument places.
+
+The route's OpenAPI operation is FastAPI's public description of what the route takes and
+returns, so a tool's schema is exactly what the REST docs promise. Component references
+(`#/components/schemas/X`) become `#/$defs/X`, carrying every definition they reach, so shared
+and recursive models work.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from fastapi_mcp_routes import _constants as c
+
+_COMPONENT_PREFIX: Final = "#/components/schemas/"
+_DEFS_PREFIX: Final = "#/$defs/"
+# The property that holds the whole request body when its fields cannot sit at the top level.
+BODY_ARGUMENT: Final = "body"
+
+Location = Literal["path", "query", "header", "cookie", "body"]
+
+
+class BodyMode(enum.Enum):
+    NONE = "none"  # the route takes no body
+    FIELDS = "fields"  # the body object's properties are top-level arguments
+    WHOLE = "whole"  # the body is the single argument named `body`
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """Where one tool argument goes in the HTTP request."""
+
+    location: Location
+    wire_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """What a tool takes and returns, read from its route's OpenAPI operation."""
+
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    output_wrapped: bool
+    arguments: Mapping[str, Argument]
+    body_mode: BodyMode
+    body_media_type: str | None
+
+
+def build_tool_schema(
+    operation: Mapping[str, Any],
+    components: Mapping[str, Any],
+    credential_headers: frozenset[str],
+    where: str,
+) -> ToolSchema:
+    """Build a tool's schemas and argument places from one OpenAPI operation."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    arguments: dict[str, Argument] = {}
+    for parameter in operation.get("parameters", ()):
+        location = parameter["in"]
+        wire_name = parameter["name"]
+        if location == "header" and wire_name.lower() in credential_headers:
+            continue  # credentials come from the caller's request, never from the model
+        properties[wire_name] = _parameter_schema(parameter)
+        arguments[wire_name] = Argument(location, wire_name)
+        if parameter.get("required"):
+            required.append(wire_name)
+
+    body_mode, media_type = BodyMode.NONE, None
+    request_body = operation.get("requestBody")
+    if request_body:
+        media_type, body_schema = next(iter(request_body["content"].items()))
+        body_schema = body_schema.get("schema", {})
+        body_required = bool(request_body.get("required"))
+        if media_type not in (c.MEDIA_JSON, c.MEDIA_FORM, c.MEDIA_MULTIPART):
+            raise ValueError(f"{where}: a request body of type {media_type!r} cannot be a tool argument")
+        _refuse_file_fields(body_schema, components, where)
+        fields = _flattenable_fields(body_schema, components, set(properties), body_required)
+        if fields is not None:
+            body_mode = BodyMode.FIELDS
+            field_properties, field_required = fields
+            properties.update(field_properties)
+            required.extend(field_required)
+            arguments.update((name, Argument("body", name)) for name in field_properties)
+        elif BODY_ARGUMENT in properties:
+            raise ValueError(
+                f"{where}: the request body cannot be a tool argument because a parameter is "
+                f"already named {BODY_ARGUMENT!r}"
+            )
+        else:
+            body_mode = BodyMode.WHOLE
+            properties[BODY_ARGUMENT] = body_schema
+            arguments[BODY_ARGUMENT] = Argument("body", BODY_ARGUMENT)
+            if body_required:
+                required.append(BODY_ARGUMENT)
+
+    input_schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        input_schema["required"] = required
+    input_schema["additionalProperties"] = False
+    input_schema = _with_defs(input_schema, components)
+    output_schema, wrapped = _output_schema(operation, components)
+    return ToolSchema(input_schema, output_schema, wrapped, arguments, body_mode, media_type)
+
+
+def _parameter_schema(parameter: Mapping[str, Any]) -> dict[str, Any]:
+    schema = dict(parameter.get("schema", {}))
+    if "description" in parameter:
+        schema.setdefault("description", parameter["description"])
+    if "example" in parameter:
+        schema.setdefault("examples", [parameter["example"]])
+    elif isinstance(parameter.get("examples"), Mapping):
+        # An OpenAPI examples map of Example Objects; JSON Schema wants a list of values.
+        values = [e["value"] for e in parameter["examples"].values() if "value" in e]
+        if values:
+            schema.setdefault("examples", values)
+    if parameter.get("deprecated"):
+        schema["deprecated"] = True
+    return schema
+
+
+def _resolve(schema: Mapping[str, Any], components: Mapping[str, Any]) -> Mapping[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_COMPONENT_PREFIX):
+        resolved: Mapping[str, Any] = components[ref[len(_COMPONENT_PREFIX) :]]
+        return resolved
+    return schema
+
+
+def _flattenable_fields(
+    body_schema: Mapping[str, Any],
+    components: Mapping[str, Any],
+    taken: set[str],
+    body_required: bool,
+) -> tuple[dict[str, Any], list[str]] | None:
+    """The body's properties and required names when they can be top-level arguments."""
+    resolved = _resolve(body_schema, components)
+    properties = resolved.get("properties")
+    if resolved.get("type") != "object" or not isinstance(properties, Mapping) or not properties:
+        return None
+    if resolved.get("additionalProperties") not in (None, False) or not body_required:
+        return None  # a free-form or optional body keeps its own shape under `body`
+    if taken.intersection(properties) or BODY_ARGUMENT in taken:
+        return None
+    return dict(properties), list(resolved.get("required", ()))
+
+
+def _refuse_file_fields(schema: Mapping[str, Any], components: Mapping[str, Any], where: str) -> None:
+    resolved = _resolve(schema, components)
+    for name, field in resolved.get("properties", {}).items():
+        options = [field, *field.get("anyOf", ()), field.get("items", {})]
+        if any(o.get("format") == "binary" or "contentMediaType" in o for o in options):
+            raise ValueError(f"{where}: the file upload field {name!r} cannot be a tool argument")
+
+
+def _output_schema(operation: Mapping[str, Any], components: Mapping[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    schema = _success_json_schema(operation.get("responses", {}))
+    if not schema:
+        return None, False
+    resolved = _resolve(schema, components)
+    if resolved.get("type") == "object":
+        return _with_defs(copy.deepcopy(dict(resolved)), components), False
+    wrapped = {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}
+    return _with_defs(wrapped, components), True
+
+
+def _success_json_schema(responses: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for status in sorted(responses):
+        if status.startswith("2"):
+            content = responses[status].get("content", {})
+            media = content.get(c.MEDIA_JSON)
+            return media.get("schema") if media else None
+    return None
+
+
+def _with_defs(schema: dict[str, Any], components: Mapping[str, Any]) -> dict[str, Any]:
+    """Rewrite component references to `$defs` and attach every definition they reach."""
+    rewritten: dict[str, Any] = _rewrite_refs(schema)
+    pending = list(_referenced_names(rewritten))
+    defs: dict[str, Any] = {}
+    while pending:
+        name = pending.pop()
+        if name in defs:
+            continue
+        defs[name] = _rewrite_refs(components[name])
+        pending.extend(_referenced_names(defs[name]))
+    if defs:
+        rewritten["$defs"] = {name: defs[name] for name in sorted(defs)}
+    return rewritten
+
+
+def _rewrite_refs(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {
+            key: (
+                _DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :]
+                if key == "$ref" and isinstance(value, str) and value.startswith(_COMPONENT_PREFIX)
+                else _rewrite_refs(value)
+            )
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_rewrite_refs(item) for item in node]
+    return node
+
+
+def _referenced_names(node: Any) -> Iterable[str]:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str) and value.startswith(_DEFS_PREFIX):
+                yield value[len(_DEFS_PREFIX) :]
+            else:
+                yield from _referenced_names(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _referenced_names(item)

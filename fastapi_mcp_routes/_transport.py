@@ -1,0 +1,241 @@
+"""The Streamable-HTTP endpoint: HTTP checks, sessions, and JSON-RPC messages in and out.
+
+A POST runs a pipeline of named steps: check the request (origin, media types), read the body
+within its cap, decode and classify the messages, resolve the session and protocol version,
+dispatch, encode. Every refusal is an `HttpError` raised by a step and turned into a response
+in `_refusal`, so no step builds an error response itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._dispatch import CallContext, Dispatcher
+from fastapi_mcp_routes._errors import HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes._invoke import caller_from_scope
+from fastapi_mcp_routes._json import loads
+from fastapi_mcp_routes._origin import OriginPolicy
+from fastapi_mcp_routes._sessions import Session, SessionStore
+from fastapi_mcp_routes._wire import (
+    Message,
+    Notification,
+    ParamsNotObject,
+    RequestId,
+    classify,
+    encode_error,
+    encode_result,
+    internal_error,
+    request_id_of,
+    truncate,
+)
+from fastapi_mcp_routes._wire import (
+    Request as RpcRequest,
+)
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+_JSON_TYPES = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
+_SSE_TYPES = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
+
+
+@dataclass(frozen=True, slots=True)
+class TransportConfig:
+    origin_policy: OriginPolicy
+    max_body_bytes: int
+    forward_headers: frozenset[bytes]  # lower-case header names the route inherits
+    credential_headers: frozenset[bytes]  # what a session is bound to
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    messages: list[Message | McpError]
+    batch: bool
+    ids: list[RequestId | None]  # the request id of each entry, for errors
+
+
+class StreamableHTTPEndpoint:
+    """Serves MCP on one path: POST for messages, DELETE to end a session, GET refused."""
+
+    def __init__(self, config: TransportConfig, dispatcher: Dispatcher, sessions: SessionStore | None) -> None:
+        self._config = config
+        self._dispatcher = dispatcher
+        self._sessions = sessions
+
+    async def __call__(self, request: Request) -> Response:
+        try:
+            self._check_origin(request)
+            if request.method == "POST":
+                return await self._post(request)
+            if request.method == "DELETE" and self._sessions is not None:
+                return self._delete(request)
+            allow = "POST, DELETE" if self._sessions is not None else "POST"
+            raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
+        except HttpError as refusal:
+            return _refusal(refusal)
+        except ClientDisconnect:
+            return Response(status_code=400)
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def _check_origin(self, request: Request) -> None:
+        policy = self._config.origin_policy
+        host = request.headers.get(c.HEADER_HOST)
+        server = request.scope.get("server")
+        if not policy.host_allowed(host, server[0] if server else None):
+            raise HttpError(403, InvalidRequest("Forbidden: this Host is not allowed."))
+        if not policy.origin_allowed(request.headers.get(c.HEADER_ORIGIN), host, request.url.scheme):
+            raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
+
+    async def _post(self, request: Request) -> Response:
+        _check_media_types(request)
+        body = await _read_body(request, self._config.max_body_bytes)
+        parsed = _parse(body)
+        first = parsed.messages[0]
+        opening = isinstance(first, RpcRequest) and first.method == "initialize"
+        if opening and parsed.batch:
+            raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
+        session = None if opening else self._resolve_session(request)
+        version = _protocol_version(request, session, opening)
+        if parsed.batch and version != c.BATCH_VERSION:
+            raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
+        caller = caller_from_scope(request.scope, self._config.forward_headers)
+        ctx = CallContext(protocol_version=version, caller=caller)
+        if opening:
+            assert isinstance(first, RpcRequest)
+            return await self._initialize(request, first, ctx)
+        replies = [
+            await self._answer(entry, entry_id, ctx)
+            for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
+        ]
+        bodies = [reply for reply in replies if reply is not None]
+        if not bodies:
+            return Response(status_code=202)
+        content = b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0]
+        return Response(content, media_type=c.MEDIA_JSON)
+
+    async def _initialize(self, request: Request, initialize: RpcRequest, ctx: CallContext) -> Response:
+        try:
+            result = await self._dispatcher.request(initialize.method, initialize.params, ctx)
+        except McpError as error:
+            return Response(encode_error(initialize.id, error), media_type=c.MEDIA_JSON)
+        headers = {}
+        if self._sessions is not None:
+            version = str(result["protocolVersion"]) if isinstance(result, dict) else c.LATEST_SESSION_VERSION
+            headers[c.HEADER_SESSION_ID] = self._sessions.open(self._binding(request), version).id
+        return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
+
+    def _delete(self, request: Request) -> Response:
+        assert self._sessions is not None
+        session_id = request.headers.get(c.HEADER_SESSION_ID)
+        if not session_id:
+            raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
+        if not self._sessions.close(session_id, self._binding(request)):
+            raise HttpError(404, InvalidRequest("Session not found."))
+        return Response(status_code=204)
+
+    def _resolve_session(self, request: Request) -> Session | None:
+        if self._sessions is None:
+            return None
+        session_id = request.headers.get(c.HEADER_SESSION_ID)
+        if not session_id:
+            raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
+        session = self._sessions.find(session_id, self._binding(request))
+        if session is None:
+            logger.info("refused unknown, expired or foreign session %s", truncate(session_id))
+            raise HttpError(404, InvalidRequest("Session not found."))
+        return session
+
+    def _binding(self, request: Request) -> bytes:
+        assert self._sessions is not None
+        wanted = self._config.credential_headers
+        return self._sessions.binding(k + b"=" + v for k, v in request.scope["headers"] if k in wanted)
+
+    async def _answer(self, entry: Message | McpError, entry_id: RequestId | None, ctx: CallContext) -> bytes | None:
+        if isinstance(entry, McpError):
+            return encode_error(entry_id, entry)
+        if isinstance(entry, Notification):
+            await self._dispatcher.notification(entry.method, entry.params, ctx)
+            return None
+        if not isinstance(entry, RpcRequest):
+            return None  # a client's reply; no server-to-client request is waiting for one yet
+        try:
+            return encode_result(entry.id, await self._dispatcher.request(entry.method, entry.params, ctx))
+        except McpError as error:
+            return encode_error(entry.id, error)
+        except Exception as exc:
+            return internal_error(entry.id, exc)
+
+
+def _check_media_types(request: Request) -> None:
+    content_type = request.headers.get(c.HEADER_CONTENT_TYPE, "")
+    if content_type.split(";", 1)[0].strip().lower() != c.MEDIA_JSON:
+        raise HttpError(415, InvalidRequest("Unsupported Media Type: the body must be application/json."))
+    accepted = {part.split(";", 1)[0].strip().lower() for part in request.headers.get(c.HEADER_ACCEPT, "").split(",")}
+    if accepted.isdisjoint(_JSON_TYPES) and accepted.isdisjoint(_SSE_TYPES):
+        raise HttpError(406, InvalidRequest("Not Acceptable: accept application/json or text/event-stream."))
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    too_large = HttpError(413, InvalidRequest(f"Payload Too Large: the body may be at most {limit} bytes."))
+    declared = request.headers.get(c.HEADER_CONTENT_LENGTH, "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large  # stop reading: never buffer more than the cap
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse(body: bytes) -> _Parsed:
+    try:
+        value: Any = loads(body)
+    except McpError as error:
+        raise HttpError(400, error) from None
+    batch = isinstance(value, list)
+    values = value if batch else [value]
+    if not values:
+        raise HttpError(400, InvalidRequest("Invalid Request: an empty batch."))
+    messages: list[Message | McpError] = []
+    for item in values:
+        try:
+            messages.append(classify(item))
+        except ParamsNotObject as error:
+            messages.append(error)
+        except McpError as error:
+            if not batch:
+                raise HttpError(400, error, {}) from None
+            messages.append(error)
+    return _Parsed(messages, batch, [request_id_of(item) for item in values])
+
+
+def _protocol_version(request: Request, session: Session | None, opening: bool) -> str:
+    header = request.headers.get(c.HEADER_PROTOCOL_VERSION)
+    if header is None or opening:
+        return session.protocol_version if session is not None else c.FALLBACK_VERSION
+    if header not in c.SESSION_ERA_VERSIONS:
+        raise HttpError(
+            400,
+            InvalidRequest(
+                f"Bad Request: unsupported MCP-Protocol-Version {truncate(header)!r}; "
+                f"supported: {', '.join(c.SESSION_ERA_VERSIONS)}."
+            ),
+        )
+    return header
+
+
+def _refusal(refusal: HttpError) -> Response:
+    return Response(
+        encode_error(None, refusal.error),
+        status_code=refusal.status,
+        media_type=c.MEDIA_JSON,
+        headers=refusal.headers,
+    )

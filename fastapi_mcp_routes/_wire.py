@@ -1,0 +1,110 @@
+"""JSON-RPC 2.0 framing: classify incoming messages, encode responses and errors.
+
+This is the one place where typed errors become wire errors (STYLE.md, principle 5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._errors import InvalidParams, InvalidRequest, McpError
+from fastapi_mcp_routes._json import RawJSON, dumps
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+RequestId = str | int
+_RESULT_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A client's response to a server-to-client request."""
+
+    id: RequestId
+    payload: Mapping[str, Any]
+
+
+Message = Request | Notification | Reply
+
+
+def classify(value: Any) -> Message:
+    """Turn one decoded JSON value into a message, or raise `InvalidRequest`."""
+    if not isinstance(value, dict) or value.get("jsonrpc") != c.JSONRPC_VERSION:
+        raise InvalidRequest("Invalid Request: not a JSON-RPC 2.0 message.")
+    method = value.get("method")
+    has_id = "id" in value
+    if method is None:
+        if has_id and _valid_id(value["id"]) and (("result" in value) != ("error" in value)):
+            return Reply(value["id"], value)
+        raise InvalidRequest("Invalid Request: a message needs a 'method', or an 'id' with 'result' or 'error'.")
+    if not isinstance(method, str):
+        raise InvalidRequest("Invalid Request: 'method' must be a string.")
+    params = value.get("params", {})
+    if has_id:
+        if not _valid_id(value["id"]):
+            raise InvalidRequest("Invalid Request: 'id' must be a string or an integer.")
+        if not isinstance(params, dict):
+            raise ParamsNotObject(value["id"])
+        return Request(value["id"], method, params)
+    return Notification(method, params if isinstance(params, dict) else {})
+
+
+class ParamsNotObject(InvalidParams):
+    """Params of a request that are not an object: answered with the request's own id."""
+
+    def __init__(self, request_id: RequestId) -> None:
+        super().__init__("Invalid params: 'params' must be an object.")
+        self.request_id = request_id
+
+
+def request_id_of(value: Any) -> RequestId | None:
+    """The id of a request that failed classification, when it has a usable one."""
+    if isinstance(value, dict) and _valid_id(value.get("id")):
+        request_id: RequestId = value["id"]
+        return request_id
+    return None
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def encode_result(request_id: RequestId, result: Mapping[str, Any] | RawJSON) -> bytes:
+    """A JSON-RPC response; a pre-encoded result is spliced in without re-encoding."""
+    if isinstance(result, RawJSON):
+        return b"".join((_RESULT_HEAD, dumps(request_id), b',"result":', result.data, b"}"))
+    return dumps({"jsonrpc": c.JSONRPC_VERSION, "id": request_id, "result": result})
+
+
+def encode_error(request_id: RequestId | None, error: McpError) -> bytes:
+    """A JSON-RPC error response (id `null` when the request's id could not be read)."""
+    return dumps({"jsonrpc": c.JSONRPC_VERSION, "id": request_id, "error": error.to_error()})
+
+
+def internal_error(request_id: RequestId | None, exc: BaseException) -> bytes:
+    """An unexpected failure: logged with its traceback, answered generically."""
+    logger.error("internal error handling an MCP request", exc_info=exc)
+    return encode_error(request_id, McpError("Internal error."))
+
+
+def truncate(value: object) -> str:
+    """An untrusted value, cut short for a log line."""
+    text = str(value)
+    return text if len(text) <= c.LOG_VALUE_MAX else text[: c.LOG_VALUE_MAX] + "…"
