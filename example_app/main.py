@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, status
@@ -25,7 +25,7 @@ BEARER_TOKEN = os.environ.get("NOTES_BEARER_TOKEN", "demo-token")
 app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, exposed over REST and MCP.")
 
 
-class Priority(str, Enum):
+class Priority(StrEnum):
     low = "low"
     normal = "normal"
     high = "high"
@@ -149,7 +149,9 @@ def replace_note(note_id: NoteId, note: NoteIn) -> Note:
 
 @mcp_tool()
 @app.delete(
-    "/notes/{note_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a note",
+    "/notes/{note_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a note",
     dependencies=[Depends(require_api_key)],
 )
 def delete_note(note_id: NoteId) -> None:

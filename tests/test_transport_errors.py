@@ -1,0 +1,220 @@
+"""Every malformed request gets the status and JSON-RPC error the spec names, and the server
+keeps serving: a table of bad inputs against a real uvicorn server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from fastapi_mcp_routes import mcp_routes, mcp_tool
+from tests.conftest import serve
+
+MAX_BODY = 4096
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+class Echo(BaseModel):
+    text: str
+
+
+def make_app(*, sessions: bool = True) -> FastAPI:
+    app = FastAPI(title="Table")
+
+    @mcp_tool()
+    @app.get("/echo/{text}")
+    def echo(text: str) -> Echo:
+        return Echo(text=text)
+
+    app.include_router(mcp_routes(app, max_body_bytes=MAX_BODY, sessions=sessions))
+    return app
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve(make_app()) as url:
+        yield url
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | None = 1) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    if request_id is not None:
+        message["id"] = request_id
+    return message
+
+
+def open_session(http: httpx.Client, version: str = "2025-11-25", headers: dict[str, str] | None = None) -> str:
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "table", "version": "1"}}
+    response = http.post("/mcp", json=rpc("initialize", params), headers={**JSON_HEADERS, **(headers or {})})
+    assert response.status_code == 200, response.text
+    return response.headers["mcp-session-id"]
+
+
+def session_headers(session_id: str, version: str = "2025-11-25") -> dict[str, str]:
+    return {**JSON_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": version}
+
+
+@dataclass
+class Row:
+    """One bad request: what to send and what must come back."""
+
+    name: str
+    status: int
+    code: int | None = None
+    method: str = "POST"
+    body: bytes | None = None
+    message: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    session: str = "valid"  # "valid", "none", "unknown", "foreign", "old" (2025-03-26)
+    version: str | None = "2025-11-25"
+
+
+ROWS = [
+    Row("content type not json", 415, -32600, message=rpc("ping"), headers={"content-type": "text/plain"}),
+    Row("accept lacks json and sse", 406, -32600, message=rpc("ping"), headers={"accept": "text/html"}),
+    Row("body over the cap", 413, -32600, body=b'{"pad":"' + b"x" * (MAX_BODY + 1) + b'"}'),
+    Row("malformed json", 400, -32700, body=b'{"jsonrpc": "2.0", "id": 1,'),
+    Row("invalid utf-8", 400, -32700, body=b'{"a":"\xff"}'),
+    Row("deeply nested json", 400, -32700, body=b"[" * 2000 + b"]" * 2000),
+    Row("not a json-rpc message", 400, -32600, message={"hello": "world"}),
+    Row("wrong jsonrpc version", 400, -32600, message={"jsonrpc": "1.0", "id": 1, "method": "ping"}),
+    Row("id of the wrong type", 400, -32600, message={"jsonrpc": "2.0", "id": [1], "method": "ping"}),
+    Row("empty batch", 400, -32600, message=[]),
+    Row("unknown method", 200, -32601, message=rpc("tools/destroy")),
+    Row("params not an object", 200, -32602, message={"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}),
+    Row("tool name not a string", 200, -32602, message=rpc("tools/call", {"name": 5})),
+    Row("arguments not an object", 200, -32602, message=rpc("tools/call", {"name": "echo", "arguments": [1]})),
+    Row("unknown tool", 200, -32602, message=rpc("tools/call", {"name": "nope", "arguments": {}})),
+    Row("bad cursor", 200, -32602, message=rpc("tools/list", {"cursor": "not-ours"})),
+    Row("batch outside 2025-03-26", 400, -32600, message=[rpc("ping"), rpc("ping", request_id=2)]),
+    Row("missing session id", 400, -32600, message=rpc("ping"), session="none"),
+    Row("unknown session id", 404, -32600, message=rpc("ping"), session="unknown"),
+    Row("foreign session id", 404, -32600, message=rpc("ping"), session="foreign"),
+    Row("unsupported protocol version header", 400, -32600, message=rpc("ping"), version="1999-01-01"),
+    Row("origin of another site", 403, -32600, message=rpc("ping"), headers={"origin": "http://evil.example"}),
+    Row("origin null", 403, -32600, message=rpc("ping"), headers={"origin": "null"}),
+    Row("non-loopback host on loopback", 403, -32600, message=rpc("ping"), headers={"host": "evil.example"}),
+    Row("GET without a stream", 405, -32600, method="GET"),
+    Row("DELETE without a session id", 400, -32600, method="DELETE", session="none"),
+    Row("notification", 202, message=rpc("notifications/initialized", request_id=None)),
+    Row("client reply", 202, message={"jsonrpc": "2.0", "id": 7, "result": {}}),
+]
+
+
+def send(http: httpx.Client, row: Row) -> httpx.Response:
+    if row.session == "none":
+        headers = dict(JSON_HEADERS)
+    elif row.session == "unknown":
+        headers = session_headers("x" * 43)
+    elif row.session == "foreign":
+        headers = session_headers(open_session(http, headers={"authorization": "Bearer alice"}))
+        headers["authorization"] = "Bearer mallory"
+    else:
+        headers = session_headers(open_session(http))
+    if row.version is None:
+        headers.pop("mcp-protocol-version")
+    else:
+        headers["mcp-protocol-version"] = row.version
+    headers.update(row.headers)
+    content = row.body if row.body is not None else httpx.Request("POST", "/", json=row.message).content
+    return http.request(row.method, "/mcp", content=content if row.method == "POST" else None, headers=headers)
+
+
+def assert_still_serving(http: httpx.Client) -> None:
+    headers = session_headers(open_session(http))
+    call = rpc("tools/call", {"name": "echo", "arguments": {"text": "alive"}}, request_id=99)
+    response = http.post("/mcp", json=call, headers=headers)
+    assert response.status_code == 200
+    assert response.json()["result"]["structuredContent"] == {"text": "alive"}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_bad_input_gets_the_named_status_and_error_and_the_server_keeps_serving(base_url: str, row: Row) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        response = send(http, row)
+        assert response.status_code == row.status, response.text
+        if row.code is None:
+            assert response.content == b""
+        else:
+            assert response.headers["content-type"].startswith("application/json")
+            assert response.json()["error"]["code"] == row.code
+        assert_still_serving(http)
+
+
+def test_params_error_keeps_the_request_id(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        headers = session_headers(open_session(http))
+        response = http.post("/mcp", json=rpc("tools/call", {"name": 5}, request_id=41), headers=headers)
+    assert response.json()["id"] == 41
+
+
+def test_batch_under_2025_03_26_is_answered_in_order(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        headers = session_headers(open_session(http, "2025-03-26"), "2025-03-26")
+        batch = [
+            rpc("ping", request_id="a"),
+            rpc("notifications/initialized", request_id=None),
+            rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, request_id="b"),
+            {"jsonrpc": "2.0", "id": "c"},
+        ]
+        response = http.post("/mcp", json=batch, headers=headers)
+    assert response.status_code == 200
+    replies = response.json()
+    assert [reply["id"] for reply in replies] == ["a", "b", "c"]
+    assert replies[1]["result"]["structuredContent"] == {"text": "hi"}
+    assert replies[2]["error"]["code"] == -32600
+
+
+def test_initialize_inside_a_batch_is_refused(base_url: str) -> None:
+    params = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        response = http.post("/mcp", json=[rpc("initialize", params)], headers=JSON_HEADERS)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_deleted_session_is_gone(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        headers = session_headers(open_session(http))
+        assert http.delete("/mcp", headers=headers).status_code == 204
+        assert http.post("/mcp", json=rpc("ping"), headers=headers).status_code == 404
+        assert http.delete("/mcp", headers=headers).status_code == 404
+
+
+def test_initialize_echoes_a_supported_version_and_offers_the_latest_otherwise(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        for requested, expected in [
+            ("2025-03-26", "2025-03-26"),
+            ("2025-06-18", "2025-06-18"),
+            ("2099-01-01", "2025-11-25"),
+        ]:
+            params = {"protocolVersion": requested, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            response = http.post("/mcp", json=rpc("initialize", params), headers=JSON_HEADERS)
+            assert response.json()["result"]["protocolVersion"] == expected
+
+
+def test_same_origin_and_loopback_hosts_are_accepted(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        headers = session_headers(open_session(http))
+        port = base_url.rsplit(":", 1)[1]
+        for extra in ({"origin": base_url}, {"host": f"localhost:{port}"}):
+            response = http.post("/mcp", json=rpc("ping"), headers={**headers, **extra})
+            assert response.status_code == 200, (extra, response.text)
+
+
+def test_without_sessions_no_id_is_issued_or_needed() -> None:
+    with serve(make_app(sessions=False)) as url, httpx.Client(base_url=url, timeout=20) as http:
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        opened = http.post("/mcp", json=rpc("initialize", params), headers=JSON_HEADERS)
+        assert "mcp-session-id" not in opened.headers
+        call = rpc("tools/call", {"name": "echo", "arguments": {"text": "free"}})
+        response = http.post("/mcp", json=call, headers={**JSON_HEADERS, "mcp-protocol-version": "2025-11-25"})
+        assert response.json()["result"]["structuredContent"] == {"text": "free"}
+        assert http.delete("/mcp", headers=JSON_HEADERS).status_code == 405

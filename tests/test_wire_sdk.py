@@ -1,0 +1,130 @@
+"""The example app on a real uvicorn server, driven by the official MCP Python SDK client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from example_app.main import API_KEY, BEARER_TOKEN, app
+from tests.conftest import serve
+
+pytestmark = pytest.mark.anyio
+WAIT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve(app) as url:
+        yield url
+
+
+@asynccontextmanager
+async def mcp_client(base_url: str, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    http = create_mcp_http_client(headers=headers)
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    async with http, Client(transport, mode="legacy") as client:
+        yield client
+
+
+def rest(base_url: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        return http.request(method, path, **kwargs)
+
+
+async def test_initialize_reports_the_app_identity_and_instructions(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            assert client.server_info is not None
+            assert (client.server_info.name, client.server_info.version) == ("Notes", "1.0.0")
+            assert client.instructions == "Notes service: list, read and edit notes."
+            assert client.protocol_version == "2025-11-25"
+            assert client.server_capabilities.tools is not None
+
+
+async def test_only_marked_routes_are_listed(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            tools = (await client.list_tools()).tools
+    names = [tool.name for tool in tools]
+    assert names == ["create_note", "delete_note", "get_note", "list_notes", "note_stats", "update_note"]
+    by_name = {tool.name: tool for tool in tools}
+    assert by_name["get_note"].annotations is not None
+    assert by_name["get_note"].annotations.read_only_hint is True
+    assert by_name["delete_note"].annotations is not None
+    assert by_name["delete_note"].annotations.destructive_hint is True
+    assert "x-api-key" not in by_name["create_note"].input_schema["properties"]
+
+
+async def test_get_tool_result_equals_the_rest_response(base_url: str) -> None:
+    expected = rest(base_url, "GET", "/notes/1").json()
+    listed = rest(base_url, "GET", "/notes", params={"tag": ["intro"], "limit": 5}).json()
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            one = await client.call_tool("get_note", {"note_id": 1})
+            many = await client.call_tool("list_notes", {"tag": ["intro"], "limit": 5})
+    assert not one.is_error
+    assert one.structured_content == expected
+    assert many.structured_content == listed
+
+
+async def test_post_tool_creates_through_the_route_with_the_callers_key(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
+            created = await client.call_tool("create_note", {"title": "From an agent", "tags": ["mcp"]})
+    assert not created.is_error
+    note = created.structured_content
+    assert note["title"] == "From an agent"
+    assert rest(base_url, "GET", f"/notes/{note['id']}").json() == note
+
+
+async def test_guarded_tool_refuses_without_credentials(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            refused = await client.call_tool("create_note", {"title": "No key"})
+            stats = await client.call_tool("note_stats", {})
+    assert refused.is_error
+    assert "401" in refused.content[0].text
+    assert stats.is_error
+    assert "401" in stats.content[0].text
+
+
+async def test_guarded_tool_succeeds_with_the_callers_bearer_token(base_url: str) -> None:
+    expected = rest(base_url, "GET", "/stats", headers={"authorization": f"Bearer {BEARER_TOKEN}"}).json()
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, {"authorization": f"Bearer {BEARER_TOKEN}"}) as client:
+            stats = await client.call_tool("note_stats", {})
+    assert not stats.is_error
+    assert stats.structured_content == expected
+
+
+async def test_invalid_arguments_come_back_as_an_error_result_naming_the_field(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
+            result = await client.call_tool("create_note", {"title": "", "priority": "urgent"})
+    assert result.is_error
+    text = result.content[0].text
+    assert "'title'" in text
+    assert "'priority'" in text
+
+
+async def test_update_and_delete_run_their_routes(base_url: str) -> None:
+    headers = {"x-api-key": API_KEY}
+    created = rest(base_url, "POST", "/notes", json={"title": "Temporary"}, headers=headers).json()
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, headers) as client:
+            updated = await client.call_tool("update_note", {"note_id": created["id"], "title": "Renamed"})
+            deleted = await client.call_tool("delete_note", {"note_id": created["id"]})
+            missing = await client.call_tool("get_note", {"note_id": created["id"]})
+    assert updated.structured_content["revision"] == 2
+    assert not deleted.is_error
+    assert missing.is_error
+    assert "404" in missing.content[0].text
+    assert rest(base_url, "GET", f"/notes/{created['id']}").status_code == 404
