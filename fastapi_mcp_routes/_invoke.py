@@ -7,6 +7,7 @@ response model (DESIGN.md, decision 2).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ from fastapi_mcp_routes._schema import BodyMode
 
 _JSON_HEADERS = ((b"content-type", c.MEDIA_JSON.encode()), (b"accept", c.MEDIA_JSON.encode()))
 _FORM_HEADERS = ((b"content-type", c.MEDIA_FORM.encode()), (b"accept", c.MEDIA_JSON.encode()))
+# RFC 6265 4.1.1 cookie-octets: no whitespace, quote, comma, semicolon or backslash.
+_COOKIE_VALUE = re.compile(r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*")
 _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 
 
@@ -164,19 +167,22 @@ def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:
 
 
 def _path(tool: Tool, arguments: Mapping[str, Any]) -> tuple[str, str]:
-    path = raw_path = tool.path_format
-    for name, argument in tool.schema.arguments.items():
-        if argument.location != "path":
+    """The decoded and the percent-encoded path, each placeholder filled exactly once."""
+    decoded: list[str] = []
+    encoded: list[str] = []
+    for literal, placeholder in tool.path_parts:
+        decoded.append(literal)
+        encoded.append(quote(literal, safe="/"))
+        if placeholder is None:
             continue
-        value = _scalar(name, arguments[name])
-        slash_allowed = argument.wire_name in tool.slash_params
+        value = _scalar(placeholder, arguments[placeholder])
+        slash_allowed = placeholder in tool.slash_params
         if not value or ("/" in value and not slash_allowed):
             # An empty segment or a "/" would make the request reach another route.
-            raise ToolArgumentError(f"Argument {name!r} must be a non-empty path segment without '/'.")
-        placeholder = "{" + argument.wire_name + "}"
-        path = path.replace(placeholder, value)
-        raw_path = raw_path.replace(placeholder, quote(value, safe="/" if slash_allowed else ""))
-    return path, raw_path
+            raise ToolArgumentError(f"Argument {placeholder!r} must be a non-empty path segment without '/'.")
+        decoded.append(value)
+        encoded.append(quote(value, safe="/" if slash_allowed else ""))
+    return "".join(decoded), "".join(encoded)
 
 
 def _scalar(name: str, value: Any) -> str:
@@ -211,6 +217,9 @@ def _body(tool: Tool, fields: dict[str, Any], whole: Any) -> tuple[bytes, tuple[
 def _merge_cookies(headers: list[tuple[bytes, bytes]], cookies: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     # The caller's own cookies come last so they win over an argument of the same name.
     caller_cookie = b"; ".join(v for k, v in headers if k == b"cookie")
-    model = "; ".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in cookies).encode()
+    for name, value in cookies:
+        if not _COOKIE_VALUE.fullmatch(value):
+            raise ToolArgumentError(f"Argument {name!r} is not a valid cookie value (RFC 6265).")
+    model = "; ".join(f"{k}={v}" for k, v in cookies).encode()
     merged = b"; ".join(part for part in (model, caller_cookie) if part)
     return [(k, v) for k, v in headers if k != b"cookie"] + [(b"cookie", merged)]

@@ -8,6 +8,8 @@ work proportional to the size of the route table.
 
 from __future__ import annotations
 
+import inspect
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from fastapi_mcp_routes._schema import ToolSchema, build_tool_schema
 
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
 _PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
+_PLACEHOLDER: Final = re.compile(r"{([^}]+)}")
 
 # Hints derived from the HTTP method (documented in the README): what a REST author promises
 # by choosing the method. Explicit `mcp_tool` options override each one.
@@ -50,6 +53,7 @@ class Tool:
     name: str
     method: str
     path_format: str
+    path_parts: tuple[tuple[str, str | None], ...]  # literal text, then the placeholder after it
     slash_params: frozenset[str]  # path parameters declared with the `path` convertor
     schema: ToolSchema
     required: frozenset[str]
@@ -60,7 +64,7 @@ class Tool:
 class ToolTable:
     """All tools of one state of the route table, with the `tools/list` pages pre-encoded."""
 
-    fingerprint: tuple[int, ...]
+    routes: tuple[Any, ...]  # the routes it was built from, held so identity checks stay sound
     by_name: Mapping[str, Tool]
     pages: tuple[RawJSON, ...]
 
@@ -86,10 +90,10 @@ class ToolRegistry:
         """The current tools, rebuilt when the app's routes changed since the last look."""
         # Included routers stay live in FastAPI, so their views are read afresh each time.
         routes = list(iter_route_contexts(self._app.routes))
-        fingerprint = tuple(id(_original(route)) for route in routes)
+        originals = tuple(_original(route) for route in routes)
         table = self._table
-        if table is None or table.fingerprint != fingerprint:
-            table = self._table = _build_table(self._app, routes, fingerprint, self._credential_headers)
+        if table is None or not _same_routes(table.routes, originals):
+            table = self._table = _build_table(self._app, routes, originals, self._credential_headers)
         return table
 
     def lookup(self, name: str) -> Tool | None:
@@ -105,8 +109,12 @@ def _original(route: Any) -> Any:
     return getattr(route, "original_route", route)
 
 
+def _same_routes(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    return len(before) == len(now) and all(map(operator.is_, before, now))
+
+
 def _build_table(
-    app: FastAPI, routes: list[Any], fingerprint: tuple[int, ...], credential_headers: frozenset[str]
+    app: FastAPI, routes: list[Any], originals: tuple[Any, ...], credential_headers: frozenset[str]
 ) -> ToolTable:
     marked = _marked_routes(routes)
     _check_names(marked)
@@ -119,7 +127,7 @@ def _build_table(
         tools.append(_tool(entry, schema))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
-    return ToolTable(fingerprint, by_name, _pages([tool.definition for tool in tools]))
+    return ToolTable(originals, by_name, _pages([tool.definition for tool in tools]))
 
 
 def _marked_routes(routes: list[Any]) -> list[_Marked]:
@@ -140,7 +148,7 @@ def _marked_routes(routes: list[Any]) -> list[_Marked]:
         if len(methods) > 1 and options.name is not None:
             raise ValueError(f"{where}: one tool name {options.name!r} cannot serve {len(methods)} methods")
         for method in methods:
-            name = options.name or route.name
+            name = options.name if options.name is not None else route.name
             if len(methods) > 1:
                 name = f"{name}_{method.lower()}"
             marked.append(_Marked(route, options, method, name, where))
@@ -181,13 +189,7 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
     title = options.title or route.summary
     if title:
         definition["title"] = title
-    definition["description"] = (
-        options.description
-        or route.description
-        or route.summary
-        or (route.endpoint.__doc__ or "").strip()
-        or f"Calls {entry.method} {route.path_format}."
-    )
+    definition["description"] = _description(entry)
     definition["inputSchema"] = schema.input_schema
     if schema.output_schema is not None:
         definition["outputSchema"] = schema.output_schema
@@ -198,10 +200,32 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
         name=entry.name,
         method=entry.method,
         path_format=route.path_format,
+        path_parts=_path_parts(route.path_format),
         slash_params=frozenset(_PATH_CONVERTOR.findall(route.path)),
         schema=schema,
         required=frozenset(schema.input_schema.get("required", ())),
         definition=definition,
+    )
+
+
+def _path_parts(path_format: str) -> tuple[tuple[str, str | None], ...]:
+    pieces = _PLACEHOLDER.split(path_format)  # literal, name, literal, name, ..., literal
+    names: list[str | None] = [*pieces[1::2], None]
+    return tuple(zip(pieces[0::2], names, strict=True))
+
+
+def _description(entry: _Marked) -> str:
+    """Explicit, else the route's own description, summary, docstring, or a sentence."""
+    route = entry.route
+    docstring = inspect.cleandoc(route.endpoint.__doc__ or "")
+    # FastAPI copies the docstring into `description` when none is given; tell the two apart.
+    described = route.description if route.description != docstring else ""
+    return (
+        entry.options.description
+        or described
+        or route.summary
+        or docstring
+        or f"Calls {entry.method} {route.path_format}."
     )
 
 

@@ -88,7 +88,8 @@ def _client_error_text(tool: Tool, response: CapturedResponse) -> str:
     prefix = f"HTTP {response.status}"
     retry_after = response.header(b"retry-after")
     if retry_after:
-        prefix += f" (retry after {retry_after} seconds)"
+        when = f"{retry_after} seconds" if retry_after.strip().isdigit() else retry_after
+        prefix += f" (retry after {when})"
     try:
         payload = loads(response.body) if response.body else None
     except ParseError:

@@ -8,7 +8,6 @@ and recursive models work.
 
 from __future__ import annotations
 
-import copy
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -65,6 +64,11 @@ def build_tool_schema(
         wire_name = parameter["name"]
         if location == "header" and wire_name.lower() in credential_headers:
             continue  # credentials come from the caller's request, never from the model
+        if wire_name in arguments:
+            raise ValueError(
+                f"{where}: two parameters are named {wire_name!r} ({arguments[wire_name].location} and "
+                f"{location}); give one of them another alias"
+            )
         properties[wire_name] = _parameter_schema(parameter)
         arguments[wire_name] = Argument(location, wire_name)
         if parameter.get("required"):
@@ -163,7 +167,7 @@ def _output_schema(operation: Mapping[str, Any], components: Mapping[str, Any]) 
         return None, False
     resolved = _resolve(schema, components)
     if resolved.get("type") == "object":
-        return _with_defs(copy.deepcopy(dict(resolved)), components), False
+        return _with_defs(dict(resolved), components), False
     wrapped = {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}
     return _with_defs(wrapped, components), True
 
