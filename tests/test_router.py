@@ -1,0 +1,102 @@
+"""`mcp_routes` itself: options, endpoint dependencies, startup checks, the public surface."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.testclient import TestClient
+
+import fastapi_mcp_routes
+from fastapi_mcp_routes import mcp_routes, mcp_tool
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+def test_public_names_are_exactly_these() -> None:
+    assert fastapi_mcp_routes.__all__ == ["mcp_routes", "mcp_tool"]
+    assert sorted(fastapi_mcp_routes.__all__) == fastapi_mcp_routes.__all__
+
+
+def test_endpoint_dependencies_guard_every_request() -> None:
+    app = FastAPI()
+
+    def require_token(x_token: Annotated[str | None, Header()] = None) -> None:
+        if x_token != "open-sesame":
+            raise HTTPException(401, "token required")
+
+    app.include_router(mcp_routes(app, dependencies=[Depends(require_token)]))
+    with TestClient(app) as client:
+        assert client.post("/mcp", json=INITIALIZE, headers=HEADERS).status_code == 401
+        allowed = client.post("/mcp", json=INITIALIZE, headers={**HEADERS, "x-token": "open-sesame"})
+        assert allowed.status_code == 200
+
+
+def test_duplicate_tool_names_stop_the_app_at_startup() -> None:
+    app = FastAPI()
+
+    @mcp_tool(name="same")
+    @app.get("/a")
+    def first() -> int:
+        return 1
+
+    app.include_router(mcp_routes(app))
+
+    @mcp_tool(name="same")
+    @app.get("/b")
+    def second() -> int:
+        return 2
+
+    with pytest.raises(ValueError, match="two tools are named 'same'.*first.*second"), TestClient(app):
+        pass
+
+
+def test_server_identity_defaults_to_the_app_and_can_be_set() -> None:
+    app = FastAPI(title="Inventory", version="3.2.1")
+    app.include_router(mcp_routes(app))
+    other = FastAPI()
+    other.include_router(mcp_routes(other, server_name="stock", server_version="9", path="/agents"))
+    with TestClient(app) as client:
+        info = client.post("/mcp", json=INITIALIZE, headers=HEADERS).json()["result"]["serverInfo"]
+        assert info == {"name": "Inventory", "version": "3.2.1"}
+    with TestClient(other) as client:
+        info = client.post("/agents", json=INITIALIZE, headers=HEADERS).json()["result"]["serverInfo"]
+        assert info == {"name": "stock", "version": "9"}
+
+
+def test_the_route_sees_the_real_callers_address() -> None:
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.get("/whoami")
+    def whoami(request: Request) -> dict[str, Any]:
+        assert request.client is not None
+        return {"host": request.client.host, "agent": request.headers.get("user-agent")}
+
+    app.include_router(mcp_routes(app, sessions=False))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
+    with TestClient(app, client=("203.0.113.7", 5000)) as client:
+        result = client.post("/mcp", json=call, headers={**HEADERS, "user-agent": "agent/1"}).json()["result"]
+    assert result["structuredContent"] == {"host": "203.0.113.7", "agent": "agent/1"}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"path": "mcp"}, "path must start with '/'"),
+        ({"max_body_bytes": 0}, "max_body_bytes must be a positive number of bytes, got 0"),
+        ({"forward_headers": "x-api-key"}, "forward_headers must be a list"),
+        ({"forward_headers": ["mcp-session-id"]}, "cannot name MCP transport headers"),
+        ({"allowed_origins": "https://a.example"}, "allowed_origins must be a list"),
+    ],
+)
+def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        mcp_routes(FastAPI(), **options)
