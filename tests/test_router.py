@@ -54,7 +54,7 @@ def test_duplicate_tool_names_stop_the_app_at_startup() -> None:
     def second() -> int:
         return 2
 
-    with pytest.raises(ValueError, match="two tools are named 'same'.*first.*second"), TestClient(app):
+    with pytest.raises(ValueError, match=r"two tools are named 'same'.*first.*second"), TestClient(app):
         pass
 
 
