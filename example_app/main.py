@@ -23,6 +23,9 @@ API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
 BEARER_TOKEN = os.environ.get("NOTES_BEARER_TOKEN", "demo-token")
 
 app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, exposed over REST and MCP.")
+# Included first so a POST to /mcp never scans the rest of the route table; the routes below
+# are still found, because tools are discovered lazily.
+app.include_router(mcp_routes(app, instructions="Notes service: list, read and edit notes."))
 
 
 class Priority(StrEnum):
@@ -174,6 +177,3 @@ def note_stats() -> Stats:
 def health() -> dict[str, str]:
     """A liveness probe for the load balancer; not a tool."""
     return {"status": "ok"}
-
-
-app.include_router(mcp_routes(app, instructions="Notes service: list, read and edit notes."))

@@ -170,9 +170,9 @@ def _path(tool: Tool, arguments: Mapping[str, Any]) -> tuple[str, str]:
     """The decoded and the percent-encoded path, each placeholder filled exactly once."""
     decoded: list[str] = []
     encoded: list[str] = []
-    for literal, placeholder in tool.path_parts:
+    for literal, quoted_literal, placeholder in tool.path_parts:
         decoded.append(literal)
-        encoded.append(quote(literal, safe="/"))
+        encoded.append(quoted_literal)
         if placeholder is None:
             continue
         value = _scalar(placeholder, arguments[placeholder])

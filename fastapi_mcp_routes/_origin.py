@@ -9,6 +9,7 @@ that is not a loopback name.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class OriginPolicy:
         host = host.lower()
         if _WILDCARD in self.allowed_hosts or host in self.allowed_hosts:
             return True
-        hostname = urlsplit("//" + host).hostname or ""
+        hostname = _hostname(host)
         return hostname in self.allowed_hosts or hostname in _LOOPBACK_NAMES or _is_loopback(hostname)
 
 
@@ -71,6 +72,12 @@ def _normal_origin(origin: str) -> str:
     return origin.strip().rstrip("/").lower()
 
 
+@functools.lru_cache(maxsize=256)  # Host values repeat; the cache is bounded
+def _hostname(host: str) -> str:
+    return urlsplit("//" + host).hostname or ""
+
+
+@functools.lru_cache(maxsize=256)  # a server has few addresses; Host values repeat
 def _is_loopback(address: str) -> bool:
     try:
         return ipaddress.ip_address(address.strip("[]")).is_loopback

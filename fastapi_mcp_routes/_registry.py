@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import quote
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -53,7 +54,8 @@ class Tool:
     name: str
     method: str
     path_format: str
-    path_parts: tuple[tuple[str, str | None], ...]  # literal text, then the placeholder after it
+    # (literal text, the same percent-encoded, the placeholder after it or None), in path order
+    path_parts: tuple[tuple[str, str, str | None], ...]
     slash_params: frozenset[str]  # path parameters declared with the `path` convertor
     schema: ToolSchema
     required: frozenset[str]
@@ -208,10 +210,10 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
     )
 
 
-def _path_parts(path_format: str) -> tuple[tuple[str, str | None], ...]:
+def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:
     pieces = _PLACEHOLDER.split(path_format)  # literal, name, literal, name, ..., literal
     names: list[str | None] = [*pieces[1::2], None]
-    return tuple(zip(pieces[0::2], names, strict=True))
+    return tuple((literal, quote(literal, safe="/"), name) for literal, name in zip(pieces[0::2], names, strict=True))
 
 
 def _description(entry: _Marked) -> str:

@@ -85,11 +85,13 @@ class StreamableHTTPEndpoint:
 
     def _check_origin(self, request: Request) -> None:
         policy = self._config.origin_policy
-        host = request.headers.get(c.HEADER_HOST)
+        headers = request.headers
+        host = headers.get(c.HEADER_HOST)
         server = request.scope.get("server")
         if not policy.host_allowed(host, server[0] if server else None):
             raise HttpError(403, InvalidRequest("Forbidden: this Host is not allowed."))
-        if not policy.origin_allowed(request.headers.get(c.HEADER_ORIGIN), host, request.url.scheme):
+        origin = headers.get(c.HEADER_ORIGIN)
+        if origin is not None and not policy.origin_allowed(origin, host, request.scope.get("scheme", "http")):
             raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
 
     async def _post(self, request: Request) -> Response:

@@ -1,0 +1,533 @@
+"""What an MCP `tools/call` costs over calling the same FastAPI route as REST.
+
+    .venv/bin/python benchmarks/tool_call_vs_rest.py            # under a minute on 2 cores
+    .venv/bin/python benchmarks/tool_call_vs_rest.py --quick    # a smoke run, seconds
+
+Deliberate choices:
+- The server is one uvicorn worker in a subprocess and the client runs here, so they never
+  share a GIL. A second server with a large route table runs beside it for the size figures.
+- The client is raw asyncio over keep-alive HTTP/1.1 connections, writing pre-built request
+  bytes and reading Content-Length bodies, so the server is the bottleneck.
+- Within each round, the two arms of every comparison run back to back and their order flips
+  every round, so drift on a shared machine cancels. Ratios are medians of per-round ratios,
+  except p99 and CPU, which are pooled over all rounds (per round they are too coarse).
+- Server CPU per request (utime + stime from /proc/<pid>/stat, all threads) is the least noisy
+  figure: it does not count the time the server waited for the CPU. It is counted in clock
+  ticks (10 ms), hence the default of 1000 requests per arm and round.
+- Every loop is bounded by a request count and every wait by a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+HOST: Final = "127.0.0.1"
+PROTOCOL_VERSION: Final = "2025-11-25"
+APP_FACTORY: Final = "bench_app:create_app"
+EXTRA_ROUTES_ENV: Final = "FMR_BENCH_EXTRA_ROUTES"  # read by bench_app.create_app
+MEASURED_TOOLS: Final = 2  # get_item and create_item; the rest are generated
+CONCURRENCY: Final = (8, 16)
+START_TIMEOUT_S: Final = 60.0
+STOP_TIMEOUT_S: Final = 10.0
+BATCH_TIMEOUT_S: Final = 120.0
+# Longer than any idle gap between two batches on one connection (uvicorn's default is 5 s).
+KEEP_ALIVE_S: Final = 600
+HERE: Final = Path(__file__).resolve().parent
+CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")  # the unit of utime and stime in /proc/<pid>/stat
+
+GET_ARGUMENTS: Final = {"item_id": 42, "q": "hello"}
+GET_TARGET: Final = "/items/42?q=hello"
+POST_ARGUMENTS: Final = {"name": "widget", "price": 9.5, "tags": ["bench", "post"]}
+
+
+class BenchmarkError(Exception):
+    """The benchmark cannot go on: a server did not start or answered wrongly."""
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """One uvicorn worker serving the benchmark app with `tools` tools."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    tools: int
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time of the whole server process (all threads) so far."""
+        with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def free_port() -> int:
+    # The port is free when this returns; nothing else on a benchmark machine races for it.
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def running_servers(tool_counts: Sequence[int]) -> Iterator[list[Server]]:
+    """Start one server per tool count (in parallel), wait until all listen, stop them all."""
+    with ExitStack() as stack:
+        servers = [stack.enter_context(_server_process(tools)) for tools in tool_counts]
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for server in servers:
+            _wait_listening(server, deadline)
+        yield servers
+
+
+@contextmanager
+def _server_process(tools: int) -> Iterator[Server]:
+    port = free_port()
+    command = [
+        *(sys.executable, "-m", "uvicorn", APP_FACTORY, "--factory", "--app-dir", str(HERE)),
+        *("--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"),
+        *("--timeout-keep-alive", str(KEEP_ALIVE_S)),
+    ]
+    env = {**os.environ, EXTRA_ROUTES_ENV: str(tools - MEASURED_TOOLS)}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    try:
+        yield Server(process, port, tools)
+    finally:
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(STOP_TIMEOUT_S)
+
+
+def _wait_listening(server: Server, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise BenchmarkError(f"the server with {server.tools} tools exited with {server.process.returncode}")
+        try:
+            socket.create_connection((HOST, server.port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise BenchmarkError(f"the server with {server.tools} tools did not listen within {START_TIMEOUT_S} s")
+
+
+# -- the client ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection carrying one request at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        return cls(reader, writer)
+
+    async def send(self, request: bytes) -> Reply:
+        self._writer.write(request)
+        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        status_line, *lines = head.split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = headers.get("content-length")
+        if length is None:
+            raise BenchmarkError(f"the server answered {status_line!r} without Content-Length")
+        return Reply(int(status_line.split(" ", 2)[1]), headers, await self._reader.readexactly(int(length)))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def http_request(
+    port: int, method: str, target: str, headers: Mapping[str, str] | None = None, body: Any = None
+) -> bytes:
+    """The bytes of one HTTP/1.1 request; `body` is sent as JSON."""
+    lines = [f"{method} {target} HTTP/1.1", f"host: {HOST}:{port}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    payload = b""
+    if body is not None:
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        lines += ["content-type: application/json", f"content-length: {len(payload)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+def mcp_request(port: int, session_id: str | None, method: str, params: Mapping[str, Any] | None) -> bytes:
+    """A JSON-RPC request (or, without params, a notification) POSTed to `/mcp`."""
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": PROTOCOL_VERSION}
+    if session_id is not None:
+        headers["mcp-session-id"] = session_id
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message |= {"id": 1, "params": params}
+    return http_request(port, "POST", "/mcp", headers, message)
+
+
+async def open_session(connection: Connection, port: int) -> str:
+    """Initialize an MCP session and return its id."""
+    hello = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+    reply = await connection.send(mcp_request(port, None, "initialize", hello))
+    session_id = reply.headers.get("mcp-session-id")
+    if reply.status != 200 or not session_id:
+        raise BenchmarkError(f"initialize answered HTTP {reply.status} without a session: {reply.body[:200]!r}")
+    reply = await connection.send(mcp_request(port, session_id, "notifications/initialized", None))
+    if reply.status != 202:
+        raise BenchmarkError(f"notifications/initialized answered HTTP {reply.status}, expected 202")
+    return session_id
+
+
+# -- what is measured ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One side of a comparison: a request sent to one server, and the status it must get."""
+
+    label: str
+    server: Server
+    request: bytes
+    status: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """Two arms run back to back in every round; `clients` connections share `count` requests."""
+
+    title: str
+    clients: int
+    count: int
+    arms: tuple[Arm, Arm]
+    show_size: bool = False
+
+    @property
+    def is_latency(self) -> bool:
+        return self.clients == 1
+
+
+@dataclass(slots=True)
+class Tally:
+    """What one arm of one case gathered over all rounds."""
+
+    round_values: list[float] = field(default_factory=list)  # p50 µs or requests/s, one per round
+    latencies_ns: list[int] = field(default_factory=list)
+    cpu_s: float = 0.0
+    requests: int = 0
+    body_bytes: int = 0
+
+
+async def run_batch(arm: Arm, connections: Sequence[Connection], count: int, tally: Tally | None) -> None:
+    """Send `count` requests over the connections, each connection one at a time."""
+    remaining = count
+    latencies: list[int] = []
+    body_bytes = 0
+
+    async def worker(connection: Connection) -> None:
+        nonlocal remaining, body_bytes
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter_ns()
+            reply = await connection.send(arm.request)
+            latencies.append(time.perf_counter_ns() - started)
+            # isError results are HTTP 200 too; the check is a byte search, cheap on the client.
+            if reply.status != arm.status or b'"isError":true' in reply.body:
+                raise BenchmarkError(f"{arm.label} answered HTTP {reply.status}: {reply.body[:200]!r}")
+            body_bytes = len(reply.body)
+
+    cpu_before = arm.server.cpu_seconds()
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(BATCH_TIMEOUT_S), asyncio.TaskGroup() as group:
+            for connection in connections:
+                group.create_task(worker(connection))
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None  # the first worker's failure says it all
+    elapsed = time.perf_counter() - started
+    cpu = arm.server.cpu_seconds() - cpu_before
+    if tally is None:
+        return
+    tally.round_values.append(statistics.median(latencies) / 1000 if len(connections) == 1 else count / elapsed)
+    tally.latencies_ns += latencies
+    tally.cpu_s += cpu
+    tally.requests += count
+    tally.body_bytes = body_bytes
+
+
+class Pools:
+    """Keep-alive connections per server, opened on first use and reused by every batch."""
+
+    def __init__(self) -> None:
+        self._pools: dict[int, list[Connection]] = {}
+
+    async def get(self, server: Server, count: int) -> list[Connection]:
+        pool = self._pools.setdefault(server.port, [])
+        while len(pool) < count:
+            pool.append(await Connection.open(server.port))
+        return pool[:count]
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            for connection in pool:
+                connection.close()
+
+
+async def run_rounds(cases: Sequence[Case], rounds: int, warmup: int, pools: Pools) -> list[tuple[Tally, Tally]]:
+    """Warm every arm up, then run every case once per round, flipping the arms' order.
+
+    Returns one pair of tallies per case, in the order of `case.arms`.
+    """
+    tallies = [(Tally(), Tally()) for _ in cases]
+    for case in cases:
+        for arm in case.arms:
+            await run_batch(arm, await pools.get(arm.server, case.clients), max(warmup, case.clients), None)
+    for index in range(rounds):
+        for case, pair in zip(cases, tallies, strict=True):
+            order = (0, 1) if index % 2 == 0 else (1, 0)
+            for side in order:
+                arm = case.arms[side]
+                await run_batch(arm, await pools.get(arm.server, case.clients), case.count, pair[side])
+    return tallies
+
+
+# -- correctness, checked once before timing ---------------------------------------------------
+
+
+async def verify(pools: Pools, server: Server, session_id: str) -> None:
+    """The tool call's structuredContent must equal the REST JSON, for GET and for POST."""
+    (connection,) = await pools.get(server, 1)
+    port = server.port
+    pairs = [
+        ("get_item", http_request(port, "GET", GET_TARGET), GET_ARGUMENTS),
+        ("create_item", http_request(port, "POST", "/items", body=POST_ARGUMENTS), POST_ARGUMENTS),
+    ]
+    for name, rest_request, arguments in pairs:
+        rest = await connection.send(rest_request)
+        call = {"name": name, "arguments": arguments}
+        tool = await connection.send(mcp_request(port, session_id, "tools/call", call))
+        result = tool.json().get("result", {})
+        if rest.status not in (200, 201) or result.get("isError") or result.get("structuredContent") != rest.json():
+            raise BenchmarkError(
+                f"{name} on the server with {server.tools} tools: the tool call's structuredContent "
+                f"{result.get('structuredContent')!r} differs from the REST JSON {rest.body[:200]!r}"
+            )
+    listed = (await connection.send(mcp_request(port, session_id, "tools/list", {}))).json()
+    count = len(listed.get("result", {}).get("tools", ()))
+    if count != server.tools:
+        raise BenchmarkError(f"tools/list listed {count} tools, expected {server.tools}")
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    title: str
+    columns: tuple[str, str]
+    cases: tuple[Case, ...]
+
+
+async def measure(
+    small: Server, large: Server, options: argparse.Namespace
+) -> list[tuple[Table, list[tuple[Tally, Tally]]]]:
+    """Open a session on each server, check correctness, then run every table's rounds."""
+    pools = Pools()
+    try:
+        sessions: dict[Server, str] = {}
+        for server in (small, large):
+            (connection,) = await pools.get(server, 1)
+            sessions[server] = await open_session(connection, server.port)
+            await verify(pools, server, sessions[server])
+        tables = build_tables(small, large, sessions, options.requests)
+        return [(table, await run_rounds(table.cases, options.rounds, options.warmup, pools)) for table in tables]
+    finally:
+        pools.close()
+
+
+def build_tables(small: Server, large: Server, sessions: Mapping[Server, str], requests: int) -> list[Table]:
+    """Tool call vs REST on the small server; small vs large route table for the size figures."""
+
+    def tool_call(server: Server, name: str, arguments: Mapping[str, Any]) -> Arm:
+        call = {"name": name, "arguments": arguments}
+        return Arm(f"{name} tool", server, mcp_request(server.port, sessions[server], "tools/call", call))
+
+    get_rest = Arm("GET REST", small, http_request(small.port, "GET", GET_TARGET))
+    get_tool = tool_call(small, "get_item", GET_ARGUMENTS)
+    post_rest = Arm("POST REST", small, http_request(small.port, "POST", "/items", body=POST_ARGUMENTS), 201)
+    post_tool = tool_call(small, "create_item", POST_ARGUMENTS)
+    main = [
+        Case("GET /items/{id}?q=, sequential", 1, requests, (get_rest, get_tool)),
+        Case("POST /items, sequential", 1, requests, (post_rest, post_tool)),
+    ]
+    main += [
+        Case(f"{label}, {clients} clients", clients, requests, arms)
+        for clients in CONCURRENCY
+        for label, arms in (("GET", (get_rest, get_tool)), ("POST", (post_rest, post_tool)))
+    ]
+    large_get_rest = Arm("GET REST (large)", large, http_request(large.port, "GET", GET_TARGET))
+    lists = [
+        Arm(f"tools/list ({s.tools})", s, mcp_request(s.port, sessions[s], "tools/list", {})) for s in (small, large)
+    ]
+    size = [
+        Case("tools/call get_item, sequential", 1, requests, (get_tool, tool_call(large, "get_item", GET_ARGUMENTS))),
+        Case("REST GET /items/{id}, sequential", 1, requests, (get_rest, large_get_rest)),
+        Case("tools/list (warm), sequential", 1, max(3, requests // 10), (lists[0], lists[1]), True),
+    ]
+    return [
+        Table(f"Tool call vs REST ({small.tools} tools)", ("REST", "tool call"), tuple(main)),
+        Table("Route table size", (f"{small.tools} tools", f"{large.tools} tools"), tuple(size)),
+    ]
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[int], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def ratio(a: float, b: float) -> float | None:
+    return b / a if a else None  # CPU can read 0 ticks on a short run
+
+
+def round_ratio(a: Tally, b: Tally) -> float | None:
+    ratios = [ratio(va, vb) for va, vb in zip(a.round_values, b.round_values, strict=True)]
+    return statistics.median(r for r in ratios if r is not None) if None not in ratios else None
+
+
+def microseconds(value: float) -> str:
+    return f"{value:,.0f} µs"
+
+
+Row = tuple[str, str, str, str]
+
+
+def rows(case: Case, a: Tally, b: Tally) -> Iterator[Row]:
+    """The table rows for one case: its figures for both arms and their ratio."""
+
+    def row(what: str, va: float, vb: float, rate: float | None, fmt: Callable[[float], str]) -> Row:
+        return f"{case.title}: {what}", fmt(va), fmt(vb), "n/a" if rate is None else f"{rate:.2f}x"
+
+    median_a, median_b = statistics.median(a.round_values), statistics.median(b.round_values)
+    if case.is_latency:
+        yield row("p50 latency", median_a, median_b, round_ratio(a, b), microseconds)
+        p99_a, p99_b = (percentile(t.latencies_ns, 0.99) / 1000 for t in (a, b))
+        yield row("p99 latency", p99_a, p99_b, ratio(p99_a, p99_b), microseconds)
+    else:
+        yield row("throughput", median_a, median_b, round_ratio(a, b), lambda v: f"{v:,.0f} req/s")
+    cpu_a, cpu_b = (t.cpu_s / t.requests * 1e6 for t in (a, b))
+    yield row("server CPU / request", cpu_a, cpu_b, ratio(cpu_a, cpu_b), microseconds)
+    if case.show_size:
+        yield row("response size", a.body_bytes, b.body_bytes, ratio(a.body_bytes, b.body_bytes), "{:,.0f} B".format)
+
+
+def render(table: Table, tallies: Sequence[tuple[Tally, Tally]]) -> str:
+    lines = [
+        f"### {table.title}",
+        "",
+        f"| Measure | {table.columns[0]} | {table.columns[1]} | ratio |",
+        "|---|--:|--:|--:|",
+    ]
+    for case, (a, b) in zip(table.cases, tallies, strict=True):
+        lines += ["| " + " | ".join(r) + " |" for r in rows(case, a, b)]
+    return "\n".join(lines)
+
+
+def versions() -> str:
+    def version(package: str) -> str:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return "absent"
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True, timeout=10, check=False)
+
+    commit = git("rev-parse", "--short", "HEAD").stdout.strip() or "unknown"
+    if git("diff", "--quiet", "HEAD", "--", "fastapi_mcp_routes").returncode != 0:
+        commit += " (library has uncommitted changes)"
+    return (
+        f"python {platform.python_version()}, fastapi {version('fastapi')}, starlette {version('starlette')}, "
+        f"pydantic {version('pydantic')}, uvicorn {version('uvicorn')} (httptools {version('httptools')}, "
+        f"uvloop {version('uvloop')}), fastapi-mcp-routes {commit}; {os.cpu_count()} CPUs"
+    )
+
+
+def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, help="measured rounds (default 7; 2 with --quick)")
+    parser.add_argument("--requests", type=int, help="requests per arm per round (default 1000; 40 with --quick)")
+    parser.add_argument("--warmup", type=int, help="warm-up requests per arm (default 200; 20 with --quick)")
+    parser.add_argument("--extra-routes", type=int, default=10, help="generated tool routes besides the two measured")
+    parser.add_argument("--large-tools", type=int, default=1000, help="tools on the second, large server")
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    options = parser.parse_args(argv)
+    quick = options.quick
+    options.rounds = options.rounds if options.rounds is not None else (2 if quick else 7)
+    options.requests = options.requests if options.requests is not None else (40 if quick else 1000)
+    options.warmup = options.warmup if options.warmup is not None else (20 if quick else 200)
+    if options.rounds < 1 or options.warmup < 0 or options.extra_routes < 0:
+        parser.error("--rounds must be at least 1, --warmup and --extra-routes at least 0")
+    if options.requests < max(CONCURRENCY):
+        parser.error(f"--requests must be at least {max(CONCURRENCY)} (the most concurrent clients)")
+    if options.large_tools <= options.extra_routes + MEASURED_TOOLS:
+        parser.error(f"--large-tools must exceed the small server's {options.extra_routes + MEASURED_TOOLS} tools")
+    return options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_options(argv)
+    started = time.monotonic()
+    measured = versions()  # before the servers import the library, which may change under a long run
+    try:
+        with running_servers((options.extra_routes + MEASURED_TOOLS, options.large_tools)) as (small, large):
+            results = asyncio.run(measure(small, large, options))
+    except (BenchmarkError, OSError, EOFError, TimeoutError) as error:
+        print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *(argv or sys.argv[1:])])
+    print(f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round.")
+    print(
+        "p50 and throughput: median over rounds, ratio = median of the per-round ratios (second column / first).\n"
+        "p99 and server CPU (utime+stime per request): pooled over all rounds.\n"
+    )
+    for table, tallies in results:
+        print(render(table, tallies), end="\n\n")
+    print(measured)
+    print(f"Total run time {time.monotonic() - started:.0f} s.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
