@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck conformance unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
 
+# The official MCP conformance suite against example_app.conformance:app (installs Node 22 and
+# the suite into .tools/ on first use).
+conformance: $(STAMP)
+	scripts/conformance.sh
+
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+# pytest runs last so its summary closes the output.
+test: lint typecheck conformance unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tool_call_vs_rest.py
