@@ -14,7 +14,7 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._errors import InvalidParams, MethodNotFound, ToolArgumentError
+from fastapi_mcp_routes._errors import InvalidParams, MethodNotFound, ToolError
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
 from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
@@ -110,7 +110,7 @@ class Dispatcher:
             raise InvalidParams(f"Unknown tool: {truncate(name)!r}.")
         try:
             response = await invoke(self._app, tool, arguments, ctx.caller)
-        except ToolArgumentError as exc:
+        except ToolError as exc:
             return error_result(str(exc))
         except Exception:
             return crash_result(tool.name)

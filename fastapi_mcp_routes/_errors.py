@@ -5,9 +5,11 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 ├── InvalidRequest        -32600, not a JSON-RPC message, or refused by the transport
 ├── MethodNotFound        -32601
 └── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
+    └── ParamsNotObject   (in _wire) -32602 answered with the request's own id
 HttpError                 the transport refuses a request with a status and an McpError
-ToolArgumentError         arguments the route cannot take; an `isError` result, not a
-                          protocol error, so the model can correct itself
+ToolError                 a call the route cannot take or complete (bad arguments, a
+                          response over the cap): an `isError` result, not a protocol
+                          error, so the model can correct itself
 """
 
 from __future__ import annotations
@@ -53,12 +55,19 @@ class InvalidParams(McpError):
 class HttpError(Exception):
     """The transport refuses a request: an HTTP status, and the JSON-RPC error for the body."""
 
-    def __init__(self, status: int, error: McpError, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error: McpError,
+        headers: dict[str, str] | None = None,
+        request_id: str | int | None = None,
+    ) -> None:
         super().__init__(error.message)
         self.status = status
         self.error = error
         self.headers = headers or {}
+        self.request_id = request_id  # echoed when the refused request's id could be read
 
 
-class ToolArgumentError(Exception):
-    """Arguments a tool cannot take; reported as an `isError` result."""
+class ToolError(Exception):
+    """A tool call that cannot be made or completed; reported as an `isError` result."""

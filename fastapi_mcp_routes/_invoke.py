@@ -17,15 +17,17 @@ import anyio
 from starlette.types import ASGIApp, Message, Scope
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._errors import ToolArgumentError
+from fastapi_mcp_routes._errors import ToolError
 from fastapi_mcp_routes._json import dumps
 from fastapi_mcp_routes._registry import Tool
 from fastapi_mcp_routes._schema import BodyMode
 
 _JSON_HEADERS = ((b"content-type", c.MEDIA_JSON.encode()), (b"accept", c.MEDIA_JSON.encode()))
 _FORM_HEADERS = ((b"content-type", c.MEDIA_FORM.encode()), (b"accept", c.MEDIA_JSON.encode()))
-# RFC 6265 4.1.1 cookie-octets: no whitespace, quote, comma, semicolon or backslash.
-_COOKIE_VALUE = re.compile(r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*")
+# RFC 9110 5.5 field values as a REST client could send them: visible ASCII, spaces and tabs.
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+# A route's response is held in memory whole; a bigger one is cut off and reported as an error.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 
 
@@ -83,7 +85,6 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
     path, raw_path = _path(tool, arguments)
     query: list[tuple[str, str]] = []
     extra_headers: list[tuple[bytes, bytes]] = []
-    cookies: list[tuple[str, str]] = []
     body_fields: dict[str, Any] = {}
     whole_body: Any = None
     for name, value in arguments.items():
@@ -91,9 +92,7 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
         if argument.location == "query":
             query.extend(_query_pairs(argument.wire_name, value))
         elif argument.location == "header" and value is not None:
-            extra_headers.append((argument.wire_name.lower().encode(), _scalar(name, value).encode()))
-        elif argument.location == "cookie" and value is not None:
-            cookies.append((argument.wire_name, _scalar(name, value)))
+            extra_headers.append((argument.wire_name.lower().encode(), _header_value(name, value)))
         elif argument.location == "body":
             if tool.schema.body_mode is BodyMode.WHOLE:
                 whole_body = value
@@ -103,8 +102,6 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
     headers = [*caller.headers, *extra_headers, *content_headers]
     if body:
         headers.append((b"content-length", str(len(body)).encode()))
-    if cookies:
-        headers = _merge_cookies(headers, cookies)
     scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -142,13 +139,19 @@ async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")  # pragma: no cover
 
+    size = 0
+
     async def send(message: Message) -> None:
-        nonlocal status, headers
+        nonlocal status, headers, size
         if message["type"] == "http.response.start":
             status = message["status"]
             headers = tuple(message.get("headers", ()))
         elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES:
+                raise ToolError(f"The route's response is larger than {MAX_RESPONSE_BYTES} bytes.")
+            chunks.append(chunk)
 
     await app(scope, receive, send)
     return CapturedResponse(status, headers, b"".join(chunks))
@@ -158,12 +161,12 @@ def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:
     unknown = [name for name in arguments if name not in tool.schema.arguments]
     if unknown:
         known = ", ".join(sorted(tool.schema.arguments)) or "no arguments"
-        raise ToolArgumentError(
+        raise ToolError(
             f"Unknown argument(s) {', '.join(map(repr, sorted(unknown)))}; the tool {tool.name!r} takes: {known}."
         )
     missing = sorted(tool.required.difference(arguments))
     if missing:
-        raise ToolArgumentError(f"Missing required argument(s): {', '.join(map(repr, missing))}.")
+        raise ToolError(f"Missing required argument(s): {', '.join(map(repr, missing))}.")
 
 
 def _path(tool: Tool, arguments: Mapping[str, Any]) -> tuple[str, str]:
@@ -179,7 +182,7 @@ def _path(tool: Tool, arguments: Mapping[str, Any]) -> tuple[str, str]:
         slash_allowed = placeholder in tool.slash_params
         if not value or ("/" in value and not slash_allowed):
             # An empty segment or a "/" would make the request reach another route.
-            raise ToolArgumentError(f"Argument {placeholder!r} must be a non-empty path segment without '/'.")
+            raise ToolError(f"Argument {placeholder!r} must be a non-empty path segment without '/'.")
         decoded.append(value)
         encoded.append(quote(value, safe="/" if slash_allowed else ""))
     return "".join(decoded), "".join(encoded)
@@ -190,7 +193,14 @@ def _scalar(name: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (str, int, float)):
         return str(value)
-    raise ToolArgumentError(f"Argument {name!r} must be a string, number or boolean, got {type(value).__name__}.")
+    raise ToolError(f"Argument {name!r} must be a string, number or boolean, got {type(value).__name__}.")
+
+
+def _header_value(name: str, value: Any) -> bytes:
+    text = _scalar(name, value)
+    if not _HEADER_VALUE.fullmatch(text):
+        raise ToolError(f"Argument {name!r} must be printable ASCII: it is sent as an HTTP header.")
+    return text.encode("ascii")
 
 
 def _query_pairs(name: str, value: Any) -> list[tuple[str, str]]:
@@ -209,17 +219,6 @@ def _body(tool: Tool, fields: dict[str, Any], whole: Any) -> tuple[bytes, tuple[
     if tool.schema.body_media_type == c.MEDIA_JSON:
         return dumps(payload), _JSON_HEADERS
     if not isinstance(payload, dict):
-        raise ToolArgumentError("Argument 'body' must be an object of form fields.")
+        raise ToolError("Argument 'body' must be an object of form fields.")
     pairs = [p for key, value in payload.items() for p in _query_pairs(key, value)]
     return urlencode(pairs).encode(), _FORM_HEADERS
-
-
-def _merge_cookies(headers: list[tuple[bytes, bytes]], cookies: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
-    # The caller's own cookies come last so they win over an argument of the same name.
-    caller_cookie = b"; ".join(v for k, v in headers if k == b"cookie")
-    for name, value in cookies:
-        if not _COOKIE_VALUE.fullmatch(value):
-            raise ToolArgumentError(f"Argument {name!r} is not a valid cookie value (RFC 6265).")
-    model = "; ".join(f"{k}={v}" for k, v in cookies).encode()
-    merged = b"; ".join(part for part in (model, caller_cookie) if part)
-    return [(k, v) for k, v in headers if k != b"cookie"] + [(b"cookie", merged)]

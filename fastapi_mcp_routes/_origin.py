@@ -40,7 +40,10 @@ class OriginPolicy:
         normal = _normal_origin(origin)
         if normal in self.allowed_origins:
             return True
-        parts = urlsplit(normal)
+        try:
+            parts = urlsplit(normal)
+        except ValueError:  # e.g. an unbalanced IPv6 bracket
+            return False
         return bool(host) and parts.scheme == scheme and parts.netloc == (host or "").lower()
 
     def host_allowed(self, host: str | None, server_address: str | None) -> bool:
@@ -74,7 +77,10 @@ def _normal_origin(origin: str) -> str:
 
 @functools.lru_cache(maxsize=256)  # Host values repeat; the cache is bounded
 def _hostname(host: str) -> str:
-    return urlsplit("//" + host).hostname or ""
+    try:
+        return urlsplit("//" + host).hostname or ""
+    except ValueError:  # e.g. an unbalanced IPv6 bracket: no host we could allow
+        return ""
 
 
 @functools.lru_cache(maxsize=256)  # a server has few addresses; Host values repeat

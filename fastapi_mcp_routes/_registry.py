@@ -8,7 +8,9 @@ work proportional to the size of the route table.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import logging
 import operator
 import re
 from collections.abc import Mapping
@@ -25,6 +27,7 @@ from fastapi_mcp_routes._json import RawJSON, dumps
 from fastapi_mcp_routes._metadata import ToolOptions, read_tool_options
 from fastapi_mcp_routes._schema import ToolSchema, build_tool_schema
 
+logger = logging.getLogger("fastapi_mcp_routes")
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
 _PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
 _PLACEHOLDER: Final = re.compile(r"{([^}]+)}")
@@ -83,9 +86,9 @@ class _Marked:
 class ToolRegistry:
     """Discovers the app's tools and keeps them in step with its route table."""
 
-    def __init__(self, app: FastAPI, credential_headers: frozenset[str]) -> None:
+    def __init__(self, app: FastAPI, caller_headers: frozenset[str]) -> None:
         self._app = app
-        self._credential_headers = credential_headers
+        self._caller_headers = caller_headers  # headers that are never tool arguments
         self._table: ToolTable | None = None
 
     def table(self) -> ToolTable:
@@ -95,8 +98,19 @@ class ToolRegistry:
         originals = tuple(_original(route) for route in routes)
         table = self._table
         if table is None or not _same_routes(table.routes, originals):
-            table = self._table = _build_table(self._app, routes, originals, self._credential_headers)
+            table = self._table = self._rebuild(routes, originals)
         return table
+
+    def _rebuild(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
+        if self._table is None:
+            return _build_table(self._app, routes, originals, self._caller_headers)  # startup: raise
+        try:
+            return _build_table(self._app, routes, originals, self._caller_headers)
+        except ValueError:
+            # A route added at runtime is misdeclared: keep serving the last good tools, and
+            # remember these routes so the error is logged once, not on every request.
+            logger.exception("MCP tools were not updated after the route table changed")
+            return dataclasses.replace(self._table, routes=originals)
 
     def lookup(self, name: str) -> Tool | None:
         """The tool called `name`; the cache is refreshed only when the name is unknown."""
@@ -116,7 +130,7 @@ def _same_routes(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 
 
 def _build_table(
-    app: FastAPI, routes: list[Any], originals: tuple[Any, ...], credential_headers: frozenset[str]
+    app: FastAPI, routes: list[Any], originals: tuple[Any, ...], caller_headers: frozenset[str]
 ) -> ToolTable:
     marked = _marked_routes(routes)
     _check_names(marked)
@@ -125,7 +139,7 @@ def _build_table(
     tools = []
     for entry in marked:
         operation = operations["paths"][entry.route.path_format][entry.method.lower()]
-        schema = build_tool_schema(operation, components, credential_headers, entry.where)
+        schema = build_tool_schema(operation, components, caller_headers, entry.where)
         tools.append(_tool(entry, schema))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}

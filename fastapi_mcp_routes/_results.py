@@ -7,9 +7,10 @@ import logging
 import uuid
 from typing import Any, Final
 
+from fastapi_mcp_routes._constants import MEDIA_JSON
 from fastapi_mcp_routes._errors import ParseError
 from fastapi_mcp_routes._invoke import CapturedResponse
-from fastapi_mcp_routes._json import loads
+from fastapi_mcp_routes._json import dumps, loads
 from fastapi_mcp_routes._registry import Tool
 from fastapi_mcp_routes._schema import BodyMode
 
@@ -59,7 +60,7 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
     body = response.body
     if not body:
         return {"content": []}
-    if media_type == "application/json" or media_type.endswith("+json"):
+    if media_type == MEDIA_JSON or media_type.endswith("+json"):
         text = body.decode("utf-8", "replace")
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
         if tool.schema.output_schema is not None:
@@ -71,6 +72,10 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
                 result["structuredContent"] = {"result": data}
             elif isinstance(data, dict):
                 result["structuredContent"] = data
+            else:
+                # The route bypassed its response model; clients reject a result without the
+                # structured content its outputSchema promises, so say what happened instead.
+                return error_result(f"The route's response does not match its response model: {text}"[:_MAX_ERROR_TEXT])
         return result
     kind = media_type.split("/", 1)[0]
     if kind in ("image", "audio"):
@@ -99,7 +104,7 @@ def _client_error_text(tool: Tool, response: CapturedResponse) -> str:
         problems = "; ".join(_validation_problem(tool, item) for item in detail if isinstance(item, dict))
         return f"{prefix}: invalid arguments: {problems}"[:_MAX_ERROR_TEXT]
     if detail is None:
-        text = response.body.decode("utf-8", "replace") if payload is None else str(payload)
+        text = response.body.decode("utf-8", "replace") if payload is None else dumps(payload).decode()
     else:
         text = detail if isinstance(detail, str) else str(detail)
     return (f"{prefix}: {text}" if text else prefix)[:_MAX_ERROR_TEXT]

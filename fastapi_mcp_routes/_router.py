@@ -19,9 +19,11 @@ from fastapi_mcp_routes._sessions import SessionStore
 from fastapi_mcp_routes._transport import StreamableHTTPEndpoint, TransportConfig
 
 # Always the caller's own: never taken from a model's arguments, always forwarded to the route.
-_ALWAYS_CREDENTIALS = ("authorization", "proxy-authorization", "cookie")
+_ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_COOKIE)
 # Forwarded so the route sees the request as the caller sent it, but not credentials.
-_CONTEXT_HEADERS = ("host", "user-agent", "accept-language")
+_CONTEXT_HEADERS = (c.HEADER_HOST, "user-agent", "accept-language")
+# Set by the library for the route's request; a model cannot set them either.
+_REQUEST_HEADERS = (c.HEADER_CONTENT_TYPE, c.HEADER_CONTENT_LENGTH, c.HEADER_ACCEPT)
 _METHODS = ["GET", "POST", "DELETE"]
 
 
@@ -61,13 +63,15 @@ def mcp_routes(
     _check_options(path, max_body_bytes)
     forwarded = _header_names(forward_headers)
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
-    registry = ToolRegistry(app, credentials)
+    registry = ToolRegistry(app, credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS))
     identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
     config = TransportConfig(
         origin_policy=OriginPolicy.build(allowed_origins, allowed_hosts),
         max_body_bytes=max_body_bytes,
         forward_headers=frozenset(h.encode() for h in credentials | frozenset(_CONTEXT_HEADERS)),
-        credential_headers=frozenset(h.encode() for h in credentials),
+        # Not Cookie: clients keep whatever cookies the app sets (CSRF, load-balancer affinity),
+        # so the Cookie header changes within a session without the caller changing.
+        credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
     )
     endpoint = StreamableHTTPEndpoint(config, Dispatcher(app, registry, identity), SessionStore() if sessions else None)
 

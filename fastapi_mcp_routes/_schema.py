@@ -52,7 +52,7 @@ class ToolSchema:
 def build_tool_schema(
     operation: Mapping[str, Any],
     components: Mapping[str, Any],
-    credential_headers: frozenset[str],
+    caller_headers: frozenset[str],
     where: str,
 ) -> ToolSchema:
     """Build a tool's schemas and argument places from one OpenAPI operation."""
@@ -62,8 +62,10 @@ def build_tool_schema(
     for parameter in operation.get("parameters", ()):
         location = parameter["in"]
         wire_name = parameter["name"]
-        if location == "header" and wire_name.lower() in credential_headers:
-            continue  # credentials come from the caller's request, never from the model
+        if location == "cookie" or (location == "header" and wire_name.lower() in caller_headers):
+            # Credentials (the whole Cookie header among them) and the headers that describe the
+            # caller's request come from that request, never from the model.
+            continue
         if wire_name in arguments:
             raise ValueError(
                 f"{where}: two parameters are named {wire_name!r} ({arguments[wire_name].location} and "
@@ -197,13 +199,18 @@ def _with_defs(schema: dict[str, Any], components: Mapping[str, Any]) -> dict[st
     return rewritten
 
 
-def _rewrite_refs(node: Any) -> Any:
+def _rewrite_refs(node: Any, in_mapping: bool = False) -> Any:
+    if in_mapping and isinstance(node, Mapping):  # a discriminator's mapping holds bare refs
+        return {
+            key: _DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :] if str(value).startswith(_COMPONENT_PREFIX) else value
+            for key, value in node.items()
+        }
     if isinstance(node, Mapping):
         return {
             key: (
                 _DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :]
                 if key == "$ref" and isinstance(value, str) and value.startswith(_COMPONENT_PREFIX)
-                else _rewrite_refs(value)
+                else _rewrite_refs(value, in_mapping=key == "mapping")
             )
             for key, value in node.items()
         }
@@ -217,6 +224,8 @@ def _referenced_names(node: Any) -> Iterable[str]:
         for key, value in node.items():
             if key == "$ref" and isinstance(value, str) and value.startswith(_DEFS_PREFIX):
                 yield value[len(_DEFS_PREFIX) :]
+            elif key == "mapping" and isinstance(value, Mapping):  # a discriminator's mapping
+                yield from (v[len(_DEFS_PREFIX) :] for v in value.values() if str(v).startswith(_DEFS_PREFIX))
             else:
                 yield from _referenced_names(value)
     elif isinstance(node, list):

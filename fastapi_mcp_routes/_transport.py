@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._dispatch import CallContext, Dispatcher
-from fastapi_mcp_routes._errors import HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes._errors import HttpError, InvalidParams, InvalidRequest, McpError
 from fastapi_mcp_routes._invoke import caller_from_scope
 from fastapi_mcp_routes._json import loads
 from fastapi_mcp_routes._origin import OriginPolicy
@@ -41,7 +41,6 @@ from fastapi_mcp_routes._wire import (
 logger = logging.getLogger("fastapi_mcp_routes")
 
 _JSON_TYPES = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
-_SSE_TYPES = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +56,7 @@ class _Parsed:
     messages: list[Message | McpError]
     batch: bool
     ids: list[RequestId | None]  # the request id of each entry, for errors
+    methods: list[str | None]  # the method each entry names, if any
 
 
 class StreamableHTTPEndpoint:
@@ -99,9 +99,9 @@ class StreamableHTTPEndpoint:
         body = await _read_body(request, self._config.max_body_bytes)
         parsed = _parse(body)
         first = parsed.messages[0]
-        opening = isinstance(first, RpcRequest) and first.method == "initialize"
-        if opening and parsed.batch:
+        if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
+        opening = parsed.methods[0] == "initialize"
         session = None if opening else self._resolve_session(request)
         version = _protocol_version(request, session, opening)
         if parsed.batch and version != c.BATCH_VERSION:
@@ -109,7 +109,8 @@ class StreamableHTTPEndpoint:
         caller = caller_from_scope(request.scope, self._config.forward_headers)
         ctx = CallContext(protocol_version=version, caller=caller)
         if opening:
-            assert isinstance(first, RpcRequest)
+            if not isinstance(first, RpcRequest):  # an initialize whose params are not an object
+                return Response(encode_error(parsed.ids[0], InvalidParams(str(first))), media_type=c.MEDIA_JSON)
             return await self._initialize(request, first, ctx)
         replies = [
             await self._answer(entry, entry_id, ctx)
@@ -178,9 +179,22 @@ def _check_media_types(request: Request) -> None:
     content_type = request.headers.get(c.HEADER_CONTENT_TYPE, "")
     if content_type.split(";", 1)[0].strip().lower() != c.MEDIA_JSON:
         raise HttpError(415, InvalidRequest("Unsupported Media Type: the body must be application/json."))
-    accepted = {part.split(";", 1)[0].strip().lower() for part in request.headers.get(c.HEADER_ACCEPT, "").split(",")}
-    if accepted.isdisjoint(_JSON_TYPES) and accepted.isdisjoint(_SSE_TYPES):
-        raise HttpError(406, InvalidRequest("Not Acceptable: accept application/json or text/event-stream."))
+    if _accepted_types(request.headers.get(c.HEADER_ACCEPT, "")).isdisjoint(_JSON_TYPES):
+        # Every answer is JSON until SSE responses exist, so a client must accept JSON.
+        raise HttpError(406, InvalidRequest("Not Acceptable: the client must accept application/json."))
+
+
+def _accepted_types(accept: str) -> set[str]:
+    """The media ranges an Accept header allows, leaving out those given `q=0`."""
+    accepted = set()
+    for part in accept.split(","):
+        media_range, _, parameters = part.partition(";")
+        refused = any(
+            p.strip().replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in parameters.split(";")
+        )
+        if not refused:
+            accepted.add(media_range.strip().lower())
+    return accepted
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -214,15 +228,26 @@ def _parse(body: bytes) -> _Parsed:
             messages.append(error)
         except McpError as error:
             if not batch:
-                raise HttpError(400, error, {}) from None
+                raise HttpError(400, error, request_id=request_id_of(item)) from None
             messages.append(error)
-    return _Parsed(messages, batch, [request_id_of(item) for item in values])
+    methods = [item.get("method") if isinstance(item, dict) else None for item in values]
+    return _Parsed(messages, batch, [request_id_of(item) for item in values], methods)
 
 
 def _protocol_version(request: Request, session: Session | None, opening: bool) -> str:
     header = request.headers.get(c.HEADER_PROTOCOL_VERSION)
     if header is None or opening:
         return session.protocol_version if session is not None else c.FALLBACK_VERSION
+    if session is not None and header != session.protocol_version:
+        # The header must carry the version the session negotiated (spec 2025-06-18,
+        # basic/transports "Protocol Version Header").
+        raise HttpError(
+            400,
+            InvalidRequest(
+                f"Bad Request: MCP-Protocol-Version {truncate(header)!r} is not this session's "
+                f"version {session.protocol_version!r}."
+            ),
+        )
     if header not in c.SESSION_ERA_VERSIONS:
         raise HttpError(
             400,
@@ -236,7 +261,7 @@ def _protocol_version(request: Request, session: Session | None, opening: bool) 
 
 def _refusal(refusal: HttpError) -> Response:
     return Response(
-        encode_error(None, refusal.error),
+        encode_error(refusal.request_id, refusal.error),
         status_code=refusal.status,
         media_type=c.MEDIA_JSON,
         headers=refusal.headers,

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from starlette.requests import Request as StarletteRequest
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes._errors import ToolArgumentError
+from fastapi_mcp_routes._errors import ToolError
 from fastapi_mcp_routes._invoke import Caller, CapturedResponse, build_request, invoke
 from fastapi_mcp_routes._registry import Tool, ToolRegistry
 from fastapi_mcp_routes._results import tool_result
@@ -126,12 +126,12 @@ def test_path_values_are_percent_encoded_in_the_raw_path() -> None:
 
 
 def test_path_value_containing_a_slash_is_refused() -> None:
-    with pytest.raises(ToolArgumentError, match=re.escape("Argument 'item_id' must be a non-empty path segment")):
+    with pytest.raises(ToolError, match=re.escape("Argument 'item_id' must be a non-empty path segment")):
         build_request(tool("get_item"), {"item_id": "../admin"}, CALLER)
 
 
 def test_empty_path_value_is_refused() -> None:
-    with pytest.raises(ToolArgumentError, match="non-empty path segment"):
+    with pytest.raises(ToolError, match="non-empty path segment"):
         build_request(tool("get_item"), {"item_id": ""}, CALLER)
 
 
@@ -163,7 +163,7 @@ def test_booleans_become_true_and_false() -> None:
 
 
 def test_null_optional_argument_is_left_out() -> None:
-    request = request_of("search", {"page": None, "x-trace": None, "session": None})
+    request = request_of("search", {"page": None, "x-trace": None})
     assert request.url.query == ""
     assert "x-trace" not in request.headers
     assert request.cookies == {"session": "caller-session", "theme": "dark"}
@@ -174,37 +174,33 @@ def test_header_argument_is_sent_as_a_header() -> None:
 
 
 def test_unknown_arguments_are_refused_listing_what_the_tool_takes() -> None:
-    with pytest.raises(ToolArgumentError) as raised:
+    with pytest.raises(ToolError) as raised:
         build_request(tool("get_item"), {"item_id": "1", "verbose": True, "colour": "red"}, CALLER)
     assert str(raised.value) == "Unknown argument(s) 'colour', 'verbose'; the tool 'get_item' takes: item_id."
 
 
 def test_missing_required_arguments_are_refused_by_name() -> None:
-    with pytest.raises(ToolArgumentError) as raised:
+    with pytest.raises(ToolError) as raised:
         build_request(tool("get_pair"), {}, CALLER)
     assert str(raised.value) == "Missing required argument(s): 'first', 'second'."
 
 
 def test_non_scalar_parameter_value_is_refused() -> None:
-    with pytest.raises(ToolArgumentError, match=re.escape("Argument 'item_id' must be a string, number or boolean")):
+    with pytest.raises(ToolError, match=re.escape("Argument 'item_id' must be a string, number or boolean")):
         build_request(tool("get_item"), {"item_id": {"id": 1}}, CALLER)
 
 
-def test_cookie_argument_cannot_override_the_callers_cookie() -> None:
-    request = request_of("search", {"session": "model-session"})
-    assert request.cookies["session"] == "caller-session"
-    assert request.cookies["theme"] == "dark"
+def test_cookie_parameters_are_credentials_a_model_cannot_send() -> None:
+    assert "session" not in tool("search").schema.arguments
+    with pytest.raises(ToolError, match="Unknown argument"):
+        build_request(tool("search"), {"session": "model-session"}, CALLER)
+    assert request_of("search", {}).cookies == {"session": "caller-session", "theme": "dark"}
 
 
-def test_cookie_argument_is_sent_when_the_caller_has_no_such_cookie() -> None:
-    caller = Caller(((b"authorization", b"Bearer caller-token"),), None, None, "http", "", "1.1", None)
-    assert request_of("search", {"session": "model-session_1"}, caller).cookies == {"session": "model-session_1"}
-
-
-def test_cookie_argument_reaches_the_route_unchanged() -> None:
-    caller = Caller((), None, None, "http", "", "1.1", None)
-    # '@' and '.' are legal cookie-octets (RFC 6265, section 4.1.1), so the value needs no escaping.
-    assert request_of("search", {"session": "ada@example.com"}, caller).cookies == {"session": "ada@example.com"}
+def test_header_argument_with_a_line_break_or_non_ascii_is_refused() -> None:
+    for value in ("a\r\nX-Api-Key: stolen", "h\u00e9llo"):
+        with pytest.raises(ToolError, match="printable ASCII"):
+            build_request(tool("search"), {"x-trace": value}, CALLER)
 
 
 def test_callers_headers_and_connection_are_forwarded() -> None:

@@ -90,7 +90,7 @@ def parameters_app() -> FastAPI:
     return app
 
 
-def test_path_query_header_and_cookie_parameters_are_arguments_in_their_places() -> None:
+def test_path_query_and_header_parameters_are_arguments_in_their_places_and_cookies_are_not() -> None:
     tool = tool_of(parameters_app(), "find_items")
     assert tool.schema.arguments == {
         "item_id": Argument("path", "item_id"),
@@ -101,7 +101,6 @@ def test_path_query_header_and_cookie_parameters_are_arguments_in_their_places()
         "old": Argument("query", "old"),
         "x-trace": Argument("header", "x-trace"),
         "x-region": Argument("header", "x-region"),
-        "visit": Argument("cookie", "visit"),
     }
     assert tool.schema.body_mode is BodyMode.NONE
 

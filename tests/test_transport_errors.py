@@ -79,6 +79,11 @@ class Row:
 ROWS = [
     Row("content type not json", 415, -32600, message=rpc("ping"), headers={"content-type": "text/plain"}),
     Row("accept lacks json and sse", 406, -32600, message=rpc("ping"), headers={"accept": "text/html"}),
+    Row("accept only sse", 406, -32600, message=rpc("ping"), headers={"accept": "text/event-stream"}),
+    Row("json refused with q=0", 406, -32600, message=rpc("ping"), headers={"accept": "application/json;q=0"}),
+    Row("version header differs from the session's", 400, -32600, message=rpc("ping"), version="2025-06-18"),
+    Row("malformed host", 403, -32600, message=rpc("ping"), headers={"host": "["}),
+    Row("malformed origin", 403, -32600, message=rpc("ping"), headers={"origin": "http://["}),
     Row("body over the cap", 413, -32600, body=b'{"pad":"' + b"x" * (MAX_BODY + 1) + b'"}'),
     Row("malformed json", 400, -32700, body=b'{"jsonrpc": "2.0", "id": 1,'),
     Row("invalid utf-8", 400, -32700, body=b'{"a":"\xff"}'),
@@ -175,9 +180,31 @@ def test_batch_under_2025_03_26_is_answered_in_order(base_url: str) -> None:
 def test_initialize_inside_a_batch_is_refused(base_url: str) -> None:
     params = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     with httpx.Client(base_url=base_url, timeout=20) as http:
-        response = http.post("/mcp", json=[rpc("initialize", params)], headers=JSON_HEADERS)
+        alone = http.post("/mcp", json=[rpc("initialize", params)], headers=JSON_HEADERS)
+        headers = session_headers(open_session(http, "2025-03-26"), "2025-03-26")
+        second = http.post("/mcp", json=[rpc("ping"), rpc("initialize", params, request_id=2)], headers=headers)
+    for response in (alone, second):
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32600
+
+
+def test_refusal_echoes_a_readable_request_id(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        headers = session_headers(open_session(http))
+        response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": 5}, headers=headers)
     assert response.status_code == 400
-    assert response.json()["error"]["code"] == -32600
+    assert response.json()["id"] == 7
+
+
+def test_initialize_with_params_that_are_not_an_object_is_invalid_params(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        message = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": [1]}
+        response = http.post("/mcp", json=message, headers=JSON_HEADERS)
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -32602, "message": "Invalid params: 'params' must be an object."},
+    }
 
 
 def test_deleted_session_is_gone(base_url: str) -> None:
