@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi.testclient import TestClient
 
 import fastapi_mcp_routes
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import _invoke, mcp_routes, mcp_tool
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INITIALIZE = {
@@ -100,3 +100,20 @@ def test_the_route_sees_the_real_callers_address() -> None:
 def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         mcp_routes(FastAPI(), **options)
+
+
+def test_a_response_over_the_cap_ends_the_call_with_an_error_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_invoke, "MAX_RESPONSE_BYTES", 1024)
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.get("/big")
+    def big() -> Response:
+        return Response(b"x" * 2048, media_type="text/plain")
+
+    app.include_router(mcp_routes(app, sessions=False))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "big", "arguments": {}}}
+    with TestClient(app) as client:
+        result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+    assert result["isError"] is True
+    assert "larger than 1024 bytes" in result["content"][0]["text"]
