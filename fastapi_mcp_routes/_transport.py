@@ -104,7 +104,9 @@ class StreamableHTTPEndpoint:
         opening = parsed.methods[0] == "initialize"
         session = None if opening else self._resolve_session(request)
         version = _protocol_version(request, session, opening)
-        if parsed.batch and version != c.BATCH_VERSION:
+        # A session's negotiated version decides batching; a header claiming another supported
+        # version is tolerated (the spec only says the client SHOULD send the negotiated one).
+        if parsed.batch and (session.protocol_version if session is not None else version) != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
         caller = caller_from_scope(request.scope, self._config.forward_headers)
         ctx = CallContext(protocol_version=version, caller=caller)
@@ -238,16 +240,6 @@ def _protocol_version(request: Request, session: Session | None, opening: bool) 
     header = request.headers.get(c.HEADER_PROTOCOL_VERSION)
     if header is None or opening:
         return session.protocol_version if session is not None else c.FALLBACK_VERSION
-    if session is not None and header != session.protocol_version:
-        # The header must carry the version the session negotiated (spec 2025-06-18,
-        # basic/transports "Protocol Version Header").
-        raise HttpError(
-            400,
-            InvalidRequest(
-                f"Bad Request: MCP-Protocol-Version {truncate(header)!r} is not this session's "
-                f"version {session.protocol_version!r}."
-            ),
-        )
     if header not in c.SESSION_ERA_VERSIONS:
         raise HttpError(
             400,
