@@ -53,9 +53,6 @@ class Dispatcher:
             "tools/call": self._call_tool,
         }
 
-    def knows(self, method: str) -> bool:
-        return method in self._methods
-
     async def request(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> Result:
         """Answer one request; raises `McpError` for protocol errors."""
         handler = self._methods.get(method)

@@ -16,8 +16,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._dispatch import CallContext, Dispatcher
-from fastapi_mcp_routes._errors import HttpError, InvalidParams, InvalidRequest, McpError
+from fastapi_mcp_routes._dispatch import CallContext, Dispatcher, negotiate_version
+from fastapi_mcp_routes._errors import HttpError, InvalidRequest, McpError
 from fastapi_mcp_routes._invoke import caller_from_scope
 from fastapi_mcp_routes._json import loads
 from fastapi_mcp_routes._origin import OriginPolicy
@@ -73,7 +73,7 @@ class StreamableHTTPEndpoint:
             if request.method == "POST":
                 return await self._post(request)
             if request.method == "DELETE" and self._sessions is not None:
-                return self._delete(request)
+                return self._delete(request, self._sessions)
             allow = "POST, DELETE" if self._sessions is not None else "POST"
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
@@ -90,8 +90,7 @@ class StreamableHTTPEndpoint:
         server = request.scope.get("server")
         if not policy.host_allowed(host, server[0] if server else None):
             raise HttpError(403, InvalidRequest("Forbidden: this Host is not allowed."))
-        origin = headers.get(c.HEADER_ORIGIN)
-        if origin is not None and not policy.origin_allowed(origin, host, request.scope.get("scheme", "http")):
+        if not policy.origin_allowed(headers.get(c.HEADER_ORIGIN), host, request.scope.get("scheme", "http")):
             raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
 
     async def _post(self, request: Request) -> Response:
@@ -101,18 +100,14 @@ class StreamableHTTPEndpoint:
         first = parsed.messages[0]
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
+        # An initialize needs no session, even when its params are wrong (then it gets -32602).
         opening = parsed.methods[0] == "initialize"
         session = None if opening else self._resolve_session(request)
         version = _protocol_version(request, session, opening)
-        # A session's negotiated version decides batching; a header claiming another supported
-        # version is tolerated (the spec only says the client SHOULD send the negotiated one).
-        if parsed.batch and (session.protocol_version if session is not None else version) != c.BATCH_VERSION:
+        if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
-        caller = caller_from_scope(request.scope, self._config.forward_headers)
-        ctx = CallContext(protocol_version=version, caller=caller)
-        if opening:
-            if not isinstance(first, RpcRequest):  # an initialize whose params are not an object
-                return Response(encode_error(parsed.ids[0], InvalidParams(str(first))), media_type=c.MEDIA_JSON)
+        ctx = CallContext(version, caller_from_scope(request.scope, self._config.forward_headers))
+        if opening and isinstance(first, RpcRequest):
             return await self._initialize(request, first, ctx)
         replies = [
             await self._answer(entry, entry_id, ctx)
@@ -131,35 +126,20 @@ class StreamableHTTPEndpoint:
             return Response(encode_error(initialize.id, error), media_type=c.MEDIA_JSON)
         headers = {}
         if self._sessions is not None:
-            version = str(result["protocolVersion"]) if isinstance(result, dict) else c.LATEST_SESSION_VERSION
-            headers[c.HEADER_SESSION_ID] = self._sessions.open(self._binding(request), version).id
+            binding = _binding(request, self._sessions, self._config)
+            version = negotiate_version(str(initialize.params["protocolVersion"]))
+            headers[c.HEADER_SESSION_ID] = self._sessions.open(binding, version).id
         return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
 
-    def _delete(self, request: Request) -> Response:
-        assert self._sessions is not None
-        session_id = request.headers.get(c.HEADER_SESSION_ID)
-        if not session_id:
-            raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
-        if not self._sessions.close(session_id, self._binding(request)):
-            raise HttpError(404, InvalidRequest("Session not found."))
+    def _delete(self, request: Request, sessions: SessionStore) -> Response:
+        session = _require_session(request, sessions, self._config)
+        sessions.close(session.id, session.binding)
         return Response(status_code=204)
 
     def _resolve_session(self, request: Request) -> Session | None:
         if self._sessions is None:
             return None
-        session_id = request.headers.get(c.HEADER_SESSION_ID)
-        if not session_id:
-            raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
-        session = self._sessions.find(session_id, self._binding(request))
-        if session is None:
-            logger.info("refused unknown, expired or foreign session %s", truncate(session_id))
-            raise HttpError(404, InvalidRequest("Session not found."))
-        return session
-
-    def _binding(self, request: Request) -> bytes:
-        assert self._sessions is not None
-        wanted = self._config.credential_headers
-        return self._sessions.binding(k + b"=" + v for k, v in request.scope["headers"] if k in wanted)
+        return _require_session(request, self._sessions, self._config)
 
     async def _answer(self, entry: Message | McpError, entry_id: RequestId | None, ctx: CallContext) -> bytes | None:
         if isinstance(entry, McpError):
@@ -175,6 +155,23 @@ class StreamableHTTPEndpoint:
             return encode_error(entry.id, error)
         except Exception as exc:
             return internal_error(entry.id, exc)
+
+
+def _require_session(request: Request, sessions: SessionStore, config: TransportConfig) -> Session:
+    """The caller's live session named by the request: 400 without an id, 404 for any other."""
+    session_id = request.headers.get(c.HEADER_SESSION_ID)
+    if not session_id:
+        raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
+    session = sessions.find(session_id, _binding(request, sessions, config))
+    if session is None:
+        logger.info("refused unknown, expired or foreign session %s", truncate(session_id))
+        raise HttpError(404, InvalidRequest("Session not found."))
+    return session
+
+
+def _binding(request: Request, sessions: SessionStore, config: TransportConfig) -> bytes:
+    wanted = config.credential_headers
+    return sessions.binding(k + b"=" + v for k, v in request.scope["headers"] if k in wanted)
 
 
 def _check_media_types(request: Request) -> None:
@@ -237,6 +234,9 @@ def _parse(body: bytes) -> _Parsed:
 
 
 def _protocol_version(request: Request, session: Session | None, opening: bool) -> str:
+    """The version a request is handled under: its session's, else its header's, else the
+    spec's fallback. An unsupported header is refused; a supported one that differs from the
+    session's is tolerated (clients only SHOULD send the negotiated version)."""
     header = request.headers.get(c.HEADER_PROTOCOL_VERSION)
     if header is None or opening:
         return session.protocol_version if session is not None else c.FALLBACK_VERSION
@@ -248,7 +248,7 @@ def _protocol_version(request: Request, session: Session | None, opening: bool) 
                 f"supported: {', '.join(c.SESSION_ERA_VERSIONS)}."
             ),
         )
-    return header
+    return session.protocol_version if session is not None else header
 
 
 def _refusal(refusal: HttpError) -> Response:

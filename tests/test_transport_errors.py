@@ -115,6 +115,7 @@ ROWS = [
     Row("GET without a stream", 405, -32600, method="GET"),
     Row("DELETE without a session id", 400, -32600, method="DELETE", session="none"),
     Row("notification", 202, message=rpc("notifications/initialized", request_id=None)),
+    Row("initialize sent as a notification", 202, message=rpc("initialize", {}, request_id=None), session="none"),
     Row("client reply", 202, message={"jsonrpc": "2.0", "id": 7, "result": {}}),
 ]
 
