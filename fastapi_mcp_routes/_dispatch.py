@@ -1,8 +1,9 @@
-"""MCP methods: what each request means, independent of HTTP and of sessions.
+"""MCP methods: what each message means, independent of HTTP and of session bookkeeping.
 
-The transport hands over a classified request and a `CallContext`; the dispatcher answers with
-a result or raises a typed `McpError`. Session bookkeeping stays in the transport, so the
-session era and the stateless revision share this one dispatcher.
+The transport hands over a classified message and a `CallContext` (the caller, the session's
+protocol state if there is one, and where messages about a request go); the dispatcher answers
+with a result or raises a typed `McpError`. Opening, finding and ending sessions stays in the
+transport, so the session era and the stateless revision share this one dispatcher.
 """
 
 from __future__ import annotations
@@ -11,17 +12,21 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._errors import InvalidParams, MethodNotFound, ToolError
+from fastapi_mcp_routes._context import LOG_LEVELS, Emit, ToolCall
+from fastapi_mcp_routes._errors import CallCancelled, InvalidParams, MethodNotFound, ToolError
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
 from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
-from fastapi_mcp_routes._wire import truncate
+from fastapi_mcp_routes._sessions import Session
+from fastapi_mcp_routes._wire import Reply, Request, truncate
 
 Result = Mapping[str, Any] | RawJSON
+_Handler = Callable[[Request, "CallContext"], Awaitable[Result]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,38 +38,52 @@ class ServerIdentity:
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """What a method handler may know about the request besides its params."""
+    """What a method handler may know about a message besides its params."""
 
     protocol_version: str
     caller: Caller
+    session: Session | None = None  # the session's protocol state, when there is a session
+    emit: Emit | None = None  # sends a message on the request's own response stream
 
 
 class Dispatcher:
-    """Answers MCP requests and takes MCP notifications."""
+    """Answers MCP requests and takes MCP notifications and client replies."""
 
     def __init__(self, app: ASGIApp, registry: ToolRegistry, identity: ServerIdentity) -> None:
         self._app = app
         self._registry = registry
         self._identity = identity
-        self._methods: dict[str, Callable[[Mapping[str, Any], CallContext], Awaitable[Result]]] = {
+        self._methods: dict[str, _Handler] = {
             "initialize": self._initialize,
             "ping": self._ping,
+            "logging/setLevel": self._set_log_level,
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
         }
 
-    async def request(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> Result:
-        """Answer one request; raises `McpError` for protocol errors."""
-        handler = self._methods.get(method)
+    async def request(self, request: Request, ctx: CallContext) -> Result:
+        """Answer one request; raises `McpError` for protocol errors, `CallCancelled` when the
+        client cancelled it."""
+        handler = self._methods.get(request.method)
         if handler is None:
-            raise MethodNotFound(f"Method not found: {truncate(method)!r}.")
-        return await handler(params, ctx)
+            raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.")
+        return await handler(request, ctx)
 
     async def notification(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> None:
-        """Take one notification. `notifications/initialized` needs nothing from us; unknown
-        notifications are ignored, as JSON-RPC asks."""
+        """Take one notification; unknown ones are ignored, as JSON-RPC asks."""
+        if method == "notifications/cancelled" and ctx.session is not None:
+            # Only this session's calls can be named: another session's ids are not in its map.
+            running = ctx.session.running.get(params.get("requestId"))  # type: ignore[arg-type]
+            if running is not None:
+                running.cancel()
 
-    async def _initialize(self, params: Mapping[str, Any], ctx: CallContext) -> Result:
+    def reply(self, reply: Reply, ctx: CallContext) -> None:
+        """Hand a client's reply to the call waiting for it; unknown ids are ignored."""
+        if ctx.session is not None and (waiting := ctx.session.pending.get(reply.id)) is not None:
+            waiting.resolve(reply.payload)
+
+    async def _initialize(self, request: Request, ctx: CallContext) -> Result:
+        params = request.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise InvalidParams("Invalid params: 'protocolVersion' must be a string.")
@@ -73,19 +92,27 @@ class Dispatcher:
                 raise InvalidParams(f"Invalid params: {key!r} must be an object.")
         result: dict[str, Any] = {
             "protocolVersion": negotiate_version(requested),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"logging": {}, "tools": {"listChanged": False}},
             "serverInfo": {"name": self._identity.name, "version": self._identity.version},
         }
         if self._identity.instructions:
             result["instructions"] = self._identity.instructions
         return result
 
-    async def _ping(self, params: Mapping[str, Any], ctx: CallContext) -> Result:
+    async def _ping(self, request: Request, ctx: CallContext) -> Result:
         return {}
 
-    async def _list_tools(self, params: Mapping[str, Any], ctx: CallContext) -> Result:
+    async def _set_log_level(self, request: Request, ctx: CallContext) -> Result:
+        level = request.params.get("level")
+        if level not in LOG_LEVELS:
+            raise InvalidParams(f"Invalid params: 'level' must be one of {', '.join(LOG_LEVELS)}.")
+        if ctx.session is not None:
+            ctx.session.log_level = level
+        return {}
+
+    async def _list_tools(self, request: Request, ctx: CallContext) -> Result:
         table = self._registry.table()
-        cursor = params.get("cursor")
+        cursor = request.params.get("cursor")
         if cursor is None:
             return table.pages[0]
         index = decode_cursor(cursor, len(table.pages))
@@ -93,7 +120,8 @@ class Dispatcher:
             raise InvalidParams("Invalid params: the cursor is not one this server issued.")
         return table.pages[index]
 
-    async def _call_tool(self, params: Mapping[str, Any], ctx: CallContext) -> Result:
+    async def _call_tool(self, request: Request, ctx: CallContext) -> Result:
+        params = request.params
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("Invalid params: 'name' must be a string.")
@@ -105,13 +133,33 @@ class Dispatcher:
         tool = self._registry.lookup(name)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {truncate(name)!r}.")
+        call = ToolCall(
+            request_id=request.id,
+            progress_token=_progress_token(params),
+            session=ctx.session,
+            emit=ctx.emit,
+            cancel_scope=anyio.CancelScope(),
+        )
+        running = ctx.session.running if ctx.session is not None else {}
+        running[request.id] = call.cancel_scope
         try:
-            response = await invoke(self._app, tool, arguments, ctx.caller)
+            with call.cancel_scope:
+                response = await invoke(self._app, tool, arguments, ctx.caller, call)
         except ToolError as exc:
             return error_result(str(exc))
         except Exception:
             return crash_result(tool.name)
+        finally:
+            running.pop(request.id, None)
+        if call.cancel_scope.cancelled_caught:
+            raise CallCancelled(request.id)
         return tool_result(tool, response)
+
+
+def _progress_token(params: Mapping[str, Any]) -> str | int | None:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
 
 def negotiate_version(requested: str) -> str:

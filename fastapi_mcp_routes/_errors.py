@@ -7,6 +7,7 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 └── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
     └── ParamsNotObject   (in _wire) -32602 answered with the request's own id
 HttpError                 the transport refuses a request with a status and an McpError
+CallCancelled             the client cancelled a request: no response is sent
 ToolError                 a call the route cannot take or complete (bad arguments, a
                           response over the cap): an `isError` result, not a protocol
                           error, so the model can correct itself
@@ -71,3 +72,11 @@ class HttpError(Exception):
 
 class ToolError(Exception):
     """A tool call that cannot be made or completed; reported as an `isError` result."""
+
+
+class CallCancelled(Exception):
+    """The client cancelled the request (`notifications/cancelled`): nothing is answered."""
+
+    def __init__(self, request_id: str | int) -> None:
+        super().__init__(f"request {request_id!r} was cancelled")
+        self.request_id = request_id

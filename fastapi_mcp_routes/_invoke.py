@@ -17,6 +17,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Scope
 
 from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._context import CALL_SCOPE_KEY, ToolCall
 from fastapi_mcp_routes._errors import ToolError
 from fastapi_mcp_routes._json import dumps
 from fastapi_mcp_routes._registry import Tool
@@ -73,9 +74,13 @@ def caller_from_scope(scope: Scope, forward_headers: frozenset[bytes]) -> Caller
     )
 
 
-async def invoke(app: ASGIApp, tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> CapturedResponse:
+async def invoke(
+    app: ASGIApp, tool: Tool, arguments: Mapping[str, Any], caller: Caller, call: ToolCall | None = None
+) -> CapturedResponse:
     """Run the tool's route with these arguments as the caller's HTTP request."""
     scope, body = build_request(tool, arguments, caller)
+    if call is not None:
+        scope[CALL_SCOPE_KEY] = call  # what the route's ToolContext reaches
     return await call_app(app, scope, body)
 
 

@@ -11,18 +11,52 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
 
 from fastapi_mcp_routes import _constants as c
 
 
 @dataclass(slots=True)
 class Session:
+    """One client's session: identity and binding, plus what the protocol remembers for it."""
+
     id: str
     binding: bytes
     protocol_version: str
     last_seen: float
+    client_info: dict[str, Any] | None = None
+    client_capabilities: dict[str, Any] | None = None
+    log_level: str | None = None  # set by logging/setLevel; None sends every level
+    # Calls in flight, by request id, so notifications/cancelled can stop them.
+    running: dict[RequestKey, anyio.CancelScope] = field(default_factory=dict)
+    # Server-to-client requests waiting for the client's reply, by our request id.
+    pending: dict[RequestKey, PendingReply] = field(default_factory=dict)
+    next_request_id: int = 0
+
+
+RequestKey = str | int
+
+
+class PendingReply:
+    """A server-to-client request waiting for the reply that a later POST carries."""
+
+    __slots__ = ("_event", "payload")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self.payload: Mapping[str, Any] = {}
+
+    def resolve(self, payload: Mapping[str, Any]) -> None:
+        self.payload = payload
+        self._event.set()
+
+    async def wait(self) -> Mapping[str, Any]:
+        await self._event.wait()
+        return self.payload
 
 
 class SessionStore:
@@ -53,13 +87,20 @@ class SessionStore:
         """A keyed hash of the caller's credentials; never stored in the clear."""
         return hmac.digest(self._key, b"\x00".join(credentials), "sha256")
 
-    def open(self, binding: bytes, protocol_version: str) -> Session:
+    def open(
+        self,
+        binding: bytes,
+        protocol_version: str,
+        client_info: dict[str, Any] | None = None,
+        client_capabilities: dict[str, Any] | None = None,
+    ) -> Session:
         """Start a session for this caller, evicting expired and, at the cap, the oldest idle."""
         now = self._clock()
         self._evict_expired(now)
         while len(self._sessions) >= self._max:
             self._sessions.popitem(last=False)
-        session = Session(secrets.token_urlsafe(c.SESSION_ID_BYTES), binding, protocol_version, now)
+        session_id = secrets.token_urlsafe(c.SESSION_ID_BYTES)
+        session = Session(session_id, binding, protocol_version, now, client_info, client_capabilities)
         self._sessions[session.id] = session
         return session
 

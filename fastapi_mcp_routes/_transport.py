@@ -8,24 +8,28 @@ in `_refusal`, so no step builds an error response itself.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._dispatch import CallContext, Dispatcher, negotiate_version
-from fastapi_mcp_routes._errors import HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes._errors import CallCancelled, HttpError, InvalidRequest, McpError
 from fastapi_mcp_routes._invoke import caller_from_scope
 from fastapi_mcp_routes._json import loads
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._sessions import Session, SessionStore
+from fastapi_mcp_routes._stream import ResponseStream
 from fastapi_mcp_routes._wire import (
     Message,
     Notification,
     ParamsNotObject,
+    Reply,
     RequestId,
     classify,
     encode_error,
@@ -41,6 +45,7 @@ from fastapi_mcp_routes._wire import (
 logger = logging.getLogger("fastapi_mcp_routes")
 
 _JSON_TYPES = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
+_SSE_TYPES = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +99,7 @@ class StreamableHTTPEndpoint:
             raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
 
     async def _post(self, request: Request) -> Response:
-        _check_media_types(request)
+        accepts = _check_media_types(request)
         body = await _read_body(request, self._config.max_body_bytes)
         parsed = _parse(body)
         first = parsed.messages[0]
@@ -106,29 +111,23 @@ class StreamableHTTPEndpoint:
         version = _protocol_version(request, session, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
-        ctx = CallContext(version, caller_from_scope(request.scope, self._config.forward_headers))
+        ctx = CallContext(version, caller_from_scope(request.scope, self._config.forward_headers), session)
         if opening and isinstance(first, RpcRequest):
             return await self._initialize(request, first, ctx)
-        replies = [
-            await self._answer(entry, entry_id, ctx)
-            for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
-        ]
-        bodies = [reply for reply in replies if reply is not None]
-        if not bodies:
-            return Response(status_code=202)
-        content = b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0]
-        return Response(content, media_type=c.MEDIA_JSON)
+        return _Answer(self, parsed, ctx, accepts)
 
     async def _initialize(self, request: Request, initialize: RpcRequest, ctx: CallContext) -> Response:
         try:
-            result = await self._dispatcher.request(initialize.method, initialize.params, ctx)
+            result = await self._dispatcher.request(initialize, ctx)
         except McpError as error:
             return Response(encode_error(initialize.id, error), media_type=c.MEDIA_JSON)
         headers = {}
         if self._sessions is not None:
             binding = _binding(request, self._sessions, self._config)
-            version = negotiate_version(str(initialize.params["protocolVersion"]))
-            headers[c.HEADER_SESSION_ID] = self._sessions.open(binding, version).id
+            params = initialize.params
+            version = negotiate_version(str(params["protocolVersion"]))
+            opened = self._sessions.open(binding, version, params.get("clientInfo"), params.get("capabilities"))
+            headers[c.HEADER_SESSION_ID] = opened.id
         return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
 
     def _delete(self, request: Request, sessions: SessionStore) -> Response:
@@ -141,20 +140,52 @@ class StreamableHTTPEndpoint:
             return None
         return _require_session(request, self._sessions, self._config)
 
-    async def _answer(self, entry: Message | McpError, entry_id: RequestId | None, ctx: CallContext) -> bytes | None:
+    async def answer(self, entry: Message | McpError, entry_id: RequestId | None, ctx: CallContext) -> bytes | None:
+        """The encoded response to one message; `None` for notifications, replies and
+        cancelled requests."""
         if isinstance(entry, McpError):
             return encode_error(entry_id, entry)
         if isinstance(entry, Notification):
             await self._dispatcher.notification(entry.method, entry.params, ctx)
             return None
-        if not isinstance(entry, RpcRequest):
-            return None  # a client's reply; no server-to-client request is waiting for one yet
+        if isinstance(entry, Reply):
+            self._dispatcher.reply(entry, ctx)
+            return None
         try:
-            return encode_result(entry.id, await self._dispatcher.request(entry.method, entry.params, ctx))
+            return encode_result(entry.id, await self._dispatcher.request(entry, ctx))
         except McpError as error:
             return encode_error(entry.id, error)
+        except CallCancelled:
+            return None
         except Exception as exc:
             return internal_error(entry.id, exc)
+
+
+class _Answer(Response):
+    """The response to a POST of messages: they are answered while it is being sent, so the
+    answer can become an SSE stream as soon as a call has something to say first."""
+
+    def __init__(self, endpoint: StreamableHTTPEndpoint, parsed: _Parsed, ctx: CallContext, accepts: _Accepts) -> None:
+        super().__init__(status_code=200)
+        self._endpoint = endpoint
+        self._parsed = parsed
+        self._ctx = ctx
+        self._accepts = accepts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parsed = self._parsed
+        stream = ResponseStream(send, self._accepts.sse, self._accepts.json)
+        # Batches (2025-03-26 only) are answered as one JSON array, without streaming.
+        ctx = self._ctx if parsed.batch else dataclasses.replace(self._ctx, emit=stream.emit)
+        replies = [
+            await self._endpoint.answer(entry, entry_id, ctx)
+            for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
+        ]
+        bodies = [reply for reply in replies if reply is not None]
+        if not bodies:
+            await stream.finish(None)
+        else:
+            await stream.finish(b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0])
 
 
 def _require_session(request: Request, sessions: SessionStore, config: TransportConfig) -> Session:
@@ -174,13 +205,21 @@ def _binding(request: Request, sessions: SessionStore, config: TransportConfig) 
     return sessions.binding(k + b"=" + v for k, v in request.scope["headers"] if k in wanted)
 
 
-def _check_media_types(request: Request) -> None:
+@dataclass(frozen=True, slots=True)
+class _Accepts:
+    json: bool
+    sse: bool
+
+
+def _check_media_types(request: Request) -> _Accepts:
     content_type = request.headers.get(c.HEADER_CONTENT_TYPE, "")
     if content_type.split(";", 1)[0].strip().lower() != c.MEDIA_JSON:
         raise HttpError(415, InvalidRequest("Unsupported Media Type: the body must be application/json."))
-    if _accepted_types(request.headers.get(c.HEADER_ACCEPT, "")).isdisjoint(_JSON_TYPES):
-        # Every answer is JSON until SSE responses exist, so a client must accept JSON.
-        raise HttpError(406, InvalidRequest("Not Acceptable: the client must accept application/json."))
+    accepted = _accepted_types(request.headers.get(c.HEADER_ACCEPT, ""))
+    accepts = _Accepts(json=not accepted.isdisjoint(_JSON_TYPES), sse=not accepted.isdisjoint(_SSE_TYPES))
+    if not (accepts.json or accepts.sse):
+        raise HttpError(406, InvalidRequest("Not Acceptable: accept application/json or text/event-stream."))
+    return accepts
 
 
 def _accepted_types(accept: str) -> set[str]:

@@ -79,7 +79,6 @@ class Row:
 ROWS = [
     Row("content type not json", 415, -32600, message=rpc("ping"), headers={"content-type": "text/plain"}),
     Row("accept lacks json and sse", 406, -32600, message=rpc("ping"), headers={"accept": "text/html"}),
-    Row("accept only sse", 406, -32600, message=rpc("ping"), headers={"accept": "text/event-stream"}),
     Row("json refused with q=0", 406, -32600, message=rpc("ping"), headers={"accept": "application/json;q=0"}),
     Row(
         "batch in a 2025-11-25 session with a 2025-03-26 header",
@@ -252,3 +251,12 @@ def test_without_sessions_no_id_is_issued_or_needed() -> None:
         response = http.post("/mcp", json=call, headers={**JSON_HEADERS, "mcp-protocol-version": "2025-11-25"})
         assert response.json()["result"]["structuredContent"] == {"text": "free"}
         assert http.delete("/mcp", headers=JSON_HEADERS).status_code == 405
+
+
+def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=20) as http:
+        headers = {**session_headers(open_session(http)), "accept": "text/event-stream"}
+        response = http.post("/mcp", json=rpc("ping", request_id=5), headers=headers)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.text == 'event: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\n\n'

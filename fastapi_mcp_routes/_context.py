@@ -1,0 +1,199 @@
+"""What a route can do while it runs as a tool: `ToolContext`, and the call behind it.
+
+A route asks for `ctx: Annotated[ToolContext, Depends()]`. Over plain REST the same route runs
+unchanged and the context is inert: progress and log calls do nothing, and asking the client
+something raises `ToolContextError` saying why. During a tool call, the context reaches the
+call's own response stream (spec 2025-11-25, basic/transports: messages about a request travel
+on that request's stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+from starlette.requests import Request
+
+from fastapi_mcp_routes._sessions import PendingReply, Session
+
+# Our own ASGI scope key: the tool call an in-process request belongs to.
+CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"
+# RFC 5424 severities, least severe first (spec 2025-11-25, server/utilities/logging).
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_SEVERITY: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+# How long a route waits for the client to answer an elicitation or sampling request.
+CLIENT_REQUEST_TIMEOUT_S: Final = 300.0
+
+Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+class ToolContextError(RuntimeError):
+    """A `ToolContext` request the current call cannot make (no tool call, no capability...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationResult:
+    """The client's answer to `ToolContext.elicit`: `accept`, `decline` or `cancel`."""
+
+    action: str
+    content: dict[str, Any] | None
+
+
+class ToolCall:
+    """One running `tools/call`: where its messages go and what it may ask of the client."""
+
+    def __init__(
+        self,
+        *,
+        request_id: str | int,
+        progress_token: str | int | None,
+        session: Session | None,
+        emit: Emit | None,
+        cancel_scope: anyio.CancelScope,
+    ) -> None:
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.session = session
+        self.cancel_scope = cancel_scope
+        self._emit = emit
+        self._last_progress: float | None = None
+
+    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        if self._emit is not None:
+            await self._emit({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.progress_token is None:
+            return  # the client did not ask for progress
+        if self._last_progress is not None and progress <= self._last_progress:
+            raise ValueError(
+                f"progress must increase with every report, got {progress!r} after {self._last_progress!r}"
+            )
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        if level not in _SEVERITY:
+            raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        threshold = self.session.log_level if self.session is not None else None
+        if threshold is not None and _SEVERITY[level] < _SEVERITY[threshold]:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self.notify("notifications/message", params)
+
+    async def ask_client(self, method: str, params: Mapping[str, Any], capability: str) -> Mapping[str, Any]:
+        """Send a request to the client on this call's stream and wait for its reply."""
+        session = self.session
+        if session is None or self._emit is None:
+            raise ToolContextError(f"{method} needs a session and a response stream the client reads as SSE")
+        if capability not in (session.client_capabilities or {}):
+            raise ToolContextError(
+                f"the client did not declare the {capability!r} capability, so it cannot answer {method}"
+            )
+        request_id = f"s{session.next_request_id}"
+        session.next_request_id += 1
+        waiting = session.pending[request_id] = PendingReply()
+        try:
+            await self._emit({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            with anyio.fail_after(CLIENT_REQUEST_TIMEOUT_S):
+                reply = await waiting.wait()
+        except TimeoutError:
+            raise ToolContextError(
+                f"the client did not answer {method} within {CLIENT_REQUEST_TIMEOUT_S:.0f} s"
+            ) from None
+        finally:
+            session.pending.pop(request_id, None)
+        if "error" in reply:
+            error = reply["error"] if isinstance(reply["error"], Mapping) else {}
+            raise ToolContextError(f"the client refused {method}: {error.get('message', 'no reason given')}")
+        result = reply.get("result")
+        return result if isinstance(result, Mapping) else {}
+
+
+class ToolContext:
+    """What a route can do when it runs as an MCP tool; inert over plain REST.
+
+    Use it as a dependency: `ctx: Annotated[ToolContext, Depends()]`.
+    """
+
+    def __init__(self, request: Request) -> None:
+        call = request.scope.get(CALL_SCOPE_KEY)
+        self._call: ToolCall | None = call if isinstance(call, ToolCall) else None
+
+    @property
+    def is_tool_call(self) -> bool:
+        """Whether the route runs as an MCP tool (else it serves a REST request)."""
+        return self._call is not None
+
+    @property
+    def request_id(self) -> str | int | None:
+        """The JSON-RPC id of the `tools/call` request."""
+        return self._call.request_id if self._call else None
+
+    @property
+    def session_id(self) -> str | None:
+        """The MCP session the call belongs to, when the endpoint uses sessions."""
+        session = self._call.session if self._call else None
+        return session.id if session else None
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        """The `clientInfo` the client sent in `initialize`."""
+        session = self._call.session if self._call else None
+        return session.client_info if session else None
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the client cancelled the call; the route's next await raises as well."""
+        return self._call is not None and self._call.cancel_scope.cancel_called
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send `notifications/progress` if the client asked for progress; values must increase."""
+        if self._call is not None:
+            await self._call.report_progress(progress, total, message)
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send `notifications/message` at an RFC 5424 level, honouring `logging/setLevel`."""
+        if self._call is not None:
+            await self._call.log(level, data, logger)
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> ElicitationResult:
+        """Ask the user, through the client, for input matching a flat object `schema`."""
+        result = await self._require_call("elicitation/create").ask_client(
+            "elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation"
+        )
+        content = result.get("content")
+        return ElicitationResult(str(result.get("action", "cancel")), content if isinstance(content, dict) else None)
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        *,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        **extra: Any,
+    ) -> Mapping[str, Any]:
+        """Ask the client's model for a completion (`sampling/createMessage`); returns its result."""
+        params: dict[str, Any] = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens, **extra}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        if temperature is not None:
+            params["temperature"] = temperature
+        return await self._require_call("sampling/createMessage").ask_client(
+            "sampling/createMessage", params, "sampling"
+        )
+
+    def _require_call(self, method: str) -> ToolCall:
+        if self._call is None:
+            raise ToolContextError(f"{method} is only possible while the route runs as an MCP tool, not over REST")
+        return self._call

@@ -1,0 +1,90 @@
+"""The answer to one POST: `application/json`, unless a message must go out first, then SSE.
+
+The content type is decided lazily (issue: plain calls keep the fast path). A call that sends
+nothing before its result is answered with one JSON body. The first progress, log or
+server-to-client message switches the response to `text/event-stream`: the headers go out,
+then each message as an event, then the result, then the end of the stream. A lock keeps
+events whole when a route sends from several tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+import anyio
+from starlette.types import Send
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._json import dumps
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+_SSE_HEADERS: Final = [
+    (b"content-type", c.MEDIA_SSE.encode()),
+    (b"cache-control", b"no-cache"),
+    # Reverse proxies (nginx) would otherwise hold events back until the stream ends.
+    (b"x-accel-buffering", b"no"),
+]
+_JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
+
+
+class ResponseStream:
+    """Writes one POST's answer to the ASGI `send`, as JSON or, once needed, as SSE."""
+
+    def __init__(self, send: Send, sse_allowed: bool, json_allowed: bool) -> None:
+        self._send = send
+        self.sse_allowed = sse_allowed
+        self._json_allowed = json_allowed
+        self._lock = anyio.Lock()
+        self._streaming = False
+        self._gone = False  # the client went away; the call runs on (session era), unheard
+
+    async def emit(self, message: Mapping[str, Any]) -> None:
+        """Send a message before the answer: the response becomes an SSE stream."""
+        if not self.sse_allowed:
+            return  # the client reads JSON only: notifications about the call are dropped
+        async with self._lock:
+            await self._start_streaming()
+            await self._write(_event(dumps(message)), more=True)
+
+    async def finish(self, body: bytes | None) -> None:
+        """Send the answer (a JSON-RPC response or batch), or end with 202 when there is none."""
+        async with self._lock:
+            if body is not None and not self._json_allowed:
+                await self._start_streaming()  # the client reads SSE only
+            if self._streaming:
+                await self._write(_event(body) if body else b"", more=False)
+            elif body is None:
+                await self._write_start(202, [])
+                await self._write(b"", more=False)
+            else:
+                await self._write_start(200, [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())])
+                await self._write(body, more=False)
+
+    async def _start_streaming(self) -> None:
+        if not self._streaming:
+            self._streaming = True
+            await self._write_start(200, _SSE_HEADERS)
+
+    async def _write_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        await self._guarded({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def _write(self, data: bytes, *, more: bool) -> None:
+        await self._guarded({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def _guarded(self, message: dict[str, Any]) -> None:
+        if self._gone:
+            return
+        try:
+            await self._send(message)
+        except OSError:
+            # A dropped connection is not a cancellation in the session era (spec 2025-11-25,
+            # basic/transports "Cancellation"): the call runs to its end, unheard.
+            self._gone = True
+            logger.info("the client closed a response stream before its answer")
+
+
+def _event(data: bytes) -> bytes:
+    return b"event: message\ndata: " + data + b"\n\n"
