@@ -8,12 +8,24 @@ features not built yet are listed in `conformance/expected-failures.yml`.
 from __future__ import annotations
 
 import base64
+import json
 import struct
+from typing import Annotated
 
-from fastapi import FastAPI, HTTPException, Response
+import anyio
+from fastapi import Depends, FastAPI, HTTPException, Response
 from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, Field
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import (
+    ContentResponse,
+    ToolContext,
+    image_content,
+    mcp_routes,
+    mcp_tool,
+    resource_content,
+    text_content,
+)
 
 app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0")
 app.include_router(mcp_routes(app))
@@ -58,3 +70,128 @@ def test_audio_content() -> Response:
 def test_error_handling() -> None:
     """Always fails, so a client can see how a tool error looks."""
     raise HTTPException(400, "This tool intentionally returns an error for testing")
+
+
+Context = Annotated[ToolContext, Depends()]
+STEP_S = 0.05  # the scenarios ask for ~50 ms between messages
+
+
+@mcp_tool()
+@app.get("/fixtures/embedded-resource", response_class=ContentResponse)
+def test_embedded_resource() -> ContentResponse:
+    """Returns an embedded text resource."""
+    resource = resource_content("test://embedded-resource", "text/plain", text="This is an embedded resource content.")
+    return ContentResponse([resource])
+
+
+@mcp_tool()
+@app.get("/fixtures/mixed-content", response_class=ContentResponse)
+def test_multiple_content_types() -> ContentResponse:
+    """Returns text, an image and an embedded resource together."""
+    return ContentResponse(
+        [
+            text_content("Multiple content types test:"),
+            image_content(RED_PIXEL_PNG, "image/png"),
+            resource_content("test://mixed-content-resource", "application/json", text='{"test":"data","value":123}'),
+        ]
+    )
+
+
+@mcp_tool()
+@app.get("/fixtures/logging", response_class=PlainTextResponse)
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Sends three info log messages while it runs."""
+    await ctx.log("info", "Tool execution started")
+    await anyio.sleep(STEP_S)
+    await ctx.log("info", "Tool processing data")
+    await anyio.sleep(STEP_S)
+    await ctx.log("info", "Tool execution completed")
+    return "Logging test completed."
+
+
+@mcp_tool()
+@app.get("/fixtures/progress", response_class=PlainTextResponse)
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100 when the client asks for progress."""
+    for step, progress in enumerate((0, 50, 100)):
+        if step:
+            await anyio.sleep(STEP_S)
+        await ctx.report_progress(progress, total=100)
+    return "Progress test completed."
+
+
+class SamplingIn(BaseModel):
+    prompt: str = Field(description="The prompt to send to the client's model.")
+
+
+@mcp_tool()
+@app.post("/fixtures/sampling", response_class=PlainTextResponse)
+async def test_sampling(request: SamplingIn, ctx: Context) -> str:
+    """Asks the client's model to complete a prompt."""
+    message = {"role": "user", "content": {"type": "text", "text": request.prompt}}
+    result = await ctx.sample([message], max_tokens=100)
+    content = result.get("content")
+    text = content.get("text") if isinstance(content, dict) else content
+    return f"LLM response: {text}"
+
+
+class ElicitationIn(BaseModel):
+    message: str = Field(description="The message to show the user.")
+
+
+@mcp_tool()
+@app.post("/fixtures/elicitation", response_class=PlainTextResponse)
+async def test_elicitation(request: ElicitationIn, ctx: Context) -> str:
+    """Asks the user, through the client, for a username and an email address."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = await ctx.elicit(request.message, schema)
+    return f"User response: action={answer.action}, content={json.dumps(answer.content)}"
+
+
+@mcp_tool()
+@app.post("/fixtures/elicitation-defaults", response_class=PlainTextResponse)
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Asks for input with a default for every primitive type (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "default": True},
+        },
+    }
+    answer = await ctx.elicit("Please review your details.", schema)
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}"
+
+
+@mcp_tool()
+@app.post("/fixtures/elicitation-enums", response_class=PlainTextResponse)
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Asks for input with every enum form (SEP-1330)."""
+    titled = [{"const": f"value{i}", "title": f"{word} Option"} for i, word in enumerate(("First", "Second"), 1)]
+    choices = [{"const": f"value{i}", "title": f"{word} Choice"} for i, word in enumerate(("First", "Second"), 1)]
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "oneOf": titled},
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "items": {"anyOf": choices}},
+        },
+    }
+    answer = await ctx.elicit("Please choose.", schema)
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}"

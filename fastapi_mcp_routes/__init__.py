@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+from fastapi_mcp_routes._content import (
+    ContentResponse,
+    audio_content,
+    image_content,
+    resource_content,
+    text_content,
+)
+from fastapi_mcp_routes._context import ElicitationResult, ToolContext, ToolContextError
 from fastapi_mcp_routes._metadata import mcp_tool
 from fastapi_mcp_routes._router import mcp_routes
 
-__all__ = ["mcp_routes", "mcp_tool"]
+__all__ = [
+    "ContentResponse",
+    "ElicitationResult",
+    "ToolContext",
+    "ToolContextError",
+    "audio_content",
+    "image_content",
+    "mcp_routes",
+    "mcp_tool",
+    "resource_content",
+    "text_content",
+]

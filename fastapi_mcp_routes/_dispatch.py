@@ -16,7 +16,7 @@ import anyio
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._context import LOG_LEVELS, Emit, ToolCall
+from fastapi_mcp_routes._context import LOG_LEVELS, Emit, ToolCall, ToolContextError
 from fastapi_mcp_routes._errors import CallCancelled, InvalidParams, MethodNotFound, ToolError
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
@@ -147,6 +147,9 @@ class Dispatcher:
                 response = await invoke(self._app, tool, arguments, ctx.caller, call)
         except ToolError as exc:
             return error_result(str(exc))
+        except ToolContextError as exc:
+            # Our own message (no capability, no answer in time): safe and useful to the model.
+            return error_result(f"The tool could not finish: {exc}.")
         except Exception:
             return crash_result(tool.name)
         finally:

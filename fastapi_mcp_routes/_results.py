@@ -8,6 +8,7 @@ import uuid
 from typing import Any, Final
 
 from fastapi_mcp_routes._constants import MEDIA_JSON
+from fastapi_mcp_routes._content import MEDIA_CONTENT
 from fastapi_mcp_routes._errors import ParseError
 from fastapi_mcp_routes._invoke import CapturedResponse
 from fastapi_mcp_routes._json import dumps, loads
@@ -60,6 +61,8 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
     body = response.body
     if not body:
         return {"content": []}
+    if media_type == MEDIA_CONTENT:
+        return _content_blocks(tool, body)
     if media_type == MEDIA_JSON or media_type.endswith("+json"):
         text = body.decode("utf-8", "replace")
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
@@ -87,6 +90,16 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
         blob = base64.b64encode(body).decode("ascii")
         resource = {"uri": tool.path_format, "mimeType": media_type or "application/octet-stream", "blob": blob}
         return {"content": [{"type": "resource", "resource": resource}]}
+
+
+def _content_blocks(tool: Tool, body: bytes) -> dict[str, Any]:
+    try:
+        content = loads(body).get("content")
+    except (ParseError, AttributeError):
+        content = None
+    if not isinstance(content, list) or not all(isinstance(b, dict) and "type" in b for b in content):
+        return crash_result(tool.name)  # a ContentResponse always holds blocks; someone forged one
+    return {"content": content}
 
 
 def _client_error_text(tool: Tool, response: CapturedResponse) -> str:

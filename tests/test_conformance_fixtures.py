@@ -38,7 +38,22 @@ def test_fixture_tools_are_listed_with_descriptions() -> None:
             headers=HEADERS,
         ).headers["mcp-session-id"]
         tools = {tool["name"]: tool for tool in call(client, "tools/list")["tools"]}
-        assert {"test_simple_text", "test_image_content", "test_audio_content", "test_error_handling"} <= set(tools)
+        assert {
+            "test_simple_text",
+            "test_image_content",
+            "test_audio_content",
+            "test_error_handling",
+            "test_embedded_resource",
+            "test_multiple_content_types",
+            "test_tool_with_logging",
+            "test_tool_with_progress",
+            "test_sampling",
+            "test_elicitation",
+            "test_elicitation_sep1034_defaults",
+            "test_elicitation_sep1330_enums",
+        } <= set(tools)
+        assert tools["test_sampling"]["inputSchema"]["required"] == ["prompt"]
+        assert tools["test_elicitation"]["inputSchema"]["required"] == ["message"]
         assert all(tool["description"] for tool in tools.values())
 
         text = call(client, "tools/call", {"name": "test_simple_text", "arguments": {}})
@@ -51,6 +66,20 @@ def test_fixture_tools_are_listed_with_descriptions() -> None:
         audio = call(client, "tools/call", {"name": "test_audio_content", "arguments": {}})["content"][0]
         assert (audio["type"], audio["mimeType"]) == ("audio", "audio/wav")
         assert base64.b64decode(audio["data"]).startswith(b"RIFF")
+
+        embedded = call(client, "tools/call", {"name": "test_embedded_resource", "arguments": {}})["content"]
+        assert embedded == [
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "test://embedded-resource",
+                    "mimeType": "text/plain",
+                    "text": "This is an embedded resource content.",
+                },
+            }
+        ]
+        mixed = call(client, "tools/call", {"name": "test_multiple_content_types", "arguments": {}})["content"]
+        assert [block["type"] for block in mixed] == ["text", "image", "resource"]
 
         error = call(client, "tools/call", {"name": "test_error_handling", "arguments": {}})
         assert error["isError"] is True

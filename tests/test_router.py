@@ -21,7 +21,18 @@ INITIALIZE = {
 
 
 def test_public_names_are_exactly_these() -> None:
-    assert fastapi_mcp_routes.__all__ == ["mcp_routes", "mcp_tool"]
+    assert fastapi_mcp_routes.__all__ == [
+        "ContentResponse",
+        "ElicitationResult",
+        "ToolContext",
+        "ToolContextError",
+        "audio_content",
+        "image_content",
+        "mcp_routes",
+        "mcp_tool",
+        "resource_content",
+        "text_content",
+    ]
     assert sorted(fastapi_mcp_routes.__all__) == fastapi_mcp_routes.__all__
 
 
