@@ -1,0 +1,216 @@
+"""Streaming in the session era, with the official SDK client against a real uvicorn server:
+progress, logging, cancellation and elicitation travel on the call's own response stream."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import anyio
+import httpx
+import pytest
+from fastapi import Depends, FastAPI
+from fastapi.testclient import TestClient
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
+from tests.conftest import serve
+
+pytestmark = pytest.mark.anyio
+WAIT_S = 20.0
+Context = Annotated[ToolContext, Depends()]
+
+
+class Observed:
+    """What the server-side routes saw, read by the tests across the server's thread."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.elicited: list[Any] = []
+
+
+observed = Observed()
+
+
+def make_app() -> FastAPI:
+    app = FastAPI(title="Streaming")
+    app.include_router(mcp_routes(app))
+
+    @mcp_tool()
+    @app.get("/count")
+    async def count(ctx: Context, steps: int = 3) -> dict[str, int]:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, total=steps, message=f"step {step}")
+        return {"steps": steps}
+
+    @mcp_tool()
+    @app.get("/chatty")
+    async def chatty(ctx: Context) -> dict[str, bool]:
+        for level in ("debug", "info", "warning", "error"):
+            await ctx.log(level, {"said": level}, logger="chatty")
+        return {"done": True}
+
+    @mcp_tool()
+    @app.get("/slow")
+    async def slow(ctx: Context) -> dict[str, bool]:
+        try:
+            await ctx.report_progress(1)  # tells the test the route is running
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            observed.cancelled.set()
+            raise
+        return {"finished": True}  # pragma: no cover - never reached
+
+    @mcp_tool()
+    @app.post("/ask")
+    async def ask(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+        answer = await ctx.elicit("Which colour?", schema)
+        observed.elicited.append(answer.content)
+        return {"action": answer.action, "content": answer.content}
+
+    @mcp_tool()
+    @app.get("/plain")
+    async def plain(ctx: Context) -> dict[str, Any]:
+        return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve(make_app()) as url:
+        yield url
+
+
+@asynccontextmanager
+async def mcp_client(base_url: str, **options: Any) -> AsyncIterator[Client]:
+    http = create_mcp_http_client()
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    async with http, Client(transport, mode="legacy", **options) as client:
+        yield client
+
+
+async def test_progress_callbacks_see_increasing_progress(base_url: str) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            result = await client.call_tool("count", {"steps": 3}, progress_callback=on_progress)
+    assert result.structured_content == {"steps": 3}
+    assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # logging is deprecated only in 2026-07-28
+async def test_logging_callbacks_see_messages_at_the_set_level(base_url: str) -> None:
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, logging_callback=on_log) as client:
+            await client.set_logging_level("warning")
+            result = await client.call_tool("chatty", {})
+    assert not result.is_error
+    assert [(entry.level, entry.data, entry.logger) for entry in logged] == [
+        ("warning", {"said": "warning"}, "chatty"),
+        ("error", {"said": "error"}, "chatty"),
+    ]
+
+
+async def test_a_cancelled_call_stops_the_route_and_gets_no_result(base_url: str) -> None:
+    observed.cancelled.clear()
+    started = anyio.Event()
+    outcome: list[Any] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client, anyio.create_task_group() as tasks:
+
+            async def call() -> None:
+                outcome.append(await client.call_tool("slow", {}, progress_callback=on_progress))
+
+            tasks.start_soon(call)
+            await started.wait()
+            tasks.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the call
+        route_saw_it = await anyio.to_thread.run_sync(observed.cancelled.wait, WAIT_S)
+    assert route_saw_it
+    assert outcome == []
+
+
+async def test_elicitation_round_trip_returns_the_clients_answer_to_the_route(base_url: str) -> None:
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"colour": "teal"})
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, elicitation_callback=on_elicit) as client:
+            result = await client.call_tool("ask", {})
+    assert asked == ["Which colour?"]
+    assert result.structured_content == {"action": "accept", "content": {"colour": "teal"}}
+
+
+async def test_elicitation_without_the_client_capability_is_a_clear_error_result(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            result = await client.call_tool("ask", {})
+    assert result.is_error
+    assert "did not declare the 'elicitation' capability" in result.content[0].text
+
+
+async def test_a_call_that_sends_nothing_first_is_plain_json_and_sees_its_context(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            result = await client.call_tool("plain", {})
+    assert result.structured_content == {"is_tool_call": True, "session": True}
+
+
+def test_over_rest_the_context_is_inert_and_says_why_it_cannot_ask() -> None:
+    with TestClient(make_app()) as http:
+        assert http.get("/count", params={"steps": 2}).json() == {"steps": 2}
+        assert http.get("/plain").json() == {"is_tool_call": False, "session": False}
+        with pytest.raises(ToolContextError, match="only possible while the route runs as an MCP tool"):
+            http.post("/ask")
+
+
+def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(base_url: str) -> None:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+
+        def call(name: str, meta: dict[str, Any]) -> httpx.Response:
+            params = {"name": name, "arguments": {}, "_meta": meta}
+            return http.post(
+                "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers
+            )
+
+        quiet = call("count", {})  # no progress token: nothing goes out before the result
+        streamed = call("count", {"progressToken": "t1"})
+    assert quiet.headers["content-type"] == "application/json"
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert streamed.headers["x-accel-buffering"] == "no"
+    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert [httpx.Response(200, content=e).json().get("method") for e in events] == [
+        "notifications/progress",
+        "notifications/progress",
+        "notifications/progress",
+        None,
+    ]
