@@ -77,6 +77,14 @@ class Dispatcher:
             if running is not None:
                 running.cancel()
 
+    def changes_since(self, generation: int | None) -> tuple[int, list[dict[str, Any]]]:
+        """The tool list's generation now, and the notifications a listener that saw
+        `generation` has missed (`None`: a new listener, which has missed nothing)."""
+        now = self._registry.table().generation
+        if generation is None or generation == now:
+            return now, []
+        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": "notifications/tools/list_changed"}]
+
     def reply(self, reply: Reply, ctx: CallContext) -> None:
         """Hand a client's reply to the call waiting for it; unknown ids are ignored."""
         if ctx.session is not None and (waiting := ctx.session.pending.get(reply.id)) is not None:
@@ -92,7 +100,7 @@ class Dispatcher:
                 raise InvalidParams(f"Invalid params: {key!r} must be an object.")
         result: dict[str, Any] = {
             "protocolVersion": negotiate_version(requested),
-            "capabilities": {"logging": {}, "tools": {"listChanged": False}},
+            "capabilities": {"logging": {}, "tools": {"listChanged": True}},
             "serverInfo": {"name": self._identity.name, "version": self._identity.version},
         }
         if self._identity.instructions:

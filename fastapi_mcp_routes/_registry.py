@@ -70,6 +70,7 @@ class ToolTable:
     """All tools of one state of the route table, with the `tools/list` pages pre-encoded."""
 
     routes: tuple[Any, ...]  # the routes it was built from, held so identity checks stay sound
+    generation: int  # goes up whenever the tool list itself changes
     by_name: Mapping[str, Tool]
     pages: tuple[RawJSON, ...]
 
@@ -102,15 +103,18 @@ class ToolRegistry:
         return table
 
     def _rebuild(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
-        if self._table is None:
+        previous = self._table
+        if previous is None:
             return _build_table(self._app, routes, originals, self._caller_headers)  # startup: raise
         try:
-            return _build_table(self._app, routes, originals, self._caller_headers)
+            table = _build_table(self._app, routes, originals, self._caller_headers)
         except ValueError:
             # A route added at runtime is misdeclared: keep serving the last good tools, and
             # remember these routes so the error is logged once, not on every request.
             logger.exception("MCP tools were not updated after the route table changed")
-            return dataclasses.replace(self._table, routes=originals)
+            return dataclasses.replace(previous, routes=originals)
+        changed = table.pages != previous.pages  # a route that is not a tool changes nothing
+        return dataclasses.replace(table, generation=previous.generation + changed)
 
     def lookup(self, name: str) -> Tool | None:
         """The tool called `name`; the cache is refreshed only when the name is unknown."""
@@ -143,7 +147,7 @@ def _build_table(
         tools.append(_tool(entry, schema))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
-    return ToolTable(originals, by_name, _pages([tool.definition for tool in tools]))
+    return ToolTable(originals, 0, by_name, _pages([tool.definition for tool in tools]))
 
 
 def _marked_routes(routes: list[Any]) -> list[_Marked]:

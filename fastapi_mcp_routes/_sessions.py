@@ -36,6 +36,14 @@ class Session:
     # Server-to-client requests waiting for the client's reply, by our request id.
     pending: dict[RequestKey, PendingReply] = field(default_factory=dict)
     next_request_id: int = 0
+    listening: bool = False  # a GET stream is open (at most one per session)
+    closed: bool = False  # ended or expired: its GET stream stops, its calls are cancelled
+
+    def retire(self) -> None:
+        """End what the session still runs: no task outlives its session."""
+        self.closed = True
+        for scope in self.running.values():
+            scope.cancel()
 
 
 RequestKey = str | int
@@ -98,7 +106,7 @@ class SessionStore:
         now = self._clock()
         self._evict_expired(now)
         while len(self._sessions) >= self._max:
-            self._sessions.popitem(last=False)
+            self._sessions.popitem(last=False)[1].retire()
         session_id = secrets.token_urlsafe(c.SESSION_ID_BYTES)
         session = Session(session_id, binding, protocol_version, now, client_info, client_capabilities)
         self._sessions[session.id] = session
@@ -112,6 +120,7 @@ class SessionStore:
         now = self._clock()
         if now - session.last_seen > self._idle:
             del self._sessions[session_id]
+            session.retire()
             return None
         session.last_seen = now
         self._sessions.move_to_end(session_id)
@@ -119,9 +128,11 @@ class SessionStore:
 
     def close(self, session_id: str, binding: bytes) -> bool:
         """End the caller's session; `False` when there was none to end."""
-        if self.find(session_id, binding) is None:
+        session = self.find(session_id, binding)
+        if session is None:
             return False
         del self._sessions[session_id]
+        session.retire()
         return True
 
     def _evict_expired(self, now: float) -> None:
@@ -129,4 +140,4 @@ class SessionStore:
             oldest = next(iter(self._sessions.values()))
             if now - oldest.last_seen <= self._idle:
                 return
-            self._sessions.popitem(last=False)
+            self._sessions.popitem(last=False)[1].retire()

@@ -21,7 +21,7 @@ from fastapi_mcp_routes._json import dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-_SSE_HEADERS: Final = [
+SSE_HEADERS: Final = [
     (b"content-type", c.MEDIA_SSE.encode()),
     (b"cache-control", b"no-cache"),
     # Reverse proxies (nginx) would otherwise hold events back until the stream ends.
@@ -47,7 +47,7 @@ class ResponseStream:
             return  # the client reads JSON only: notifications about the call are dropped
         async with self._lock:
             await self._start_streaming()
-            await self._write(_event(dumps(message)), more=True)
+            await self._write(sse_event(dumps(message)), more=True)
 
     async def finish(self, body: bytes | None) -> None:
         """Send the answer (a JSON-RPC response or batch), or end with 202 when there is none."""
@@ -55,7 +55,7 @@ class ResponseStream:
             if body is not None and not self._json_allowed:
                 await self._start_streaming()  # the client reads SSE only
             if self._streaming:
-                await self._write(_event(body) if body else b"", more=False)
+                await self._write(sse_event(body) if body else b"", more=False)
             elif body is None:
                 await self._write_start(202, [])
                 await self._write(b"", more=False)
@@ -66,7 +66,7 @@ class ResponseStream:
     async def _start_streaming(self) -> None:
         if not self._streaming:
             self._streaming = True
-            await self._write_start(200, _SSE_HEADERS)
+            await self._write_start(200, SSE_HEADERS)
 
     async def _write_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         await self._guarded({"type": "http.response.start", "status": status, "headers": headers})
@@ -86,5 +86,6 @@ class ResponseStream:
             logger.info("the client closed a response stream before its answer")
 
 
-def _event(data: bytes) -> bytes:
+def sse_event(data: bytes) -> bytes:
+    """One SSE event carrying one JSON-RPC message."""
     return b"event: message\ndata: " + data + b"\n\n"

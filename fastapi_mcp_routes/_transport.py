@@ -21,7 +21,8 @@ from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._dispatch import CallContext, Dispatcher, negotiate_version
 from fastapi_mcp_routes._errors import CallCancelled, HttpError, InvalidRequest, McpError
 from fastapi_mcp_routes._invoke import caller_from_scope
-from fastapi_mcp_routes._json import loads
+from fastapi_mcp_routes._json import dumps, loads
+from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._sessions import Session, SessionStore
 from fastapi_mcp_routes._stream import ResponseStream
@@ -79,6 +80,8 @@ class StreamableHTTPEndpoint:
                 return await self._post(request)
             if request.method == "DELETE" and self._sessions is not None:
                 return self._delete(request, self._sessions)
+            if request.method == "GET" and self._sessions is not None:
+                return self._listen(request, self._sessions)
             allow = "POST, DELETE" if self._sessions is not None else "POST"
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
@@ -134,6 +137,30 @@ class StreamableHTTPEndpoint:
         session = _require_session(request, sessions, self._config)
         sessions.close(session.id, session.binding)
         return Response(status_code=204)
+
+    def _listen(self, request: Request, sessions: SessionStore) -> Response:
+        """Open the session's GET stream for notifications not tied to a request."""
+        if _accepted_types(request.headers.get(c.HEADER_ACCEPT, "")).isdisjoint(_SSE_TYPES):
+            raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
+        session = _require_session(request, sessions, self._config)
+        if session.listening:
+            raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
+        session.listening = True
+        generation: int | None = None
+
+        def poll() -> list[bytes] | None:
+            nonlocal generation
+            # Refreshing the session keeps it alive while it listens, and ends the stream
+            # once the session is closed or expired.
+            if session.closed or sessions.find(session.id, session.binding) is None:
+                return None
+            generation, messages = self._dispatcher.changes_since(generation)
+            return [dumps(message) for message in messages]
+
+        def close() -> None:
+            session.listening = False
+
+        return ListenStream(poll, close)
 
     def _resolve_session(self, request: Request) -> Session | None:
         if self._sessions is None:

@@ -214,3 +214,45 @@ def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(bas
         "notifications/progress",
         None,
     ]
+
+
+async def test_a_route_added_at_runtime_produces_list_changed_on_the_get_stream() -> None:
+    app = make_app()
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    with serve(app) as url:
+        with anyio.fail_after(WAIT_S):
+            async with mcp_client(url, message_handler=on_message) as client:
+                before = {tool.name for tool in (await client.list_tools()).tools}
+
+                @mcp_tool()
+                @app.get("/late")
+                def late() -> dict[str, str]:
+                    return {"late": "yes"}
+
+                await changed.wait()
+                after = {tool.name for tool in (await client.list_tools(cache_mode="bypass")).tools}
+    assert after - before == {"late"}
+
+
+def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) -> None:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        listen = {**headers, "accept": "text/event-stream"}
+        with http.stream("GET", "/mcp", headers=listen) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            assert http.get("/mcp", headers=listen).status_code == 409
+            assert http.delete("/mcp", headers=headers).status_code == 204
+            assert list(stream.iter_bytes()) == []  # the stream ends with its session

@@ -111,7 +111,9 @@ ROWS = [
     Row("origin of another site", 403, -32600, message=rpc("ping"), headers={"origin": "http://evil.example"}),
     Row("origin null", 403, -32600, message=rpc("ping"), headers={"origin": "null"}),
     Row("non-loopback host on loopback", 403, -32600, message=rpc("ping"), headers={"host": "evil.example"}),
-    Row("GET without a stream", 405, -32600, method="GET"),
+    Row("GET stream without a session id", 400, -32600, method="GET", session="none"),
+    Row("GET stream for an unknown session", 404, -32600, method="GET", session="unknown"),
+    Row("GET stream not accepting sse", 406, -32600, method="GET", headers={"accept": "application/json"}),
     Row("DELETE without a session id", 400, -32600, method="DELETE", session="none"),
     Row("notification", 202, message=rpc("notifications/initialized", request_id=None)),
     Row("initialize sent as a notification", 202, message=rpc("initialize", {}, request_id=None), session="none"),
@@ -251,6 +253,7 @@ def test_without_sessions_no_id_is_issued_or_needed() -> None:
         response = http.post("/mcp", json=call, headers={**JSON_HEADERS, "mcp-protocol-version": "2025-11-25"})
         assert response.json()["result"]["structuredContent"] == {"text": "free"}
         assert http.delete("/mcp", headers=JSON_HEADERS).status_code == 405
+        assert http.get("/mcp", headers=JSON_HEADERS).status_code == 405
 
 
 def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> None:

@@ -1,0 +1,63 @@
+"""The GET stream: a session's own SSE channel for messages not tied to a request.
+
+One task watches for the client going away, the other writes; the first to finish cancels
+the other (the sse-starlette pattern). The writer polls for news at a short interval; a
+comment line keeps idle proxies from closing the connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from fastapi_mcp_routes._stream import SSE_HEADERS, sse_event
+
+POLL_S: Final = 0.5
+# A comment every 15 s: well under the idle timeouts of common proxies (nginx: 60 s).
+KEEP_ALIVE_S: Final = 15.0
+
+# Returns the encoded messages to send now, or None once the stream must end.
+Poll = Callable[[], list[bytes] | None]
+
+
+class ListenStream(Response):
+    """A long-lived SSE response fed by `poll`; `on_close` runs when it ends, however."""
+
+    def __init__(self, poll: Poll, on_close: Callable[[], None]) -> None:
+        super().__init__(status_code=200)
+        self._poll = poll
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            async with anyio.create_task_group() as tasks:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    tasks.cancel_scope.cancel()
+
+                tasks.start_soon(watch)
+                await self._write(send)
+                tasks.cancel_scope.cancel()
+        except OSError:
+            pass  # the client went away mid-write
+        finally:
+            self._on_close()
+
+    async def _write(self, send: Send) -> None:
+        quiet_s = 0.0
+        while (messages := self._poll()) is not None:
+            for data in messages:
+                await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
+            quiet_s = 0.0 if messages else quiet_s + POLL_S
+            if quiet_s >= KEEP_ALIVE_S:
+                quiet_s = 0.0
+                await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+            await anyio.sleep(POLL_S)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
