@@ -13,6 +13,8 @@ LATEST_SESSION_VERSION: Final = SESSION_ERA_VERSIONS[-1]
 # Without an `MCP-Protocol-Version` header and no other way to tell, a server assumes the first
 # Streamable-HTTP revision (spec 2025-06-18, basic/transports "Protocol Version Header").
 FALLBACK_VERSION: Final = "2025-03-26"
+# The first revision whose SSE streams carry event ids and can be resumed with Last-Event-ID.
+RESUMABLE_VERSION: Final = "2025-11-25"
 # The only revision in which a POST body may be a JSON-RPC batch.
 BATCH_VERSION: Final = "2025-03-26"
 
@@ -20,6 +22,7 @@ BATCH_VERSION: Final = "2025-03-26"
 HEADER_SESSION_ID: Final = "mcp-session-id"
 HEADER_PROTOCOL_VERSION: Final = "mcp-protocol-version"
 HEADER_ORIGIN: Final = "origin"
+HEADER_LAST_EVENT_ID: Final = "last-event-id"
 HEADER_HOST: Final = "host"
 HEADER_ACCEPT: Final = "accept"
 HEADER_CONTENT_TYPE: Final = "content-type"

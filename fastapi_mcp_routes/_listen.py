@@ -14,13 +14,13 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes._stream import SSE_HEADERS, sse_event
+from fastapi_mcp_routes._stream import SSE_HEADERS
 
 POLL_S: Final = 0.5
 # A comment every 15 s: well under the idle timeouts of common proxies (nginx: 60 s).
 KEEP_ALIVE_S: Final = 15.0
 
-# Returns the encoded messages to send now, or None once the stream must end.
+# Returns the framed SSE events to send now, or None once the stream must end.
 Poll = Callable[[], list[bytes] | None]
 
 
@@ -54,7 +54,7 @@ class ListenStream(Response):
         quiet_s = 0.0
         while (messages := self._poll()) is not None:
             for data in messages:
-                await send({"type": "http.response.body", "body": sse_event(data), "more_body": True})
+                await send({"type": "http.response.body", "body": data, "more_body": True})
             quiet_s = 0.0 if messages else quiet_s + POLL_S
             if quiet_s >= KEEP_ALIVE_S:
                 quiet_s = 0.0

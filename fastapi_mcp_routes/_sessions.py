@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._replay import StreamLogs
 
 
 @dataclass(slots=True)
@@ -37,6 +38,7 @@ class Session:
     pending: dict[RequestKey, PendingReply] = field(default_factory=dict)
     next_request_id: int = 0
     listening: bool = False  # a GET stream is open (at most one per session)
+    stream_logs: StreamLogs | None = None  # resumable POST streams (2025-11-25), made on first use
     closed: bool = False  # ended or expired: its GET stream stops, its calls are cancelled
 
     def retire(self) -> None:

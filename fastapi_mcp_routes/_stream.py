@@ -18,6 +18,7 @@ from starlette.types import Send
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._json import dumps
+from fastapi_mcp_routes._replay import StreamLog, StreamLogs, event_id, priming_event
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -33,10 +34,13 @@ _JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
 class ResponseStream:
     """Writes one POST's answer to the ASGI `send`, as JSON or, once needed, as SSE."""
 
-    def __init__(self, send: Send, sse_allowed: bool, json_allowed: bool) -> None:
+    def __init__(self, send: Send, sse_allowed: bool, json_allowed: bool, logs: StreamLogs | None = None) -> None:
         self._send = send
         self.sse_allowed = sse_allowed
         self._json_allowed = json_allowed
+        self._logs = logs  # the session's resumable streams, when its revision has them
+        self._number = 0
+        self._log: StreamLog | None = None
         self._lock = anyio.Lock()
         self._streaming = False
         self._gone = False  # the client went away; the call runs on (session era), unheard
@@ -47,7 +51,7 @@ class ResponseStream:
             return  # the client reads JSON only: notifications about the call are dropped
         async with self._lock:
             await self._start_streaming()
-            await self._write(sse_event(dumps(message)), more=True)
+            await self._write(self._event(dumps(message)), more=True)
 
     async def finish(self, body: bytes | None) -> None:
         """Send the answer (a JSON-RPC response or batch), or end with 202 when there is none."""
@@ -55,7 +59,8 @@ class ResponseStream:
             if body is not None and not self._json_allowed:
                 await self._start_streaming()  # the client reads SSE only
             if self._streaming:
-                await self._write(sse_event(body) if body else b"", more=False)
+                await self._write(self._event(body) if body else b"", more=False)
+                self._settle_log()
             elif body is None:
                 await self._write_start(202, [])
                 await self._write(b"", more=False)
@@ -67,6 +72,24 @@ class ResponseStream:
         if not self._streaming:
             self._streaming = True
             await self._write_start(200, SSE_HEADERS)
+            if self._logs is not None:
+                self._number, self._log = self._logs.start()
+                await self._write(priming_event(self._number), more=True)
+
+    def _event(self, data: bytes) -> bytes:
+        """Frame a message; on a resumable stream give it an id and keep it for a resume."""
+        if self._log is None:
+            return sse_event(data)
+        framed = sse_event(data, event_id(self._number, len(self._log.events) + 1))
+        self._log.record(framed)
+        return framed
+
+    def _settle_log(self) -> None:
+        if self._log is None or self._logs is None:
+            return
+        self._log.complete = True
+        if not self._gone:
+            self._logs.forget(self._number)  # delivered whole: nothing to resume
 
     async def _write_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         await self._guarded({"type": "http.response.start", "status": status, "headers": headers})
@@ -86,6 +109,7 @@ class ResponseStream:
             logger.info("the client closed a response stream before its answer")
 
 
-def sse_event(data: bytes) -> bytes:
+def sse_event(data: bytes, event_id: bytes | None = None) -> bytes:
     """One SSE event carrying one JSON-RPC message."""
-    return b"event: message\ndata: " + data + b"\n\n"
+    head = b"id: " + event_id + b"\nevent: message\ndata: " if event_id else b"event: message\ndata: "
+    return head + data + b"\n\n"

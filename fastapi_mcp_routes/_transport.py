@@ -24,8 +24,9 @@ from fastapi_mcp_routes._invoke import caller_from_scope
 from fastapi_mcp_routes._json import dumps, loads
 from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._origin import OriginPolicy
+from fastapi_mcp_routes._replay import StreamLog, StreamLogs
 from fastapi_mcp_routes._sessions import Session, SessionStore
-from fastapi_mcp_routes._stream import ResponseStream
+from fastapi_mcp_routes._stream import ResponseStream, sse_event
 from fastapi_mcp_routes._wire import (
     Message,
     Notification,
@@ -143,6 +144,11 @@ class StreamableHTTPEndpoint:
         if _accepted_types(request.headers.get(c.HEADER_ACCEPT, "")).isdisjoint(_SSE_TYPES):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
         session = _require_session(request, sessions, self._config)
+        last_event_id = request.headers.get(c.HEADER_LAST_EVENT_ID)
+        if last_event_id is not None and session.stream_logs is not None:
+            found = session.stream_logs.find(last_event_id)
+            if found is not None:
+                return _resume(session, *found)
         if session.listening:
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
         session.listening = True
@@ -155,7 +161,7 @@ class StreamableHTTPEndpoint:
             if session.closed or sessions.find(session.id, session.binding) is None:
                 return None
             generation, messages = self._dispatcher.changes_since(generation)
-            return [dumps(message) for message in messages]
+            return [sse_event(dumps(message)) for message in messages]
 
         def close() -> None:
             session.listening = False
@@ -201,7 +207,7 @@ class _Answer(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed = self._parsed
-        stream = ResponseStream(send, self._accepts.sse, self._accepts.json)
+        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, _resumable_logs(self._ctx.session))
         # Batches (2025-03-26 only) are answered as one JSON array, without streaming.
         ctx = self._ctx if parsed.batch else dataclasses.replace(self._ctx, emit=stream.emit)
         replies = [
@@ -213,6 +219,29 @@ class _Answer(Response):
             await stream.finish(None)
         else:
             await stream.finish(b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0])
+
+
+def _resumable_logs(session: Session | None) -> StreamLogs | None:
+    """The session's stream logs when its revision resumes streams (2025-11-25 on)."""
+    if session is None or session.protocol_version < c.RESUMABLE_VERSION:
+        return None
+    if session.stream_logs is None:
+        session.stream_logs = StreamLogs()
+    return session.stream_logs
+
+
+def _resume(session: Session, log: StreamLog, seen: int) -> Response:
+    """Replay one stream after the event the client saw last, then follow it to its answer."""
+
+    def poll() -> list[bytes] | None:
+        nonlocal seen
+        if session.closed:
+            return None
+        news = log.events[seen:]
+        seen += len(news)
+        return None if not news and log.complete else news
+
+    return ListenStream(poll, lambda: None)
 
 
 def _require_session(request: Request, sessions: SessionStore, config: TransportConfig) -> Session:

@@ -31,6 +31,7 @@ class Observed:
     def __init__(self) -> None:
         self.cancelled = threading.Event()
         self.elicited: list[Any] = []
+        self.gate = threading.Event()  # holds the `gated` route until a test opens it
 
 
 observed = Observed()
@@ -72,6 +73,21 @@ def make_app() -> FastAPI:
         answer = await ctx.elicit("Which colour?", schema)
         observed.elicited.append(answer.content)
         return {"action": answer.action, "content": answer.content}
+
+    @mcp_tool()
+    @app.get("/gated")
+    async def gated(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
+        await ctx.report_progress(2)
+        return {"opened": opened}
+
+    @mcp_tool()
+    @app.post("/complete")
+    async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
+        message = {"role": "user", "content": {"type": "text", "text": prompt}}
+        result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
+        return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
 
     @mcp_tool()
     @app.get("/plain")
@@ -162,6 +178,22 @@ async def test_elicitation_round_trip_returns_the_clients_answer_to_the_route(ba
     assert result.structured_content == {"action": "accept", "content": {"colour": "teal"}}
 
 
+async def test_sampling_round_trip_returns_the_clients_completion_to_the_route(base_url: str) -> None:
+    requests: list[types.CreateMessageRequestParams] = []
+
+    async def on_sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        requests.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Hi."), model="tiny-model"
+        )
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, sampling_callback=on_sample) as client:
+            result = await client.call_tool("complete", {"prompt": "Say hi"})
+    assert result.structured_content == {"model": "tiny-model", "text": "Hi."}
+    assert (requests[0].max_tokens, requests[0].system_prompt) == (20, "Be brief.")
+
+
 async def test_elicitation_without_the_client_capability_is_a_clear_error_result(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url) as client:
@@ -207,7 +239,7 @@ def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(bas
     assert quiet.headers["content-type"] == "application/json"
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert streamed.headers["x-accel-buffering"] == "no"
-    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line.startswith("data: {")]
     assert [httpx.Response(200, content=e).json().get("method") for e in events] == [
         "notifications/progress",
         "notifications/progress",
@@ -256,3 +288,48 @@ def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) 
             assert http.get("/mcp", headers=listen).status_code == 409
             assert http.delete("/mcp", headers=headers).status_code == 204
             assert list(stream.iter_bytes()) == []  # the stream ends with its session
+
+
+def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> None:
+    observed.gate.clear()
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "gated", "arguments": {}, "_meta": {"progressToken": "p"}},
+    }
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        last_id = None
+        with http.stream("POST", "/mcp", json=call, headers=headers) as first:
+            for line in first.iter_lines():
+                if line.startswith("id: "):
+                    last_id = line[len("id: ") :]
+                if line.startswith("data: {"):
+                    break  # got the first progress event; now the connection drops
+        assert last_id == "1.1"
+        resume = {**headers, "accept": "text/event-stream", "last-event-id": last_id}
+        with http.stream("GET", "/mcp", headers=resume) as resumed:
+            observed.gate.set()
+            lines = list(resumed.iter_lines())
+    ids = [line[len("id: ") :] for line in lines if line.startswith("id: ")]
+    messages = [
+        httpx.Response(200, content=line[len("data: ") :]).json() for line in lines if line.startswith("data: {")
+    ]
+    assert ids == ["1.2", "1.3"]
+    assert messages[0]["params"]["progress"] == 2
+    assert messages[1] == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "result": {
+            "content": [{"type": "text", "text": '{"opened":true}'}],
+            "structuredContent": {"opened": True},
+        },
+    }

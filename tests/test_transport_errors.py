@@ -262,4 +262,7 @@ def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> Non
         response = http.post("/mcp", json=rpc("ping", request_id=5), headers=headers)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
-    assert response.text == 'event: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\n\n'
+    # 2025-11-25 streams open with a priming event (an id to resume from, and a retry delay).
+    assert response.text == (
+        'id: 1.0\nretry: 1000\ndata: \n\nid: 1.1\nevent: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\n\n'
+    )
