@@ -7,6 +7,7 @@ response model (DESIGN.md, decision 2).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from fastapi_mcp_routes._errors import ToolError
 from fastapi_mcp_routes._json import dumps
 from fastapi_mcp_routes._registry import Tool
 from fastapi_mcp_routes._schema import BodyMode
+
+logger = logging.getLogger("fastapi_mcp_routes")
 
 _JSON_HEADERS = ((b"content-type", c.MEDIA_JSON.encode()), (b"accept", c.MEDIA_JSON.encode()))
 _FORM_HEADERS = ((b"content-type", c.MEDIA_FORM.encode()), (b"accept", c.MEDIA_JSON.encode()))
@@ -145,9 +148,10 @@ async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
         raise AssertionError("unreachable")  # pragma: no cover
 
     size = 0
+    complete = False
 
     async def send(message: Message) -> None:
-        nonlocal status, headers, size
+        nonlocal status, headers, size, complete
         if message["type"] == "http.response.start":
             status = message["status"]
             headers = tuple(message.get("headers", ()))
@@ -157,8 +161,16 @@ async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
             if size > MAX_RESPONSE_BYTES:
                 raise ToolError(f"The route's response is larger than {MAX_RESPONSE_BYTES} bytes.")
             chunks.append(chunk)
+            complete = not message.get("more_body", False)
 
-    await app(scope, receive, send)
+    try:
+        await app(scope, receive, send)
+    except Exception:
+        if not complete:
+            raise
+        # The response was whole when this was raised, so it came from the route's background
+        # tasks: a REST client would have had the response, and so does the model.
+        logger.exception("a background task of %s %s failed after its response", scope["method"], scope["path"])
     return CapturedResponse(status, headers, b"".join(chunks))
 
 

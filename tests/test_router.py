@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from fastapi import Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi.testclient import TestClient
 
 import fastapi_mcp_routes
@@ -128,3 +128,25 @@ def test_a_response_over_the_cap_ends_the_call_with_an_error_result(monkeypatch:
         result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
     assert result["isError"] is True
     assert "larger than 1024 bytes" in result["content"][0]["text"]
+
+
+def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error() -> None:
+    app = FastAPI()
+    orders: list[str] = []
+
+    def audit() -> None:
+        raise RuntimeError("the audit service is down")
+
+    @mcp_tool()
+    @app.post("/orders", status_code=201)
+    def place_order(background: BackgroundTasks) -> dict[str, int]:
+        orders.append("order")
+        background.add_task(audit)
+        return {"orders": len(orders)}
+
+    app.include_router(mcp_routes(app, sessions=False))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "place_order", "arguments": {}}}
+    with TestClient(app) as client:
+        result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+    assert "isError" not in result
+    assert result["content"][0]["text"] == '{"orders":1}'
