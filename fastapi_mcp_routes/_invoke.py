@@ -166,10 +166,11 @@ async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
     try:
         await app(scope, receive, send)
     except Exception:
-        if not complete:
+        # Starlette answers a crash with a whole 500 and then re-raises, so only a failure after
+        # a whole non-5xx response comes from the route's background tasks: a REST client would
+        # have had that response, and so does the model.
+        if not complete or status >= 500:
             raise
-        # The response was whole when this was raised, so it came from the route's background
-        # tasks: a REST client would have had the response, and so does the model.
         logger.exception("a background task of %s %s failed after its response", scope["method"], scope["path"])
     return CapturedResponse(status, headers, b"".join(chunks))
 

@@ -41,32 +41,36 @@ class ResponseStream:
         self._logs = logs  # the session's resumable streams, when its revision has them
         self._number = 0
         self._log: StreamLog | None = None
-        self._lock = anyio.Lock()
+        # Only streamed writes can race (a route may log from several tasks); an uncontended
+        # acquire must not cost an event-loop round trip on every call.
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._finished = False
         self._streaming = False
         self._gone = False  # the client went away; the call runs on (session era), unheard
 
     async def emit(self, message: Mapping[str, Any]) -> None:
         """Send a message before the answer: the response becomes an SSE stream."""
-        if not self.sse_allowed:
-            return  # the client reads JSON only: notifications about the call are dropped
+        if not self.sse_allowed or self._finished:
+            return  # the client reads JSON only, or the answer is out (a background task logs)
         async with self._lock:
             await self._start_streaming()
             await self._write(self._event(dumps(message)), more=True)
 
     async def finish(self, body: bytes | None) -> None:
         """Send the answer (a JSON-RPC response or batch), or end with 202 when there is none."""
-        async with self._lock:
-            if body is not None and not self._json_allowed:
-                await self._start_streaming()  # the client reads SSE only
-            if self._streaming:
+        self._finished = True  # from here on, emit() drops messages instead of starting a stream
+        if self._streaming or (body is not None and not self._json_allowed):
+            async with self._lock:
+                await self._start_streaming()
                 await self._write(self._event(body) if body else b"", more=False)
                 self._settle_log()
-            elif body is None:
-                await self._write_start(202, [])
-                await self._write(b"", more=False)
-            else:
-                await self._write_start(200, [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())])
-                await self._write(body, more=False)
+        elif body is None:
+            await self._write_start(202, [])
+            await self._write(b"", more=False)
+        else:
+            # The fast path: nothing was streamed, so no lock is needed and none is taken.
+            await self._write_start(200, [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())])
+            await self._write(body, more=False)
 
     async def _start_streaming(self) -> None:
         if not self._streaming:

@@ -8,7 +8,7 @@ in `_refusal`, so no step builds an error response itself.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -199,7 +199,8 @@ class _Answer(Response):
     answer can become an SSE stream as soon as a call has something to say first."""
 
     def __init__(self, endpoint: StreamableHTTPEndpoint, parsed: _Parsed, ctx: CallContext, accepts: _Accepts) -> None:
-        super().__init__(status_code=200)
+        # Not Response.__init__: this response writes itself, it renders no body or headers.
+        self.background = None  # FastAPI attaches background tasks here when it has any
         self._endpoint = endpoint
         self._parsed = parsed
         self._ctx = ctx
@@ -209,7 +210,8 @@ class _Answer(Response):
         parsed = self._parsed
         stream = ResponseStream(send, self._accepts.sse, self._accepts.json, _resumable_logs(self._ctx.session))
         # Batches (2025-03-26 only) are answered as one JSON array, without streaming.
-        ctx = self._ctx if parsed.batch else dataclasses.replace(self._ctx, emit=stream.emit)
+        base = self._ctx
+        ctx = base if parsed.batch else CallContext(base.protocol_version, base.caller, base.session, stream.emit)
         replies = [
             await self._endpoint.answer(entry, entry_id, ctx)
             for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
@@ -271,11 +273,16 @@ def _check_media_types(request: Request) -> _Accepts:
     content_type = request.headers.get(c.HEADER_CONTENT_TYPE, "")
     if content_type.split(";", 1)[0].strip().lower() != c.MEDIA_JSON:
         raise HttpError(415, InvalidRequest("Unsupported Media Type: the body must be application/json."))
-    accepted = _accepted_types(request.headers.get(c.HEADER_ACCEPT, ""))
-    accepts = _Accepts(json=not accepted.isdisjoint(_JSON_TYPES), sse=not accepted.isdisjoint(_SSE_TYPES))
+    accepts = _accepts(request.headers.get(c.HEADER_ACCEPT, ""))
     if not (accepts.json or accepts.sse):
         raise HttpError(406, InvalidRequest("Not Acceptable: accept application/json or text/event-stream."))
     return accepts
+
+
+@functools.lru_cache(maxsize=64)  # clients send the same few Accept values; bounded
+def _accepts(accept: str) -> _Accepts:
+    accepted = _accepted_types(accept)
+    return _Accepts(json=not accepted.isdisjoint(_JSON_TYPES), sse=not accepted.isdisjoint(_SSE_TYPES))
 
 
 def _accepted_types(accept: str) -> set[str]:
