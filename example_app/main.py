@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 
 API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
 BEARER_TOKEN = os.environ.get("NOTES_BEARER_TOKEN", "demo-token")
@@ -138,6 +138,28 @@ def list_notes(
 def create_note(note: NoteIn) -> Note:
     """Create a note. Needs the API key."""
     return store.add(note)
+
+
+class BulkResult(BaseModel):
+    created: list[int]
+
+
+@app.post(
+    "/notes/bulk",
+    response_model=BulkResult,
+    status_code=status.HTTP_201_CREATED,
+    summary="Create several notes",
+    dependencies=[Depends(require_api_key)],
+)
+@mcp_tool()
+async def create_notes(notes: list[NoteIn], ctx: Annotated[ToolContext, Depends()]) -> BulkResult:
+    """Create several notes at once, reporting progress to an agent that asks for it."""
+    created = []
+    for done, note in enumerate(notes, 1):
+        created.append(store.add(note).id)
+        await ctx.report_progress(done, total=len(notes), message=note.title)
+    await ctx.log("info", {"created": len(created)}, logger="notes")
+    return BulkResult(created=created)
 
 
 @mcp_tool(name="update_note")

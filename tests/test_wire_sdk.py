@@ -54,7 +54,15 @@ async def test_only_marked_routes_are_listed(base_url: str) -> None:
         async with mcp_client(base_url) as client:
             tools = (await client.list_tools()).tools
     names = [tool.name for tool in tools]
-    assert names == ["create_note", "delete_note", "get_note", "list_notes", "note_stats", "update_note"]
+    assert names == [
+        "create_note",
+        "create_notes",
+        "delete_note",
+        "get_note",
+        "list_notes",
+        "note_stats",
+        "update_note",
+    ]
     by_name = {tool.name: tool for tool in tools}
     assert by_name["get_note"].annotations is not None
     assert by_name["get_note"].annotations.read_only_hint is True
@@ -128,3 +136,18 @@ async def test_update_and_delete_run_their_routes(base_url: str) -> None:
     assert missing.is_error
     assert "404" in missing.content[0].text
     assert rest(base_url, "GET", f"/notes/{created['id']}").status_code == 404
+
+
+async def test_bulk_create_reports_progress_through_the_tool_context(base_url: str) -> None:
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
+            result = await client.call_tool(
+                "create_notes", {"body": [{"title": "a"}, {"title": "b"}]}, progress_callback=on_progress
+            )
+    assert len(result.structured_content["created"]) == 2
+    assert seen == [1, 2]
