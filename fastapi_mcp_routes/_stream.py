@@ -5,10 +5,16 @@ nothing before its result is answered with one JSON body. The first progress, lo
 server-to-client message switches the response to `text/event-stream`: the headers go out,
 then each message as an event, then the result, then the end of the stream. A lock keeps
 events whole when a route sends from several tasks.
+
+While a stream is open, a comment line goes out every `KEEP_ALIVE_S` so proxies do not close a
+long call's quiet connection. It is a timer armed only once a stream exists and disarmed when
+the answer goes out, so a plain JSON answer pays nothing for it (a task group per request
+would cost every call several microseconds).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
@@ -29,6 +35,9 @@ SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
+# Well under the idle timeouts of common proxies (nginx: 60 s).
+KEEP_ALIVE_S = 15.0
+_KEEP_ALIVE: Final = b": keep-alive\n\n"
 
 
 class ResponseStream:
@@ -45,6 +54,8 @@ class ResponseStream:
         # acquire must not cost an event-loop round trip on every call.
         self._lock = anyio.Lock(fast_acquire=True)
         self._finished = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._pinging: asyncio.Task[None] | None = None
         self._streaming = False
         self._gone = False  # the client went away; the call runs on (session era), unheard
 
@@ -59,6 +70,7 @@ class ResponseStream:
     async def finish(self, body: bytes | None) -> None:
         """Send the answer (a JSON-RPC response or batch), or end with 202 when there is none."""
         self._finished = True  # from here on, emit() drops messages instead of starting a stream
+        self._disarm()
         if self._streaming or (body is not None and not self._json_allowed):
             async with self._lock:
                 await self._start_streaming()
@@ -76,9 +88,30 @@ class ResponseStream:
         if not self._streaming:
             self._streaming = True
             await self._write_start(200, SSE_HEADERS)
+            if not self._finished:
+                self._arm()
             if self._logs is not None:
                 self._number, self._log = self._logs.start()
                 await self._write(priming_event(self._number), more=True)
+
+    def _arm(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(KEEP_ALIVE_S, self._keep_alive_due)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._pinging is not None:
+            self._pinging.cancel()
+
+    def _keep_alive_due(self) -> None:
+        self._pinging = asyncio.ensure_future(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        async with self._lock:
+            if self._finished:
+                return
+            await self._write(_KEEP_ALIVE, more=True)
+        self._arm()
 
     def _event(self, data: bytes) -> bytes:
         """Frame a message; on a resumable stream give it an id and keep it for a resume."""

@@ -17,7 +17,7 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolContext, ToolContextError, _stream, mcp_routes, mcp_tool
 from tests.conftest import serve
 
 pytestmark = pytest.mark.anyio
@@ -88,6 +88,13 @@ def make_app() -> FastAPI:
         message = {"role": "user", "content": {"type": "text", "text": prompt}}
         result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
         return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
+
+    @mcp_tool()
+    @app.get("/long")
+    async def long(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        await anyio.sleep(0.3)  # a quiet stretch of a long call
+        return {"done": True}
 
     @mcp_tool()
     @app.get("/plain")
@@ -333,3 +340,25 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
             "structuredContent": {"opened": True},
         },
     }
+
+
+def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "long", "arguments": {}, "_meta": {"progressToken": "k"}},
+    }
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        response = http.post("/mcp", json=call, headers=headers)
+    assert ": keep-alive" in response.text
+    assert response.text.rstrip().endswith('"structuredContent":{"done":true}}}')
