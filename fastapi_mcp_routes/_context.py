@@ -16,6 +16,7 @@ from typing import Any, Final
 import anyio
 from starlette.requests import Request
 
+from fastapi_mcp_routes._constants import JSONRPC_VERSION
 from fastapi_mcp_routes._sessions import PendingReply, Session
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
@@ -25,6 +26,10 @@ LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", 
 _SEVERITY: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 # How long a route waits for the client to answer an elicitation or sampling request.
 CLIENT_REQUEST_TIMEOUT_S: Final = 300.0
+
+# Our ids for server-to-client requests, apart from any id the client uses.
+_SERVER_ID_PREFIX: Final = "s"
+CANCELLED: Final = "notifications/cancelled"
 
 Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
 
@@ -62,7 +67,7 @@ class ToolCall:
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         if self._emit is not None:
-            await self._emit({"jsonrpc": "2.0", "method": method, "params": params})
+            await self._emit({"jsonrpc": JSONRPC_VERSION, "method": method, "params": params})
 
     async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.progress_token is None:
@@ -90,26 +95,35 @@ class ToolCall:
             params["logger"] = logger
         await self.notify("notifications/message", params)
 
-    async def ask_client(self, method: str, params: Mapping[str, Any], capability: str) -> Mapping[str, Any]:
-        """Send a request to the client on this call's stream and wait for its reply."""
+    async def ask_client(
+        self, method: str, params: Mapping[str, Any], capability: str, mode: str | None = None
+    ) -> Mapping[str, Any]:
+        """Send a request to the client on this call's stream and wait for its reply.
+
+        `mode`: a sub-capability the request needs; an empty capability object stands for the
+        default mode (spec 2025-11-25, client/elicitation: `{}` means form mode only)."""
         session = self.session
         if session is None or self._emit is None:
             raise ToolContextError(f"{method} needs a session and a response stream the client reads as SSE")
-        if capability not in (session.client_capabilities or {}):
-            raise ToolContextError(
-                f"the client did not declare the {capability!r} capability, so it cannot answer {method}"
-            )
-        request_id = f"s{session.next_request_id}"
+        declared = (session.client_capabilities or {}).get(capability)
+        if not isinstance(declared, dict) or (mode is not None and declared and mode not in declared):
+            wanted = f"{capability!r} capability" + (f" with {mode!r} mode" if mode else "")
+            raise ToolContextError(f"the client did not declare the {wanted}, so it cannot answer {method}")
+        request_id = f"{_SERVER_ID_PREFIX}{session.next_request_id}"
         session.next_request_id += 1
         waiting = session.pending[request_id] = PendingReply()
         try:
-            await self._emit({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self._emit({"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method, "params": params})
             with anyio.fail_after(CLIENT_REQUEST_TIMEOUT_S):
                 reply = await waiting.wait()
-        except TimeoutError:
-            raise ToolContextError(
-                f"the client did not answer {method} within {CLIENT_REQUEST_TIMEOUT_S:.0f} s"
-            ) from None
+        except (TimeoutError, anyio.get_cancelled_exc_class()) as stopped:
+            # Tell the client to stop asking its user (spec, basic/lifecycle "Timeouts").
+            with anyio.CancelScope(shield=True):
+                await self.notify(CANCELLED, {"requestId": request_id, "reason": "the tool call ended"})
+            if isinstance(stopped, TimeoutError):
+                timeout = f"{CLIENT_REQUEST_TIMEOUT_S:.0f} s"
+                raise ToolContextError(f"the client did not answer {method} within {timeout}") from None
+            raise
         finally:
             session.pending.pop(request_id, None)
         if "error" in reply:
@@ -169,7 +183,7 @@ class ToolContext:
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> ElicitationResult:
         """Ask the user, through the client, for input matching a flat object `schema`."""
         result = await self._require_call("elicitation/create").ask_client(
-            "elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation"
+            "elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation", mode="form"
         )
         content = result.get("content")
         return ElicitationResult(str(result.get("action", "cancel")), content if isinstance(content, dict) else None)

@@ -10,22 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._context import LOG_LEVELS, Emit, ToolCall, ToolContextError
-from fastapi_mcp_routes._errors import CallCancelled, InvalidParams, MethodNotFound, ToolError
+from fastapi_mcp_routes._context import CANCELLED, LOG_LEVELS, Emit, ToolCall, ToolContextError
+from fastapi_mcp_routes._errors import CallCancelled, InvalidParams, InvalidRequest, MethodNotFound, ToolError
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
 from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
-from fastapi_mcp_routes._wire import Reply, Request, truncate
+from fastapi_mcp_routes._wire import Reply, Request, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
+TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
 _Handler = Callable[[Request, "CallContext"], Awaitable[Result]]
 
 
@@ -71,9 +72,11 @@ class Dispatcher:
 
     async def notification(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> None:
         """Take one notification; unknown ones are ignored, as JSON-RPC asks."""
-        if method == "notifications/cancelled" and ctx.session is not None:
+        if method == CANCELLED and ctx.session is not None:
             # Only this session's calls can be named: another session's ids are not in its map.
-            running = ctx.session.running.get(params.get("requestId"))  # type: ignore[arg-type]
+            # A malformed id is ignored, as invalid cancellations should be (spec, cancellation).
+            request_id: Any = params.get("requestId")
+            running = ctx.session.running.get(request_id) if is_request_id(request_id) else None
             if running is not None:
                 running.cancel()
 
@@ -83,7 +86,7 @@ class Dispatcher:
         now = self._registry.table().generation
         if generation is None or generation == now:
             return now, []
-        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": "notifications/tools/list_changed"}]
+        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": TOOLS_LIST_CHANGED}]
 
     def reply(self, reply: Reply, ctx: CallContext) -> None:
         """Hand a client's reply to the call waiting for it; unknown ids are ignored."""
@@ -149,6 +152,9 @@ class Dispatcher:
             cancel_scope=anyio.CancelScope(),
         )
         running = ctx.session.running if ctx.session is not None else {}
+        if request.id in running:
+            # Ids of requests in flight must be unique, or a cancellation could not name one.
+            raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
         running[request.id] = call.cancel_scope
         try:
             with call.cancel_scope:

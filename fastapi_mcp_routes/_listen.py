@@ -14,11 +14,9 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes._stream import SSE_HEADERS
+from fastapi_mcp_routes._stream import KEEP_ALIVE_COMMENT, KEEP_ALIVE_S, SSE_HEADERS
 
 POLL_S: Final = 0.5
-# A comment every 15 s: well under the idle timeouts of common proxies (nginx: 60 s).
-KEEP_ALIVE_S: Final = 15.0
 
 # Returns the framed SSE events to send now, or None once the stream must end.
 Poll = Callable[[], list[bytes] | None]
@@ -49,6 +47,8 @@ class ListenStream(Response):
             pass  # the client went away mid-write
         finally:
             self._on_close()
+        if self.background is not None:  # tasks the endpoint's own dependencies added
+            await self.background()
 
     async def _write(self, send: Send) -> None:
         quiet_s = 0.0
@@ -58,6 +58,6 @@ class ListenStream(Response):
             quiet_s = 0.0 if messages else quiet_s + POLL_S
             if quiet_s >= KEEP_ALIVE_S:
                 quiet_s = 0.0
-                await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+                await send({"type": "http.response.body", "body": KEEP_ALIVE_COMMENT, "more_body": True})
             await anyio.sleep(POLL_S)
         await send({"type": "http.response.body", "body": b"", "more_body": False})

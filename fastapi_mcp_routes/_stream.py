@@ -1,15 +1,16 @@
 """The answer to one POST: `application/json`, unless a message must go out first, then SSE.
 
-The content type is decided lazily (issue: plain calls keep the fast path). A call that sends
-nothing before its result is answered with one JSON body. The first progress, log or
-server-to-client message switches the response to `text/event-stream`: the headers go out,
-then each message as an event, then the result, then the end of the stream. A lock keeps
-events whole when a route sends from several tasks.
+The content type is decided lazily (plain calls keep the fast path). A call that sends nothing
+before its result is answered with one JSON body. The first progress, log or server-to-client
+message switches the response to `text/event-stream`: the headers go out, then each message as
+an event, then the result, then the end of the stream. A lock keeps events whole when a route
+sends from several tasks.
 
-While a stream is open, a comment line goes out every `KEEP_ALIVE_S` so proxies do not close a
-long call's quiet connection. It is a timer armed only once a stream exists and disarmed when
-the answer goes out, so a plain JSON answer pays nothing for it (a task group per request
-would cost every call several microseconds).
+Keep-alive: for a client that reads SSE, a timer runs while the answer is pending. If it fires
+before the answer, the response becomes a stream (if it was not one yet) and a comment line
+goes out, so proxies do not close a long call's quiet connection. It is a timer on the event
+loop rather than a task group per request because a task group would cost every call several
+microseconds; it is disarmed when the answer goes out, so nothing outlives the request.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from starlette.types import Send
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._json import dumps
-from fastapi_mcp_routes._replay import StreamLog, StreamLogs, event_id, priming_event
+from fastapi_mcp_routes._replay import StreamLog, StreamLogs, priming_event
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -35,9 +36,9 @@ SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
-# Well under the idle timeouts of common proxies (nginx: 60 s).
+# Well under the idle timeouts of common proxies (nginx: 60 s). Not Final: tests shorten it.
 KEEP_ALIVE_S = 15.0
-_KEEP_ALIVE: Final = b": keep-alive\n\n"
+KEEP_ALIVE_COMMENT: Final = b": keep-alive\n\n"
 
 
 class ResponseStream:
@@ -45,37 +46,42 @@ class ResponseStream:
 
     def __init__(self, send: Send, sse_allowed: bool, json_allowed: bool, logs: StreamLogs | None = None) -> None:
         self._send = send
-        self.sse_allowed = sse_allowed
+        self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
         self._logs = logs  # the session's resumable streams, when its revision has them
-        self._number = 0
         self._log: StreamLog | None = None
         # Only streamed writes can race (a route may log from several tasks); an uncontended
         # acquire must not cost an event-loop round trip on every call.
         self._lock = anyio.Lock(fast_acquire=True)
+        self._streaming = False
         self._finished = False
         self._timer: asyncio.TimerHandle | None = None
         self._pinging: asyncio.Task[None] | None = None
-        self._streaming = False
-        self._gone = False  # the client went away; the call runs on (session era), unheard
+        if sse_allowed:
+            self._arm()
 
     async def emit(self, message: Mapping[str, Any]) -> None:
         """Send a message before the answer: the response becomes an SSE stream."""
-        if not self.sse_allowed or self._finished:
-            return  # the client reads JSON only, or the answer is out (a background task logs)
+        if self._finished:
+            return  # the answer is out (a background task logs): nothing more on this stream
         async with self._lock:
             await self._start_streaming()
             await self._write(self._event(dumps(message)), more=True)
 
-    async def finish(self, body: bytes | None) -> None:
-        """Send the answer (a JSON-RPC response or batch), or end with 202 when there is none."""
+    async def finish(self, body: bytes | None, *, answered_request: bool) -> None:
+        """Send the answer (a JSON-RPC response or batch). Without one, a POST of notifications
+        gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202)."""
         self._finished = True  # from here on, emit() drops messages instead of starting a stream
         self._disarm()
-        if self._streaming or (body is not None and not self._json_allowed):
+        must_stream = (body is not None and not self._json_allowed) or (
+            body is None and answered_request and self._sse_allowed
+        )
+        if self._streaming or must_stream:
             async with self._lock:
                 await self._start_streaming()
                 await self._write(self._event(body) if body else b"", more=False)
-                self._settle_log()
+                if self._log is not None:
+                    self._log.complete = True
         elif body is None:
             await self._write_start(202, [])
             await self._write(b"", more=False)
@@ -85,14 +91,13 @@ class ResponseStream:
             await self._write(body, more=False)
 
     async def _start_streaming(self) -> None:
-        if not self._streaming:
-            self._streaming = True
-            await self._write_start(200, SSE_HEADERS)
-            if not self._finished:
-                self._arm()
-            if self._logs is not None:
-                self._number, self._log = self._logs.start()
-                await self._write(priming_event(self._number), more=True)
+        if self._streaming:
+            return
+        self._streaming = True
+        await self._write_start(200, SSE_HEADERS)
+        if self._logs is not None:
+            self._log = self._logs.start()
+            await self._write(priming_event(self._log.number), more=True)
 
     def _arm(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(KEEP_ALIVE_S, self._keep_alive_due)
@@ -110,39 +115,23 @@ class ResponseStream:
         async with self._lock:
             if self._finished:
                 return
-            await self._write(_KEEP_ALIVE, more=True)
+            await self._start_streaming()
+            await self._write(KEEP_ALIVE_COMMENT, more=True)
         self._arm()
 
     def _event(self, data: bytes) -> bytes:
         """Frame a message; on a resumable stream give it an id and keep it for a resume."""
-        if self._log is None:
-            return sse_event(data)
-        framed = sse_event(data, event_id(self._number, len(self._log.events) + 1))
-        self._log.record(framed)
-        return framed
-
-    def _settle_log(self) -> None:
-        if self._log is None or self._logs is None:
-            return
-        self._log.complete = True
-        if not self._gone:
-            self._logs.forget(self._number)  # delivered whole: nothing to resume
+        return self._log.record(data) if self._log is not None else sse_event(data)
 
     async def _write_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        await self._guarded({"type": "http.response.start", "status": status, "headers": headers})
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def _write(self, data: bytes, *, more: bool) -> None:
-        await self._guarded({"type": "http.response.body", "body": data, "more_body": more})
-
-    async def _guarded(self, message: dict[str, Any]) -> None:
-        if self._gone:
-            return
         try:
-            await self._send(message)
+            await self._send({"type": "http.response.body", "body": data, "more_body": more})
         except OSError:
             # A dropped connection is not a cancellation in the session era (spec 2025-11-25,
-            # basic/transports "Cancellation"): the call runs to its end, unheard.
-            self._gone = True
+            # basic/transports "Cancellation"): the call runs on; its events stay in the log.
             logger.info("the client closed a response stream before its answer")
 
 

@@ -136,6 +136,7 @@ class StreamableHTTPEndpoint:
 
     def _delete(self, request: Request, sessions: SessionStore) -> Response:
         session = _require_session(request, sessions, self._config)
+        _protocol_version(request, session, opening=False)
         sessions.close(session.id, session.binding)
         return Response(status_code=204)
 
@@ -144,11 +145,14 @@ class StreamableHTTPEndpoint:
         if _accepted_types(request.headers.get(c.HEADER_ACCEPT, "")).isdisjoint(_SSE_TYPES):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
         session = _require_session(request, sessions, self._config)
+        _protocol_version(request, session, opening=False)  # an invalid header is refused here too
         last_event_id = request.headers.get(c.HEADER_LAST_EVENT_ID)
-        if last_event_id is not None and session.stream_logs is not None:
-            found = session.stream_logs.find(last_event_id)
-            if found is not None:
-                return _resume(session, *found)
+        if last_event_id is not None:
+            found = session.stream_logs.find(last_event_id) if session.stream_logs is not None else None
+            if found is None:
+                # The general GET stream would never carry the answer the client waits for.
+                raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
+            return _resume(session, *found)
         if session.listening:
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
         session.listening = True
@@ -179,7 +183,10 @@ class StreamableHTTPEndpoint:
         if isinstance(entry, McpError):
             return encode_error(entry_id, entry)
         if isinstance(entry, Notification):
-            await self._dispatcher.notification(entry.method, entry.params, ctx)
+            try:
+                await self._dispatcher.notification(entry.method, entry.params, ctx)
+            except Exception:  # a notification gets no answer, so a failure is only logged
+                logger.exception("taking notification %s failed", truncate(entry.method))
             return None
         if isinstance(entry, Reply):
             self._dispatcher.reply(entry, ctx)
@@ -208,23 +215,26 @@ class _Answer(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed = self._parsed
-        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, _resumable_logs(self._ctx.session))
-        # Batches (2025-03-26 only) are answered as one JSON array, without streaming.
+        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, _stream_logs_of(self._ctx.session))
+        # Messages about a call go on its stream only when the client reads SSE; batches
+        # (2025-03-26 only) are answered as one JSON array, without streaming.
         base = self._ctx
-        ctx = base if parsed.batch else CallContext(base.protocol_version, base.caller, base.session, stream.emit)
+        streams = self._accepts.sse and not parsed.batch
+        ctx = CallContext(base.protocol_version, base.caller, base.session, stream.emit) if streams else base
         replies = [
             await self._endpoint.answer(entry, entry_id, ctx)
             for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
         ]
         bodies = [reply for reply in replies if reply is not None]
-        if not bodies:
-            await stream.finish(None)
-        else:
-            await stream.finish(b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0])
+        answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
+        body = None if not bodies else b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0]
+        await stream.finish(body, answered_request=answered_request)
+        if self.background is not None:  # tasks the endpoint's own dependencies added
+            await self.background()
 
 
-def _resumable_logs(session: Session | None) -> StreamLogs | None:
-    """The session's stream logs when its revision resumes streams (2025-11-25 on)."""
+def _stream_logs_of(session: Session | None) -> StreamLogs | None:
+    """The session's stream logs (made on first use) when its revision resumes streams."""
     if session is None or session.protocol_version < c.RESUMABLE_VERSION:
         return None
     if session.stream_logs is None:
@@ -234,6 +244,7 @@ def _resumable_logs(session: Session | None) -> StreamLogs | None:
 
 def _resume(session: Session, log: StreamLog, seen: int) -> Response:
     """Replay one stream after the event the client saw last, then follow it to its answer."""
+    logs = session.stream_logs
 
     def poll() -> list[bytes] | None:
         nonlocal seen
@@ -241,7 +252,11 @@ def _resume(session: Session, log: StreamLog, seen: int) -> Response:
             return None
         news = log.events[seen:]
         seen += len(news)
-        return None if not news and log.complete else news
+        if news or not log.complete:
+            return news
+        if logs is not None:
+            logs.forget(log)  # delivered whole at last
+        return None
 
     return ListenStream(poll, lambda: None)
 

@@ -51,14 +51,14 @@ def classify(value: Any) -> Message:
     method = value.get("method")
     has_id = "id" in value
     if method is None:
-        if has_id and _valid_id(value["id"]) and (("result" in value) != ("error" in value)):
+        if has_id and is_request_id(value["id"]) and (("result" in value) != ("error" in value)):
             return Reply(value["id"], value)
         raise InvalidRequest("Invalid Request: a message needs a 'method', or an 'id' with 'result' or 'error'.")
     if not isinstance(method, str):
         raise InvalidRequest("Invalid Request: 'method' must be a string.")
     params = value.get("params", {})
     if has_id:
-        if not _valid_id(value["id"]):
+        if not is_request_id(value["id"]):
             raise InvalidRequest("Invalid Request: 'id' must be a string or an integer.")
         if not isinstance(params, dict):
             raise ParamsNotObject(value["id"])
@@ -76,13 +76,14 @@ class ParamsNotObject(InvalidParams):
 
 def request_id_of(value: Any) -> RequestId | None:
     """The id of a request that failed classification, when it has a usable one."""
-    if isinstance(value, dict) and _valid_id(value.get("id")):
+    if isinstance(value, dict) and is_request_id(value.get("id")):
         request_id: RequestId = value["id"]
         return request_id
     return None
 
 
-def _valid_id(value: Any) -> bool:
+def is_request_id(value: Any) -> bool:
+    """A JSON-RPC id as MCP allows it: a string or an integer (never a bool, never null)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 

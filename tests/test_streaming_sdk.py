@@ -32,6 +32,7 @@ class Observed:
         self.cancelled = threading.Event()
         self.elicited: list[Any] = []
         self.gate = threading.Event()  # holds the `gated` route until a test opens it
+        self.gated_done = threading.Event()  # set as the `gated` route returns
 
 
 observed = Observed()
@@ -80,6 +81,7 @@ def make_app() -> FastAPI:
         await ctx.report_progress(1)
         opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
         await ctx.report_progress(2)
+        observed.gated_done.set()
         return {"opened": opened}
 
     @mcp_tool()
@@ -88,6 +90,13 @@ def make_app() -> FastAPI:
         message = {"role": "user", "content": {"type": "text", "text": prompt}}
         result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
         return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
+
+    @mcp_tool()
+    @app.get("/many")
+    async def many(ctx: Context, count: int) -> dict[str, int]:
+        for step in range(1, count + 1):
+            await ctx.report_progress(step)
+        return {"count": count}
 
     @mcp_tool()
     @app.get("/long")

@@ -114,6 +114,8 @@ ROWS = [
     Row("GET stream without a session id", 400, -32600, method="GET", session="none"),
     Row("GET stream for an unknown session", 404, -32600, method="GET", session="unknown"),
     Row("GET stream not accepting sse", 406, -32600, method="GET", headers={"accept": "application/json"}),
+    Row("GET stream with an unsupported protocol version", 400, -32600, method="GET", version="1999-01-01"),
+    Row("DELETE with an unsupported protocol version", 400, -32600, method="DELETE", version="1999-01-01"),
     Row("DELETE without a session id", 400, -32600, method="DELETE", session="none"),
     Row("notification", 202, message=rpc("notifications/initialized", request_id=None)),
     Row("initialize sent as a notification", 202, message=rpc("initialize", {}, request_id=None), session="none"),

@@ -1,0 +1,145 @@
+"""Edges of session-era streaming, over raw HTTP against a real uvicorn server: resuming after
+the call ended, JSON-only clients, long streams, malformed cancellations and resumptions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import BackgroundTasks, Depends, FastAPI
+
+from fastapi_mcp_routes import mcp_routes
+from tests.conftest import serve
+from tests.test_streaming_sdk import WAIT_S, make_app, observed
+
+BOTH = "application/json, text/event-stream"
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve(make_app()) as url:
+        yield url
+
+
+def open_session(
+    http: httpx.Client, *, version: str = "2025-11-25", accept: str = BOTH, capabilities: dict[str, Any] | None = None
+) -> dict[str, str]:
+    headers = {"content-type": "application/json", "accept": accept, "mcp-protocol-version": version}
+    params = {
+        "protocolVersion": version,
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    opened = http.post(
+        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
+    )
+    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+
+
+def call(
+    name: str, arguments: dict[str, Any] | None = None, request_id: int = 1, token: str | None = None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def data_events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+def test_a_stream_is_resumed_even_after_its_call_has_ended(base_url: str) -> None:
+    observed.gate.clear()
+    observed.gated_done.clear()
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
+        with http.stream("POST", "/mcp", json=call("gated", token="g"), headers=headers) as first:
+            for line in first.iter_lines():
+                if line.startswith("data: {"):
+                    break  # saw event 1.1; the connection drops here
+        observed.gate.set()
+        assert observed.gated_done.wait(WAIT_S)
+        resumed = http.get("/mcp", headers={**headers, "accept": "text/event-stream", "last-event-id": "1.1"})
+    assert resumed.status_code == 200
+    events = data_events(resumed.text)
+    assert events[0]["params"]["progress"] == 2
+    assert events[1]["result"]["structuredContent"] == {"opened": True}
+
+
+def test_event_ids_stay_unique_past_the_replay_buffer(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
+        response = http.post("/mcp", json=call("many", {"count": 300}, token="m"), headers=headers)
+    ids = [line[len("id: ") :] for line in response.text.splitlines() if line.startswith("id: ")]
+    assert len(ids) == 302  # priming event, 300 progress events, the answer
+    assert len(set(ids)) == len(ids)
+
+
+def test_a_json_only_client_gets_a_clear_error_instead_of_a_question(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http, accept="application/json", capabilities={"elicitation": {}})
+        result = http.post("/mcp", json=call("ask"), headers=headers).json()["result"]
+    assert result["isError"] is True
+    assert "reads as SSE" in result["content"][0]["text"]
+
+
+def test_elicitation_is_not_sent_in_a_mode_the_client_did_not_declare(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http, capabilities={"elicitation": {"url": {}}})
+        response = http.post("/mcp", json=call("ask"), headers=headers)
+    assert response.headers["content-type"] == "application/json"  # nothing went out before the answer
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert "'elicitation' capability with 'form' mode" in result["content"][0]["text"]
+
+
+@pytest.mark.parametrize("request_id", [[1], {"a": 1}, True, None])
+def test_a_malformed_cancellation_is_ignored(base_url: str, request_id: Any) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+        assert http.post("/mcp", json=cancel, headers=headers).status_code == 202
+        assert http.post("/mcp", json=call("plain"), headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize("last_event_id", ["\u00b2.1", "garbage", "99.1", "1.5"])
+def test_a_last_event_id_that_names_no_stream_is_refused_plainly(base_url: str, last_event_id: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
+        raw = [(k.encode(), v.encode()) for k, v in {**headers, "accept": "text/event-stream"}.items()]
+        # Sent as bytes: a Latin-1 digit like '²' passes str.isdigit() but not int().
+        response = http.get("/mcp", headers=[*raw, (b"last-event-id", last_event_id.encode("latin-1"))])
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_a_second_request_with_an_id_still_running_is_refused(base_url: str) -> None:
+    observed.gate.clear()
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
+        with http.stream("POST", "/mcp", json=call("gated", request_id=7, token="d"), headers=headers) as first:
+            for line in first.iter_lines():
+                if line.startswith("data: {"):
+                    break  # the first call with id 7 is running
+            duplicate = http.post("/mcp", json=call("plain", request_id=7), headers=headers).json()
+            observed.gate.set()
+    assert duplicate["error"]["code"] == -32600
+
+
+def test_background_tasks_of_endpoint_dependencies_run_for_every_post() -> None:
+    ran: list[str] = []
+
+    def audit(background: BackgroundTasks) -> None:
+        background.add_task(ran.append, "audited")
+
+    app = FastAPI()
+    app.include_router(mcp_routes(app, dependencies=[Depends(audit)]))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        headers = open_session(http)
+        http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers)
+    assert ran == ["audited"] * 3
