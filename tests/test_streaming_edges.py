@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI
 
-from fastapi_mcp_routes import mcp_routes
+from fastapi_mcp_routes import _stream, mcp_routes
 from tests.conftest import serve
 from tests.test_streaming_sdk import WAIT_S, make_app, observed
 
@@ -143,3 +143,15 @@ def test_background_tasks_of_endpoint_dependencies_run_for_every_post() -> None:
         http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
         http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers)
     assert ran == ["audited"] * 3
+
+
+def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http, version="2025-06-18")
+        response = http.post("/mcp", json=call("long"), headers=headers)  # no progress token: silent
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.text.startswith(": keep-alive")
+    assert data_events(response.text)[-1]["result"]["structuredContent"] == {"done": True}
