@@ -40,6 +40,7 @@ def mcp_routes(
     max_body_bytes: int = c.DEFAULT_MAX_BODY_BYTES,
     forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
     dependencies: Sequence[Depends] | None = None,
+    max_stream_seconds: float | None = None,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -59,8 +60,11 @@ def mcp_routes(
         forward_headers: request headers passed from the MCP caller to the routes besides
             `Authorization` and `Cookie`; they are credentials, never tool arguments.
         dependencies: FastAPI dependencies run on every request to the endpoint.
+        max_stream_seconds: end a resumable (2025-11-25) POST stream after this many seconds,
+            for proxies that cut long responses; the call runs on and the client resumes the
+            stream with `Last-Event-ID`. `None` keeps streams open until the answer.
     """
-    _check_options(path, max_body_bytes)
+    _check_options(path, max_body_bytes, max_stream_seconds)
     forwarded = _header_names(forward_headers)
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
     registry = ToolRegistry(app, credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS))
@@ -72,6 +76,7 @@ def mcp_routes(
         # Not Cookie: clients keep whatever cookies the app sets (CSRF, load-balancer affinity),
         # so the Cookie header changes within a session without the caller changing.
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
+        max_stream_seconds=max_stream_seconds,
     )
     endpoint = StreamableHTTPEndpoint(config, Dispatcher(app, registry, identity), SessionStore() if sessions else None)
 
@@ -95,7 +100,13 @@ def mcp_routes(
     return router
 
 
-def _check_options(path: str, max_body_bytes: int) -> None:
+def _check_options(path: str, max_body_bytes: int, max_stream_seconds: float | None) -> None:
+    if max_stream_seconds is not None and (
+        isinstance(max_stream_seconds, bool)
+        or not isinstance(max_stream_seconds, (int, float))
+        or not max_stream_seconds > 0
+    ):
+        raise ValueError(f"max_stream_seconds must be a positive number of seconds or None, got {max_stream_seconds!r}")
     if not isinstance(path, str) or not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:

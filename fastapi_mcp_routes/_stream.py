@@ -11,6 +11,10 @@ before the answer, the response becomes a stream (if it was not one yet) and a c
 goes out, so proxies do not close a long call's quiet connection. It is a timer on the event
 loop rather than a task group per request because a task group would cost every call several
 microseconds; it is disarmed when the answer goes out, so nothing outlives the request.
+
+Early close: with `max_open_s`, a resumable stream (2025-11-25) is ended after that long, as
+the spec allows; the call runs on, its events go to the stream's log, and the client fetches
+them with GET and `Last-Event-ID` after the `retry:` delay of the priming event.
 """
 
 from __future__ import annotations
@@ -44,8 +48,16 @@ KEEP_ALIVE_COMMENT: Final = b": keep-alive\n\n"
 class ResponseStream:
     """Writes one POST's answer to the ASGI `send`, as JSON or, once needed, as SSE."""
 
-    def __init__(self, send: Send, sse_allowed: bool, json_allowed: bool, logs: StreamLogs | None = None) -> None:
+    def __init__(
+        self,
+        send: Send,
+        sse_allowed: bool,
+        json_allowed: bool,
+        logs: StreamLogs | None = None,
+        max_open_s: float | None = None,
+    ) -> None:
         self._send = send
+        self._max_open_s = max_open_s
         self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
         self._logs = logs  # the session's resumable streams, when its revision has them
@@ -57,6 +69,9 @@ class ResponseStream:
         self._finished = False
         self._timer: asyncio.TimerHandle | None = None
         self._pinging: asyncio.Task[None] | None = None
+        self._closer: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
+        self._detached = False  # ended early: events go to the log only
         if sse_allowed:
             self._arm()
 
@@ -98,22 +113,32 @@ class ResponseStream:
         if self._logs is not None:
             self._log = self._logs.start()
             await self._write(priming_event(self._log.number), more=True)
+            if self._max_open_s is not None:
+                self._closer = asyncio.get_running_loop().call_later(self._max_open_s, self._close_due)
 
     def _arm(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(KEEP_ALIVE_S, self._keep_alive_due)
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._pinging is not None:
-            self._pinging.cancel()
+        for handle in (self._timer, self._pinging, self._closer, self._closing):
+            if handle is not None:
+                handle.cancel()
+
+    def _close_due(self) -> None:
+        self._closing = asyncio.ensure_future(self._close_early())
+
+    async def _close_early(self) -> None:
+        async with self._lock:
+            if not self._finished:
+                await self._write(b"", more=False)
+                self._detached = True
 
     def _keep_alive_due(self) -> None:
         self._pinging = asyncio.ensure_future(self._keep_alive())
 
     async def _keep_alive(self) -> None:
         async with self._lock:
-            if self._finished:
+            if self._finished or self._detached:
                 return
             await self._start_streaming()
             await self._write(KEEP_ALIVE_COMMENT, more=True)
@@ -127,6 +152,8 @@ class ResponseStream:
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def _write(self, data: bytes, *, more: bool) -> None:
+        if self._detached:
+            return  # the response has ended; the log holds this event for the resume
         try:
             await self._send({"type": "http.response.body", "body": data, "more_body": more})
         except OSError:

@@ -56,6 +56,7 @@ class TransportConfig:
     max_body_bytes: int
     forward_headers: frozenset[bytes]  # lower-case header names the route inherits
     credential_headers: frozenset[bytes]  # what a session is bound to
+    max_stream_seconds: float | None = None  # end resumable POST streams after this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,7 @@ class StreamableHTTPEndpoint:
         self._config = config
         self._dispatcher = dispatcher
         self._sessions = sessions
+        self.max_stream_seconds = config.max_stream_seconds
 
     async def __call__(self, request: Request) -> Response:
         try:
@@ -212,10 +214,12 @@ class _Answer(Response):
         self._parsed = parsed
         self._ctx = ctx
         self._accepts = accepts
+        self._max_open_s = endpoint.max_stream_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed = self._parsed
-        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, _stream_logs_of(self._ctx.session))
+        logs = _stream_logs_of(self._ctx.session)
+        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, logs, self._max_open_s)
         # Messages about a call go on its stream only when the client reads SSE; batches
         # (2025-03-26 only) are answered as one JSON array, without streaming.
         base = self._ctx

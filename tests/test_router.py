@@ -106,6 +106,7 @@ def test_the_route_sees_the_real_callers_address() -> None:
         ({"forward_headers": "x-api-key"}, "forward_headers must be a list"),
         ({"forward_headers": ["mcp-session-id"]}, "cannot name MCP transport headers"),
         ({"allowed_origins": "https://a.example"}, "allowed_origins must be a list"),
+        ({"max_stream_seconds": 0}, "max_stream_seconds must be a positive number of seconds or None, got 0"),
     ],
 )
 def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, Any], message: str) -> None:

@@ -371,3 +371,27 @@ def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pyt
         response = http.post("/mcp", json=call, headers=headers)
     assert ": keep-alive" in response.text
     assert response.text.rstrip().endswith('"structuredContent":{"done":true}}}')
+
+
+async def test_the_sdk_client_resumes_a_stream_the_server_closed_early() -> None:
+    app = FastAPI(title="Early close")
+    app.include_router(mcp_routes(app, max_stream_seconds=0.2))
+
+    @mcp_tool()
+    @app.get("/patient")
+    async def patient(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        await anyio.sleep(0.6)  # outlives the stream; the rest reaches the client on resume
+        await ctx.report_progress(2)
+        return {"patient": True}
+
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    with serve(app) as url, anyio.fail_after(WAIT_S):
+        async with mcp_client(url) as client:
+            result = await client.call_tool("patient", {}, progress_callback=on_progress)
+    assert result.structured_content == {"patient": True}
+    assert seen == [1, 2]
