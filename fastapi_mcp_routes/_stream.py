@@ -98,7 +98,7 @@ class ResponseStream:
                 if self._log is not None:
                     self._log.complete = True
         elif body is None:
-            await self._write_start(202, [])
+            await self._write_start(202, [(b"content-length", b"0")])
             await self._write(b"", more=False)
         else:
             # The fast path: nothing was streamed, so no lock is needed and none is taken.
