@@ -62,9 +62,9 @@ class ResponseStream:
         self._json_allowed = json_allowed
         self._logs = logs  # the session's resumable streams, when its revision has them
         self._log: StreamLog | None = None
-        # Only streamed writes can race (a route may log from several tasks); an uncontended
-        # acquire must not cost an event-loop round trip on every call.
-        self._lock = anyio.Lock(fast_acquire=True)
+        # Only streamed writes can race (a route may log from several tasks), so the lock is
+        # made on first use: a plain JSON answer never needs one.
+        self._made_lock: anyio.Lock | None = None
         self._streaming = False
         self._finished = False
         self._timer: asyncio.TimerHandle | None = None
@@ -79,7 +79,7 @@ class ResponseStream:
         """Send a message before the answer: the response becomes an SSE stream."""
         if self._finished:
             return  # the answer is out (a background task logs): nothing more on this stream
-        async with self._lock:
+        async with self._lock():
             await self._start_streaming()
             await self._write(self._event(dumps(message)), more=True)
 
@@ -92,7 +92,7 @@ class ResponseStream:
             body is None and answered_request and self._sse_allowed
         )
         if self._streaming or must_stream:
-            async with self._lock:
+            async with self._lock():
                 await self._start_streaming()
                 await self._write(self._event(body) if body else b"", more=False)
                 if self._log is not None:
@@ -116,6 +116,12 @@ class ResponseStream:
             if self._max_open_s is not None:
                 self._closer = asyncio.get_running_loop().call_later(self._max_open_s, self._close_due)
 
+    def _lock(self) -> anyio.Lock:
+        if self._made_lock is None:
+            # fast_acquire: an uncontended acquire must not cost an event-loop round trip.
+            self._made_lock = anyio.Lock(fast_acquire=True)
+        return self._made_lock
+
     def _arm(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(KEEP_ALIVE_S, self._keep_alive_due)
 
@@ -128,7 +134,7 @@ class ResponseStream:
         self._closing = asyncio.ensure_future(self._close_early())
 
     async def _close_early(self) -> None:
-        async with self._lock:
+        async with self._lock():
             if not self._finished:
                 await self._write(b"", more=False)
                 self._detached = True
@@ -137,7 +143,7 @@ class ResponseStream:
         self._pinging = asyncio.ensure_future(self._keep_alive())
 
     async def _keep_alive(self) -> None:
-        async with self._lock:
+        async with self._lock():
             if self._finished or self._detached:
                 return
             await self._start_streaming()
