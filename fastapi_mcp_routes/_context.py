@@ -17,6 +17,7 @@ import anyio
 from starlette.requests import Request
 
 from fastapi_mcp_routes._constants import JSONRPC_VERSION
+from fastapi_mcp_routes._errors import MissingClientCapability
 from fastapi_mcp_routes._sessions import PendingReply, Session
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
@@ -32,6 +33,17 @@ _SERVER_ID_PREFIX: Final = "s"
 CANCELLED: Final = "notifications/cancelled"
 
 Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+class InputRequired(Exception):
+    """A 2026-07-28 call asked the client something it has not answered yet: the call ends
+    with an `input_required` result, and the client retries with the answer."""
+
+    def __init__(self, key: str, request: Mapping[str, Any], answers: Mapping[str, Any]) -> None:
+        super().__init__(f"input {key!r} is required")
+        self.key = key
+        self.request = request
+        self.answers = answers  # everything answered so far, to seal into the next requestState
 
 
 class ToolContextError(RuntimeError):
@@ -57,8 +69,10 @@ class ToolCall:
         session: Session | None,
         emit: Emit | None,
         cancel_scope: anyio.CancelScope,
+        stateless: StatelessInput | None = None,
     ) -> None:
         self.request_id = request_id
+        self.stateless = stateless
         self.progress_token = progress_token
         self.session = session
         self.cancel_scope = cancel_scope
@@ -87,7 +101,13 @@ class ToolCall:
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         if level not in _SEVERITY:
             raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-        threshold = self.session.log_level if self.session is not None else None
+        if self.stateless is not None:
+            # 2026-07-28: a request that named no log level gets no log messages at all.
+            threshold = self.stateless.log_level
+            if threshold is None:
+                return
+        else:
+            threshold = self.session.log_level if self.session is not None else None
         if threshold is not None and _SEVERITY[level] < _SEVERITY[threshold]:
             return
         params: dict[str, Any] = {"level": level, "data": data}
@@ -102,6 +122,8 @@ class ToolCall:
 
         `mode`: a sub-capability the request needs; an empty capability object stands for the
         default mode (spec 2025-11-25, client/elicitation: `{}` means form mode only)."""
+        if self.stateless is not None:
+            return self.stateless.answer_or_ask(method, params, capability, mode)
         session = self.session
         if session is None or self._emit is None:
             raise ToolContextError(f"{method} needs a session and a response stream the client reads as SSE")
@@ -131,6 +153,35 @@ class ToolCall:
             raise ToolContextError(f"the client refused {method}: {error.get('message', 'no reason given')}")
         result = reply.get("result")
         return result if isinstance(result, Mapping) else {}
+
+
+class StatelessInput:
+    """A 2026-07-28 call's side of Multi Round-Trip Requests: the answers the client has
+    given so far, and the next question when one is missing."""
+
+    def __init__(self, capabilities: Mapping[str, Any], log_level: str | None, answers: Mapping[str, Any]) -> None:
+        self.capabilities = capabilities
+        self.log_level = log_level
+        self.answers = dict(answers)
+        self._asked = 0
+
+    def answer_or_ask(
+        self, method: str, params: Mapping[str, Any], capability: str, mode: str | None
+    ) -> Mapping[str, Any]:
+        declared = self.capabilities.get(capability)
+        if not isinstance(declared, dict) or (mode is not None and declared and mode not in declared):
+            required: dict[str, Any] = {capability: {mode: {}} if mode else {}}
+            raise MissingClientCapability(
+                f"This tool needs the client's {capability} capability.", {"requiredCapabilities": required}
+            )
+        # The route runs again from the start on every retry, so its questions come in the
+        # same order and the n-th question always has the same key.
+        self._asked += 1
+        key = f"{method.split('/')[0]}-{self._asked}"
+        answer = self.answers.get(key)
+        if isinstance(answer, Mapping):
+            return answer
+        raise InputRequired(key, {"method": method, "params": dict(params)}, self.answers)
 
 
 class ToolContext:

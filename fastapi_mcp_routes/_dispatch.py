@@ -16,13 +16,30 @@ import anyio
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._context import CANCELLED, LOG_LEVELS, Emit, ToolCall, ToolContextError
-from fastapi_mcp_routes._errors import CallCancelled, InvalidParams, InvalidRequest, MethodNotFound, ToolError
+from fastapi_mcp_routes._context import (
+    CANCELLED,
+    LOG_LEVELS,
+    Emit,
+    InputRequired,
+    StatelessInput,
+    ToolCall,
+    ToolContextError,
+)
+from fastapi_mcp_routes._errors import (
+    CallCancelled,
+    InvalidParams,
+    InvalidRequest,
+    McpError,
+    MethodNotFound,
+    ToolError,
+)
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
 from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
+from fastapi_mcp_routes._request_state import Binding, RequestStateSealer
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
+from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper
 from fastapi_mcp_routes._wire import Reply, Request, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
@@ -45,15 +62,20 @@ class CallContext:
     caller: Caller
     session: Session | None = None  # the session's protocol state, when there is a session
     emit: Emit | None = None  # sends a message on the request's own response stream
+    envelope: Envelope | None = None  # a 2026-07-28 request's own version and capabilities
 
 
 class Dispatcher:
     """Answers MCP requests and takes MCP notifications and client replies."""
 
-    def __init__(self, app: ASGIApp, registry: ToolRegistry, identity: ServerIdentity) -> None:
+    def __init__(
+        self, app: ASGIApp, registry: ToolRegistry, identity: ServerIdentity, sealer: RequestStateSealer
+    ) -> None:
         self._app = app
         self._registry = registry
         self._identity = identity
+        self._sealer = sealer
+        self._shaper = ResultShaper({"name": identity.name, "version": identity.version})
         self._methods: dict[str, _Handler] = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -61,14 +83,25 @@ class Dispatcher:
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
         }
+        # The stateless revision removed the handshake, ping and setLevel, and added discovery.
+        self._stateless_methods: dict[str, _Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+        }
 
     async def request(self, request: Request, ctx: CallContext) -> Result:
         """Answer one request; raises `McpError` for protocol errors, `CallCancelled` when the
         client cancelled it."""
-        handler = self._methods.get(request.method)
+        if ctx.envelope is None:
+            handler = self._methods.get(request.method)
+            if handler is None:
+                raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", truncate(request.method))
+            return await handler(request, ctx)
+        handler = self._stateless_methods.get(request.method)
         if handler is None:
-            raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.")
-        return await handler(request, ctx)
+            raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", truncate(request.method))
+        return self._shaper.shape(request.method, await handler(request, ctx))
 
     async def notification(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> None:
         """Take one notification; unknown ones are ignored, as JSON-RPC asks."""
@@ -110,6 +143,16 @@ class Dispatcher:
             result["instructions"] = self._identity.instructions
         return result
 
+    async def _discover(self, request: Request, ctx: CallContext) -> Result:
+        result: dict[str, Any] = {
+            "supportedVersions": list(MODERN_VERSIONS),
+            # listChanged: subscriptions/listen delivers notifications/tools/list_changed.
+            "capabilities": {"logging": {}, "tools": {"listChanged": True}},
+        }
+        if self._identity.instructions:
+            result["instructions"] = self._identity.instructions
+        return result
+
     async def _ping(self, request: Request, ctx: CallContext) -> Result:
         return {}
 
@@ -144,12 +187,17 @@ class Dispatcher:
         tool = self._registry.lookup(name)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {truncate(name)!r}.")
+        stateless = None
+        if ctx.envelope is not None:
+            answers = self._answers(params, _binding(self._sealer, ctx, name, arguments))
+            stateless = StatelessInput(ctx.envelope.capabilities, ctx.envelope.log_level, answers)
         call = ToolCall(
             request_id=request.id,
             progress_token=_progress_token(params),
             session=ctx.session,
             emit=ctx.emit,
             cancel_scope=anyio.CancelScope(),
+            stateless=stateless,
         )
         running = ctx.session.running if ctx.session is not None else {}
         if request.id in running:
@@ -159,6 +207,14 @@ class Dispatcher:
         try:
             with call.cancel_scope:
                 response = await invoke(self._app, tool, arguments, ctx.caller, call)
+        except InputRequired as needed:
+            return {
+                "resultType": "input_required",
+                "inputRequests": {needed.key: needed.request},
+                "requestState": self._sealer.seal(_binding(self._sealer, ctx, name, arguments), needed.answers),
+            }
+        except McpError:
+            raise  # a protocol error the route's context raised (a missing client capability)
         except ToolError as exc:
             return error_result(str(exc))
         except ToolContextError as exc:
@@ -171,6 +227,20 @@ class Dispatcher:
         if call.cancel_scope.cancelled_caught:
             raise CallCancelled(request.id)
         return tool_result(tool, response)
+
+    def _answers(self, params: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
+        """The client's answers so far: those sealed in requestState, plus this retry's."""
+        answers = self._sealer.open(params["requestState"], binding) if "requestState" in params else {}
+        responses = params.get("inputResponses")
+        if isinstance(responses, dict):
+            answers.update(responses)
+        return answers
+
+
+def _binding(sealer: RequestStateSealer, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> Binding:
+    """What a requestState is bound to: the caller's forwarded headers, the tool, the arguments."""
+    credentials = b"\x00".join(name + b"=" + value for name, value in ctx.caller.headers)
+    return sealer.binding(credentials, tool, arguments)
 
 
 def _progress_token(params: Mapping[str, Any]) -> str | int | None:

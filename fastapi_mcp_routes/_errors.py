@@ -4,10 +4,15 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 ├── ParseError            -32700, body is not JSON
 ├── InvalidRequest        -32600, not a JSON-RPC message, or refused by the transport
 ├── MethodNotFound        -32601
-└── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
-    └── ParamsNotObject   (in _wire) -32602 answered with the request's own id
+├── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
+│   ├── ParamsNotObject   (in _wire) answered with the request's own id
+│   └── InvalidRequestState  (in _request_state) a requestState that is not ours and fresh
+├── HeaderMismatch        -32020, routing headers disagree with the body (2026-07-28)
+├── MissingClientCapability     -32021, an undeclared client capability is needed
+└── UnsupportedProtocolVersion  -32022, a version this server does not serve
 HttpError                 the transport refuses a request with a status and an McpError
 CallCancelled             the client cancelled a request: no response is sent
+InputRequired             (in _context) a 2026-07-28 call needs the client's input first
 ToolError                 a call the route cannot take or complete (bad arguments, a
                           response over the cap): an `isError` result, not a protocol
                           error, so the model can correct itself
@@ -80,3 +85,21 @@ class CallCancelled(Exception):
     def __init__(self, request_id: str | int) -> None:
         super().__init__(f"request {request_id!r} was cancelled")
         self.request_id = request_id
+
+
+class HeaderMismatch(McpError):
+    """-32020: a routing header is missing or disagrees with the body (2026-07-28)."""
+
+    code = -32020
+
+
+class MissingClientCapability(McpError):
+    """-32021: the request needs a client capability it did not declare (2026-07-28)."""
+
+    code = -32021
+
+
+class UnsupportedProtocolVersion(McpError):
+    """-32022: the request names a protocol version this server does not serve (2026-07-28)."""
+
+    code = -32022

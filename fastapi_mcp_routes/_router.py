@@ -15,6 +15,7 @@ from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._registry import ToolRegistry
+from fastapi_mcp_routes._request_state import RequestStateSealer
 from fastapi_mcp_routes._sessions import SessionStore
 from fastapi_mcp_routes._transport import StreamableHTTPEndpoint, TransportConfig
 
@@ -41,6 +42,7 @@ def mcp_routes(
     forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
     dependencies: Sequence[Depends] | None = None,
     max_stream_seconds: float | None = None,
+    request_state_key: bytes | None = None,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -63,6 +65,8 @@ def mcp_routes(
         max_stream_seconds: end a resumable (2025-11-25) POST stream after this many seconds,
             for proxies that cut long responses; the call runs on and the client resumes the
             stream with `Last-Event-ID`. `None` keeps streams open until the answer.
+        request_state_key: the key (32 bytes or more) that seals 2026-07-28 `requestState`;
+            generated per process by default, so replicas behind one load balancer must share one.
     """
     _check_options(path, max_body_bytes, max_stream_seconds)
     forwarded = _header_names(forward_headers)
@@ -78,7 +82,11 @@ def mcp_routes(
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
         max_stream_seconds=max_stream_seconds,
     )
-    endpoint = StreamableHTTPEndpoint(config, Dispatcher(app, registry, identity), SessionStore() if sessions else None)
+    endpoint = StreamableHTTPEndpoint(
+        config,
+        Dispatcher(app, registry, identity, RequestStateSealer(request_state_key)),
+        SessionStore() if sessions else None,
+    )
 
     async def mcp_endpoint(request: Request) -> Response:
         return await endpoint(request)

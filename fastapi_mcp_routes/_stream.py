@@ -83,7 +83,7 @@ class ResponseStream:
             await self._start_streaming()
             await self._write(self._event(dumps(message)), more=True)
 
-    async def finish(self, body: bytes | None, *, answered_request: bool) -> None:
+    async def finish(self, body: bytes | None, *, answered_request: bool, status: int = 200) -> None:
         """Send the answer (a JSON-RPC response or batch). Without one, a POST of notifications
         gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202)."""
         self._finished = True  # from here on, emit() drops messages instead of starting a stream
@@ -102,7 +102,7 @@ class ResponseStream:
             await self._write(b"", more=False)
         else:
             # The fast path: nothing was streamed, so no lock is needed and none is taken.
-            await self._write_start(200, [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())])
+            await self._write_start(status, [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())])
             await self._write(body, more=False)
 
     async def _start_streaming(self) -> None:

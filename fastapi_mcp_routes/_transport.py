@@ -26,6 +26,8 @@ from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._replay import StreamLog, StreamLogs
 from fastapi_mcp_routes._sessions import Session, SessionStore
+from fastapi_mcp_routes._stateless import MODERN_VERSIONS, check_request, is_modern, status_for
+from fastapi_mcp_routes._stateless_http import SUBSCRIBE, StatelessAnswer, subscription
 from fastapi_mcp_routes._stream import ResponseStream, sse_event
 from fastapi_mcp_routes._wire import (
     Message,
@@ -65,6 +67,7 @@ class _Parsed:
     batch: bool
     ids: list[RequestId | None]  # the request id of each entry, for errors
     methods: list[str | None]  # the method each entry names, if any
+    first: Any  # the first message as decoded, before classification
 
 
 class StreamableHTTPEndpoint:
@@ -81,6 +84,9 @@ class StreamableHTTPEndpoint:
             self._check_origin(request)
             if request.method == "POST":
                 return await self._post(request)
+            if request.headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
+                # The stateless revision has no GET stream and no session to delete.
+                raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": "POST"})
             if request.method == "DELETE" and self._sessions is not None:
                 return self._delete(request, self._sessions)
             if request.method == "GET" and self._sessions is not None:
@@ -108,6 +114,8 @@ class StreamableHTTPEndpoint:
         accepts = _check_media_types(request)
         body = await _read_body(request, self._config.max_body_bytes)
         parsed = _parse(body)
+        if is_modern(request.headers, parsed.first):
+            return self._post_stateless(request, parsed, accepts)
         first = parsed.messages[0]
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
@@ -121,6 +129,29 @@ class StreamableHTTPEndpoint:
         if opening and isinstance(first, RpcRequest):
             return await self._initialize(request, first, ctx)
         return _Answer(self, parsed, ctx, accepts)
+
+    def _post_stateless(self, request: Request, parsed: _Parsed, accepts: _Accepts) -> Response:
+        """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
+        entry = parsed.messages[0]
+        if parsed.batch:
+            raise HttpError(400, InvalidRequest("Invalid Request: a 2026-07-28 POST carries one message, not a batch."))
+        if isinstance(entry, Notification):
+            return Response(status_code=202)
+        if isinstance(entry, Reply):
+            raise HttpError(400, InvalidRequest("Invalid Request: no server request waits for a response here."))
+        if isinstance(entry, McpError):
+            raise HttpError(400, entry, request_id=parsed.ids[0])
+        try:
+            envelope = check_request(entry, request.headers)
+        except McpError as error:
+            raise HttpError(status_for(error), error, request_id=entry.id) from None
+        caller = caller_from_scope(request.scope, self._config.forward_headers)
+        ctx = CallContext(envelope.version, caller, envelope=envelope)
+        if entry.method == SUBSCRIBE:
+            if not accepts.sse:
+                raise HttpError(406, InvalidRequest("Not Acceptable: a subscription is a text/event-stream."))
+            return subscription(self._dispatcher, entry)
+        return StatelessAnswer(self._dispatcher, entry, ctx, accepts.sse, accepts.json)
 
     async def _initialize(self, request: Request, initialize: RpcRequest, ctx: CallContext) -> Response:
         try:
@@ -351,7 +382,7 @@ def _parse(body: bytes) -> _Parsed:
                 raise HttpError(400, error, request_id=request_id_of(item)) from None
             messages.append(error)
     methods = [item.get("method") if isinstance(item, dict) else None for item in values]
-    return _Parsed(messages, batch, [request_id_of(item) for item in values], methods)
+    return _Parsed(messages, batch, [request_id_of(item) for item in values], methods, values[0])
 
 
 def _protocol_version(request: Request, session: Session | None, opening: bool) -> str:

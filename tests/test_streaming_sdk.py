@@ -85,6 +85,14 @@ def make_app() -> FastAPI:
         return {"opened": opened}
 
     @mcp_tool()
+    @app.post("/ask-twice")
+    async def ask_twice(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+        first = await ctx.elicit("First question?", schema)
+        second = await ctx.elicit("Second question?", schema)
+        return {"answers": [first.content, second.content]}
+
+    @mcp_tool()
     @app.post("/complete")
     async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
         message = {"role": "user", "content": {"type": "text", "text": prompt}}

@@ -1,0 +1,133 @@
+"""The stateless revision (2026-07-28): per-request envelope, routing headers, result shape.
+
+Every request carries its protocol version and the client's capabilities in `params._meta`;
+the `MCP-Protocol-Version`, `Mcp-Method` and (for named methods) `Mcp-Name` headers must agree
+with the body. Checks run in the order the official SDK uses, and the first failure wins
+(spec 2026-07-28, basic/transports/streamable-http and basic/versioning). Results carry
+`resultType`, the server's identity in `_meta`, and cache hints on cacheable lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from starlette.datastructures import Headers
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._context import LOG_LEVELS
+from fastapi_mcp_routes._errors import HeaderMismatch, InvalidParams, McpError, UnsupportedProtocolVersion
+from fastapi_mcp_routes._json import RawJSON, dumps
+from fastapi_mcp_routes._wire import Request
+
+MODERN_VERSIONS: Final = ("2026-07-28",)
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+HEADER_METHOD: Final = "mcp-method"
+HEADER_NAME: Final = "mcp-name"
+# The parameter that Mcp-Name must repeat, for the methods that have one.
+NAME_PARAMS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# Results a client may cache; they carry `ttlMs` and `cacheScope` (server/utilities/caching).
+CACHEABLE: Final = frozenset({"server/discover", "tools/list"})
+# Tools change only when the app's routes change, which a listener hears about at once.
+LIST_TTL_MS: Final = 0
+_BASE64_SENTINEL: Final = ("=?base64?", "?=")
+# HTTP statuses of JSON-RPC errors in this revision (spec: -32601 MUST be 404).
+_STATUS: Final = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What a 2026-07-28 request says about itself in `params._meta`."""
+
+    version: str
+    capabilities: dict[str, Any]
+    client_info: dict[str, Any] | None
+    log_level: str | None
+
+
+def is_modern(headers: Headers, first: Any) -> bool:
+    """Whether a POST speaks the stateless revision: its header or its envelope says so."""
+    if headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
+        return True
+    params = first.get("params") if isinstance(first, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_VERSION in meta
+
+
+def status_for(error: McpError) -> int:
+    return _STATUS.get(error.code, 200)
+
+
+def check_request(request: Request, headers: Headers) -> Envelope:
+    """Validate a request's envelope and routing headers; raises the error the spec names."""
+    meta = request.params.get("_meta")
+    if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
+        raise InvalidParams(f"Invalid params: params._meta must carry {META_VERSION!r} and {META_CAPABILITIES!r}.")
+    version = meta[META_VERSION]
+    if headers.get(c.HEADER_PROTOCOL_VERSION) != version:
+        raise HeaderMismatch("Header mismatch: MCP-Protocol-Version does not match the request's protocol version.")
+    if headers.get(HEADER_METHOD) != request.method:
+        raise HeaderMismatch("Header mismatch: Mcp-Method does not match the request's method.")
+    name_param = NAME_PARAMS.get(request.method)
+    if name_param is not None and _decoded(headers.get(HEADER_NAME)) != request.params.get(name_param):
+        raise HeaderMismatch(f"Header mismatch: Mcp-Name does not match the request's {name_param!r}.")
+    if not isinstance(version, str):
+        raise InvalidParams("Invalid params: the protocol version must be a string.")
+    if version not in MODERN_VERSIONS:
+        raise UnsupportedProtocolVersion(
+            "Unsupported protocol version", {"supported": list(MODERN_VERSIONS), "requested": version}
+        )
+    capabilities = meta[META_CAPABILITIES]
+    if not isinstance(capabilities, dict):
+        raise InvalidParams(f"Invalid params: {META_CAPABILITIES!r} must be an object.")
+    client_info = meta.get(META_CLIENT_INFO)
+    level = meta.get(META_LOG_LEVEL)
+    return Envelope(
+        version,
+        capabilities,
+        client_info if isinstance(client_info, dict) else None,
+        level if level in LOG_LEVELS else None,  # an unknown level is as good as none
+    )
+
+
+def _decoded(value: str | None) -> str | None:
+    """A header value, with the base64 form for values that are not plain ASCII decoded."""
+    start, end = _BASE64_SENTINEL
+    if value is None or not (value.startswith(start) and value.endswith(end)):
+        return value
+    try:
+        return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None  # matches nothing in the body
+
+
+class ResultShaper:
+    """Adds what every 2026-07-28 result carries; tool list pages stay pre-encoded."""
+
+    def __init__(self, server_info: Mapping[str, Any]) -> None:
+        self._meta = {META_SERVER_INFO: dict(server_info)}
+        self._raw_meta = dumps(self._meta)
+
+    def shape(
+        self, method: str, result: Mapping[str, Any] | RawJSON, cache_scope: str = "public"
+    ) -> RawJSON | dict[str, Any]:
+        """The result as the stateless revision sends it (a pre-encoded page stays encoded)."""
+        if isinstance(result, RawJSON):
+            head = b'{"resultType":"complete",'
+            if method in CACHEABLE:
+                head += b'"ttlMs":%d,"cacheScope":"%s",' % (LIST_TTL_MS, cache_scope.encode())
+            return RawJSON(head + result.data[1:-1] + b',"_meta":' + self._raw_meta + b"}")
+        shaped: dict[str, Any] = {"resultType": "complete", **result}
+        if method in CACHEABLE and shaped.get("resultType") == "complete":
+            shaped.setdefault("ttlMs", LIST_TTL_MS)
+            shaped.setdefault("cacheScope", cache_scope)
+        shaped["_meta"] = {**shaped.get("_meta", {}), **self._meta}
+        return shaped

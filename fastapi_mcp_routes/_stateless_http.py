@@ -1,0 +1,108 @@
+"""The stateless revision's side of the endpoint: one request per POST, no session.
+
+A request is checked (envelope, routing headers, version), answered through the shared
+dispatcher, and written as JSON or, once the call has something to say first, as SSE. Closing
+the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation), so a
+watcher task waits for the client to go away. `subscriptions/listen` holds a stream open for
+list-change notifications, tagged with the subscription's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._dispatch import CallContext, Dispatcher
+from fastapi_mcp_routes._errors import CallCancelled, McpError
+from fastapi_mcp_routes._json import dumps
+from fastapi_mcp_routes._listen import ListenStream
+from fastapi_mcp_routes._stateless import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes._stream import ResponseStream, sse_event
+from fastapi_mcp_routes._wire import Request, encode_error, encode_result, internal_error
+
+SUBSCRIBE: Final = "subscriptions/listen"
+ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+# What a listener can opt in to, and the notification each one brings.
+_SUBSCRIBABLE: Final = {"toolsListChanged": "notifications/tools/list_changed"}
+
+
+class StatelessAnswer(Response):
+    """Answers one 2026-07-28 request while its response is sent; the client's leaving cancels it."""
+
+    def __init__(self, dispatcher: Dispatcher, request: Request, ctx: CallContext, sse: bool, json: bool) -> None:
+        # Not Response.__init__: this response writes itself, it renders no body or headers.
+        self.background = None  # FastAPI attaches background tasks here when it has any
+        self._dispatcher = dispatcher
+        self._request = request
+        self._ctx = ctx
+        self._sse = sse
+        self._json = json
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        stream = ResponseStream(send, self._sse, self._json)
+        base = self._ctx
+        ctx = CallContext(base.protocol_version, base.caller, None, stream.emit if self._sse else None, base.envelope)
+        answer: tuple[bytes, int] | None = None
+        async with anyio.create_task_group() as tasks:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tasks.cancel_scope.cancel()  # the client left: the call is cancelled, nothing is sent
+
+            tasks.start_soon(watch)
+            answer = await self._answer(ctx)
+            tasks.cancel_scope.cancel()
+        if answer is None:
+            return  # cancelled, by the client's leaving
+        body, status = answer
+        await stream.finish(body, answered_request=True, status=status)
+        if self.background is not None:
+            await self.background()
+
+    async def _answer(self, ctx: CallContext) -> tuple[bytes, int] | None:
+        request = self._request
+        try:
+            return encode_result(request.id, await self._dispatcher.request(request, ctx)), 200
+        except McpError as error:
+            return encode_error(request.id, error), status_for(error)
+        except CallCancelled:
+            return None
+        except Exception as exc:
+            return internal_error(request.id, exc), 200
+
+
+def subscription(dispatcher: Dispatcher, request: Request) -> Response:
+    """The long-lived answer to `subscriptions/listen`: an acknowledgement naming what will be
+    sent, then those notifications only, each tagged with the subscription's id."""
+    wanted = request.params.get("notifications")
+    wanted = wanted if isinstance(wanted, Mapping) else {}
+    honored = {name: True for name in _SUBSCRIBABLE if wanted.get(name) is True}
+    tag = {META_SUBSCRIPTION_ID: request.id}
+    sends = {_SUBSCRIBABLE[name] for name in honored}
+    generation: int | None = None
+    acknowledged = False
+
+    def poll() -> list[bytes] | None:
+        nonlocal generation, acknowledged
+        generation, news = dispatcher.changes_since(generation)
+        if not acknowledged:
+            acknowledged = True
+            params: dict[str, Any] = {"_meta": tag, "notifications": honored}
+            return [_event({"jsonrpc": c.JSONRPC_VERSION, "method": ACKNOWLEDGED, "params": params})]
+        return [
+            _event({"jsonrpc": c.JSONRPC_VERSION, "method": note["method"], "params": {"_meta": tag}})
+            for note in news
+            if note["method"] in sends
+        ]
+
+    return ListenStream(poll, lambda: None)
+
+
+def _event(message: Mapping[str, Any]) -> bytes:
+    return sse_event(dumps(message))

@@ -1,0 +1,301 @@
+"""The stateless revision (2026-07-28) on the same endpoint, with the official SDK v2 client in
+its default mode (it calls server/discover first) and with raw HTTP for the errors it names."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, types
+
+from tests.conftest import serve
+from tests.test_streaming_sdk import WAIT_S, make_app, observed
+
+pytestmark = pytest.mark.anyio
+VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+}
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve(make_app()) as url:
+        yield url
+
+
+def message(method: str, params: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": meta or META}}
+
+
+def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    sent = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": method,
+    }
+    if name is not None:
+        sent["mcp-name"] = name
+    return {**sent, **extra}
+
+
+def post(http: httpx.Client, method: str, params: dict[str, Any] | None = None, **options: Any) -> httpx.Response:
+    """POST one stateless request with the routing headers a conforming client sends."""
+    meta = options.get("meta", META)
+    name = (params or {}).get("name")
+    return http.post("/mcp", json=message(method, params, meta), headers=headers(method, name))
+
+
+async def test_the_sdk_client_discovers_lists_and_calls_without_a_session(base_url: str) -> None:
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, text: str | None) -> None:
+        seen.append(progress)
+
+    with anyio.fail_after(WAIT_S):
+        async with Client(f"{base_url}/mcp") as client:
+            assert client.protocol_version == VERSION
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            counted = await client.call_tool("count", {"steps": 2}, progress_callback=on_progress)
+    assert {"count", "ask", "plain"} <= names
+    assert counted.structured_content == {"steps": 2}
+    assert seen == [1, 2]
+
+
+async def test_an_elicitation_taking_two_round_trips_reaches_the_route(base_url: str) -> None:
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": f"reply {len(asked)}"})
+
+    with anyio.fail_after(WAIT_S):
+        async with Client(f"{base_url}/mcp", elicitation_callback=on_elicit) as client:
+            result = await client.call_tool("ask_twice", {})
+    assert asked == ["First question?", "Second question?"]
+    assert result.structured_content == {"answers": [{"answer": "reply 1"}, {"answer": "reply 2"}]}
+
+
+def test_input_required_result_then_a_tampered_request_state_is_refused(base_url: str) -> None:
+    capable = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        first = http.post(
+            "/mcp",
+            json=message("tools/call", {"name": "ask", "arguments": {}}, capable),
+            headers=headers("tools/call", "ask"),
+        ).json()["result"]
+        assert first["resultType"] == "input_required"
+        [(key, question)] = first["inputRequests"].items()
+        assert question["method"] == "elicitation/create"
+        state = first["requestState"]
+        tampered = state[:-2] + ("AA" if not state.endswith("AA") else "BB")
+        retry = {
+            "name": "ask",
+            "arguments": {},
+            "inputResponses": {key: {"action": "accept", "content": {"colour": "red"}}},
+            "requestState": tampered,
+        }
+        refused = http.post("/mcp", json=message("tools/call", retry, capable), headers=headers("tools/call", "ask"))
+        other_arguments = {**retry, "requestState": state, "arguments": {"unexpected": 1}}
+        foreign = http.post(
+            "/mcp", json=message("tools/call", other_arguments, capable), headers=headers("tools/call", "ask")
+        )
+        accepted = http.post(
+            "/mcp",
+            json=message("tools/call", {**retry, "requestState": state}, capable),
+            headers=headers("tools/call", "ask"),
+        )
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "code": -32602,
+        "message": "Invalid or expired requestState.",
+        "data": {"reason": "invalid_request_state"},
+    }
+    assert foreign.status_code == 400  # a state is bound to the arguments it was issued for
+    assert accepted.json()["result"]["structuredContent"] == {"action": "accept", "content": {"colour": "red"}}
+
+
+def test_closing_the_response_stream_cancels_the_call(base_url: str) -> None:
+    observed.cancelled.clear()
+    call = message("tools/call", {"name": "slow", "arguments": {}}, {**META, "progressToken": "s"})
+    with (
+        httpx.Client(base_url=base_url, timeout=WAIT_S) as http,
+        http.stream("POST", "/mcp", json=call, headers=headers("tools/call", "slow")) as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                break  # the route is running; now the client goes away
+    assert observed.cancelled.wait(WAIT_S)
+
+
+def test_results_carry_result_type_server_info_and_cache_hints(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        discovered = http.post("/mcp", json=message("server/discover"), headers=headers("server/discover")).json()
+        listed = http.post("/mcp", json=message("tools/list"), headers=headers("tools/list")).json()
+        called = http.post(
+            "/mcp",
+            json=message("tools/call", {"name": "plain", "arguments": {}}),
+            headers=headers("tools/call", "plain"),
+        ).json()
+    result = discovered["result"]
+    assert result["supportedVersions"] == [VERSION]
+    assert result["capabilities"]["tools"] == {"listChanged": True}
+    for body in (result, listed["result"]):
+        assert (body["resultType"], body["ttlMs"], body["cacheScope"]) == ("complete", 0, "public")
+        assert body["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "Streaming"
+    assert [tool["name"] for tool in listed["result"]["tools"]] == sorted(
+        tool["name"] for tool in listed["result"]["tools"]
+    )
+    assert called["result"]["resultType"] == "complete"
+    assert called["result"]["structuredContent"] == {"is_tool_call": True, "session": False}
+
+
+def test_log_messages_only_when_the_request_names_a_level(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        quiet = http.post(
+            "/mcp",
+            json=message("tools/call", {"name": "chatty", "arguments": {}}),
+            headers=headers("tools/call", "chatty"),
+        )
+        leveled = {**META, "io.modelcontextprotocol/logLevel": "error"}
+        loud = http.post(
+            "/mcp",
+            json=message("tools/call", {"name": "chatty", "arguments": {}}, leveled),
+            headers=headers("tools/call", "chatty"),
+        )
+    assert quiet.headers["content-type"] == "application/json"
+    levels = [
+        json.loads(line[len("data: ") :])["params"]["level"]
+        for line in loud.text.splitlines()
+        if line.startswith("data: {") and "notifications/message" in line
+    ]
+    assert levels == ["error"]
+
+
+def test_subscriptions_listen_acknowledges_and_tags_list_changes() -> None:
+    app = make_app()
+    listen = message("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}})
+    with (
+        serve(app) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as http,
+        http.stream("POST", "/mcp", json=listen, headers=headers("subscriptions/listen")) as stream,
+    ):
+        events = (json.loads(line[len("data: ") :]) for line in stream.iter_lines() if line.startswith("data: {"))
+        acknowledged = next(events)
+
+        @app.get("/late", openapi_extra={"x-mcp": True})
+        def late() -> dict[str, str]:
+            return {"late": "yes"}
+
+        changed = next(events)
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert acknowledged["params"]["notifications"] == {"toolsListChanged": True}  # prompts are not served
+    assert changed == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 1}},
+    }
+
+
+def b64(value: str) -> str:
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+ASK = {"name": "ask", "arguments": {}}
+BAD_REQUESTS = [
+    # (case, method, params, meta, header overrides, status, code)
+    ("no _meta", "tools/list", {}, None, {}, 400, -32602),
+    ("no client capabilities", "tools/list", {}, {"io.modelcontextprotocol/protocolVersion": VERSION}, {}, 400, -32602),
+    (
+        "unsupported version",
+        "tools/list",
+        {},
+        {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"},
+        {"mcp-protocol-version": "2099-01-01"},
+        400,
+        -32022,
+    ),
+    ("version header disagrees", "tools/list", {}, META, {"mcp-protocol-version": "2025-11-25"}, 400, -32020),
+    ("method header disagrees", "tools/list", {}, META, {"mcp-method": "tools/call"}, 400, -32020),
+    ("name header missing", "tools/call", ASK, META, {"mcp-name": None}, 400, -32020),
+    ("name header disagrees", "tools/call", ASK, META, {"mcp-name": "plain"}, 400, -32020),
+    ("unknown method", "tools/destroy", {}, META, {}, 404, -32601),
+    ("removed ping", "ping", {}, META, {}, 404, -32601),
+    ("removed initialize", "initialize", {}, META, {}, 404, -32601),
+    ("undeclared client capability", "tools/call", ASK, META, {}, 400, -32021),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "meta", "overrides", "status", "code"),
+    [case[1:] for case in BAD_REQUESTS],
+    ids=[case[0] for case in BAD_REQUESTS],
+)
+def test_stateless_errors_get_the_status_and_code_the_spec_names(
+    base_url: str,
+    method: str,
+    params: dict[str, Any],
+    meta: dict[str, Any] | None,
+    overrides: dict[str, str | None],
+    status: int,
+    code: int,
+) -> None:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 41, "method": method, "params": dict(params)}
+    if meta is not None:
+        body["params"]["_meta"] = meta
+    sent = headers(method, params.get("name"))
+    for key, value in overrides.items():
+        if value is None:
+            sent.pop(key, None)
+        else:
+            sent[key] = value
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        response = http.post("/mcp", json=body, headers=sent)
+        assert (response.status_code, response.json()["error"]["code"]) == (status, code), response.text
+        assert response.json()["id"] == 41
+        assert post(http, "tools/call", {"name": "plain", "arguments": {}}).status_code == 200  # still serving
+
+
+def test_the_error_for_an_unsupported_version_lists_the_supported_ones(base_url: str) -> None:
+    meta = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        sent = headers("server/discover", **{"mcp-protocol-version": "2099-01-01"})
+        response = http.post("/mcp", json=message("server/discover", {}, meta), headers=sent)
+    assert response.json()["error"]["data"] == {"supported": [VERSION], "requested": "2099-01-01"}
+
+
+def test_the_missing_capability_error_names_it(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        response = post(http, "tools/call", ASK)
+    assert response.json()["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+def test_a_name_header_may_come_base64_encoded(base_url: str) -> None:
+    body = message("tools/call", {"name": "plain", "arguments": {}})
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        response = http.post("/mcp", json=body, headers=headers("tools/call", b64("plain")))
+    assert response.json()["result"]["structuredContent"] == {"is_tool_call": True, "session": False}
+
+
+def test_no_get_stream_no_delete_no_batch_and_notifications_are_acknowledged(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        sent = headers("tools/list")
+        assert http.get("/mcp", headers=sent).status_code == 405
+        assert http.delete("/mcp", headers=sent).headers["allow"] == "POST"
+        batch = http.post("/mcp", json=[message("tools/list"), message("tools/list")], headers=sent)
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "_meta": META}}
+        acknowledged = http.post("/mcp", json=note, headers=headers("notifications/cancelled"))
+        listen = message("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        json_only = {**headers("subscriptions/listen"), "accept": "application/json"}
+        not_acceptable = http.post("/mcp", json=listen, headers=json_only)
+    assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
+    assert acknowledged.status_code == 202
+    assert not_acceptable.status_code == 406
