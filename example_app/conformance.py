@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 import anyio
 from fastapi import Depends, FastAPI, HTTPException, Response
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from fastapi_mcp_routes import (
     ContentResponse,
+    InputRequest,
     ToolContext,
     image_content,
     mcp_routes,
@@ -195,3 +197,117 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     }
     answer = await ctx.elicit("Please choose.", schema)
     return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}"
+
+
+# -- Fixtures of the 2026-07-28 scenarios (suite 0.2.0-alpha): Multi Round-Trip Requests and
+# the stateless diagnostics. The same routes work in a session, one question at a time.
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _text_of(sampled: Mapping[str, Any]) -> str:
+    content = sampled.get("content")
+    return str(content.get("text")) if isinstance(content, Mapping) else str(content)
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/elicitation", response_class=PlainTextResponse)
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks for the user's name, then greets them."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/sampling", response_class=PlainTextResponse)
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model a question and returns its answer."""
+    question = {"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}
+    return _text_of(await ctx.sample([question], max_tokens=100, key="capital_question"))
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/roots", response_class=PlainTextResponse)
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Lists the client's roots."""
+    roots = await ctx.list_roots(key="client_roots")
+    return "Roots: " + ", ".join(str(root.get("uri")) for root in roots)
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/request-state", response_class=PlainTextResponse)
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Asks for a confirmation; the answer only arrives with a requestState that checked out."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    answer = await ctx.elicit("Please confirm", schema, key="confirm")
+    return f"state-ok: confirmed={(answer.content or {}).get('ok')}"
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/multiple", response_class=PlainTextResponse)
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks three things at once: a name, a greeting from the model, and the roots."""
+    greeting = {"role": "user", "content": {"type": "text", "text": "Generate a greeting"}}
+    answers = await ctx.ask(
+        {
+            "user_name": InputRequest.elicitation("What is your name?", NAME_SCHEMA),
+            "greeting": InputRequest.sampling([greeting], max_tokens=50),
+            "client_roots": InputRequest.roots(),
+        }
+    )
+    name = (answers["user_name"].get("content") or {}).get("name")
+    return f"{_text_of(answers['greeting'])} {name} ({len(answers['client_roots'].get('roots') or [])} roots)"
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/multi-round", response_class=PlainTextResponse)
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Asks two questions, one round each."""
+    name = await ctx.elicit("Step 1: What is your name?", NAME_SCHEMA, key="step1")
+    colour_schema = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+    colour = await ctx.elicit("Step 2: What is your favorite color?", colour_schema, key="step2")
+    return f"{(name.content or {}).get('name')} likes {(colour.content or {}).get('color')}"
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/tampered", response_class=PlainTextResponse)
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Asks one question; its requestState is sealed, so a tampered one is refused."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@mcp_tool()
+@app.post("/fixtures/mrtr/capabilities", response_class=PlainTextResponse)
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only what the client can answer: the user if it elicits, else its model."""
+    if "elicitation" in ctx.client_capabilities:
+        answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+        return f"Hello, {(answer.content or {}).get('name')}!"
+    question = {"role": "user", "content": {"type": "text", "text": "Suggest a name"}}
+    return _text_of(await ctx.sample([question], max_tokens=20, key="suggestion"))
+
+
+@mcp_tool()
+@app.post("/fixtures/missing-capability", response_class=PlainTextResponse)
+async def test_missing_capability(ctx: Context) -> str:
+    """Needs the client's model: refused with -32021 when the client has no sampling."""
+    question = {"role": "user", "content": {"type": "text", "text": "Say hi"}}
+    return _text_of(await ctx.sample([question], max_tokens=10))
+
+
+@mcp_tool()
+@app.post("/fixtures/streaming-elicitation", response_class=PlainTextResponse)
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Reports progress, then asks the user something."""
+    await ctx.report_progress(1, total=2)
+    answer = await ctx.elicit("Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+    return f"answered: {answer.action}"
+
+
+@mcp_tool()
+@app.get("/fixtures/logging-tool", response_class=PlainTextResponse)
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs at info; a 2026-07-28 request without a log level gets no log messages."""
+    await ctx.log("info", "test_logging_tool ran")
+    return "logged"

@@ -9,13 +9,14 @@ from fastapi_mcp_routes._content import (
     resource_content,
     text_content,
 )
-from fastapi_mcp_routes._context import ElicitationResult, ToolContext, ToolContextError
+from fastapi_mcp_routes._context import ElicitationResult, InputRequest, ToolContext, ToolContextError
 from fastapi_mcp_routes._metadata import mcp_tool
 from fastapi_mcp_routes._router import mcp_routes
 
 __all__ = [
     "ContentResponse",
     "ElicitationResult",
+    "InputRequest",
     "ToolContext",
     "ToolContextError",
     "audio_content",

@@ -39,15 +39,43 @@ class InputRequired(Exception):
     """A 2026-07-28 call asked the client something it has not answered yet: the call ends
     with an `input_required` result, and the client retries with the answer."""
 
-    def __init__(self, key: str, request: Mapping[str, Any], answers: Mapping[str, Any]) -> None:
-        super().__init__(f"input {key!r} is required")
-        self.key = key
-        self.request = request
+    def __init__(self, requests: Mapping[str, Mapping[str, Any]], answers: Mapping[str, Any]) -> None:
+        super().__init__(f"input {', '.join(map(repr, requests))} is required")
+        self.requests = requests  # key -> {method, params}, as inputRequests carries them
         self.answers = answers  # everything answered so far, to seal into the next requestState
 
 
 class ToolContextError(RuntimeError):
     """A `ToolContext` request the current call cannot make (no tool call, no capability...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequest:
+    """One question for the client: an elicitation, a sampling request, or a roots listing.
+
+    `ToolContext.ask` sends several at once; in the stateless revision they travel together
+    in one `input_required` result."""
+
+    method: str
+    params: Mapping[str, Any]
+    capability: str
+    mode: str | None = None
+
+    @classmethod
+    def elicitation(cls, message: str, schema: Mapping[str, Any]) -> InputRequest:
+        """Ask the user for input matching a flat object `schema` (form mode)."""
+        return cls("elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation", "form")
+
+    @classmethod
+    def sampling(cls, messages: Sequence[Mapping[str, Any]], max_tokens: int, **extra: Any) -> InputRequest:
+        """Ask the client's model for a completion; `extra` are further request params."""
+        params = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens, **extra}
+        return cls("sampling/createMessage", params, "sampling")
+
+    @classmethod
+    def roots(cls) -> InputRequest:
+        """Ask the client which roots (directories, repositories) it exposes."""
+        return cls("roots/list", {}, "roots")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +143,22 @@ class ToolCall:
             params["logger"] = logger
         await self.notify("notifications/message", params)
 
-    async def ask_client(
-        self, method: str, params: Mapping[str, Any], capability: str, mode: str | None = None
-    ) -> Mapping[str, Any]:
+    async def ask(self, requests: Mapping[str, InputRequest]) -> dict[str, Mapping[str, Any]]:
+        """The client's answers to these questions: in the stateless revision all at once (or
+        `InputRequired`), in a session one server-to-client request after the other."""
+        if self.stateless is not None:
+            return self.stateless.answer_or_ask(requests)
+        return {key: await self.ask_client(request) for key, request in requests.items()}
+
+    def next_key(self, method: str) -> str:
+        return self.stateless.next_key(method) if self.stateless is not None else method
+
+    async def ask_client(self, request: InputRequest) -> Mapping[str, Any]:
         """Send a request to the client on this call's stream and wait for its reply.
 
-        `mode`: a sub-capability the request needs; an empty capability object stands for the
-        default mode (spec 2025-11-25, client/elicitation: `{}` means form mode only)."""
-        if self.stateless is not None:
-            return self.stateless.answer_or_ask(method, params, capability, mode)
+        A request's `mode` is a sub-capability it needs; an empty capability object stands for
+        the default mode (spec 2025-11-25, client/elicitation: `{}` means form mode only)."""
+        method, params, capability, mode = request.method, request.params, request.capability, request.mode
         session = self.session
         if session is None or self._emit is None:
             raise ToolContextError(f"{method} needs a session and a response stream the client reads as SSE")
@@ -165,23 +200,30 @@ class StatelessInput:
         self.answers = dict(answers)
         self._asked = 0
 
-    def answer_or_ask(
-        self, method: str, params: Mapping[str, Any], capability: str, mode: str | None
-    ) -> Mapping[str, Any]:
-        declared = self.capabilities.get(capability)
-        if not isinstance(declared, dict) or (mode is not None and declared and mode not in declared):
-            required: dict[str, Any] = {capability: {mode: {}} if mode else {}}
-            raise MissingClientCapability(
-                f"This tool needs the client's {capability} capability.", {"requiredCapabilities": required}
-            )
+    def next_key(self, method: str) -> str:
         # The route runs again from the start on every retry, so its questions come in the
-        # same order and the n-th question always has the same key.
+        # same order and the n-th question always gets the same key.
         self._asked += 1
-        key = f"{method.split('/')[0]}-{self._asked}"
-        answer = self.answers.get(key)
-        if isinstance(answer, Mapping):
-            return answer
-        raise InputRequired(key, {"method": method, "params": dict(params)}, self.answers)
+        return f"{method.split('/')[0]}-{self._asked}"
+
+    def answer_or_ask(self, requests: Mapping[str, InputRequest]) -> dict[str, Mapping[str, Any]]:
+        """The answers to all these questions, or `InputRequired` naming the unanswered ones."""
+        for request in requests.values():
+            declared = self.capabilities.get(request.capability)
+            mode = request.mode
+            if not isinstance(declared, dict) or (mode is not None and declared and mode not in declared):
+                required: dict[str, Any] = {request.capability: {mode: {}} if mode else {}}
+                raise MissingClientCapability(
+                    f"This tool needs the client's {request.capability} capability.", {"requiredCapabilities": required}
+                )
+        missing = {
+            key: {"method": request.method, "params": dict(request.params)}
+            for key, request in requests.items()
+            if not isinstance(self.answers.get(key), Mapping)
+        }
+        if missing:
+            raise InputRequired(missing, self.answers)
+        return {key: self.answers[key] for key in requests}
 
 
 class ToolContext:
@@ -231,13 +273,40 @@ class ToolContext:
         if self._call is not None:
             await self._call.log(level, data, logger)
 
-    async def elicit(self, message: str, schema: Mapping[str, Any]) -> ElicitationResult:
-        """Ask the user, through the client, for input matching a flat object `schema`."""
-        result = await self._require_call("elicitation/create").ask_client(
-            "elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation", mode="form"
-        )
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """What the client declared it can do (the session's, or this request's envelope)."""
+        call = self._call
+        if call is None:
+            return {}
+        if call.stateless is not None:
+            return dict(call.stateless.capabilities)
+        return dict(call.session.client_capabilities or {}) if call.session is not None else {}
+
+    async def ask(self, requests: Mapping[str, InputRequest]) -> dict[str, Mapping[str, Any]]:
+        """Ask the client several things at once, by key; returns each raw answer by key.
+
+        In the stateless revision the questions travel together in one `input_required`
+        result and the route runs again with the answers; in a session they are asked one
+        after the other on the call's stream."""
+        return await self._require_call("input requests").ask(requests)
+
+    async def elicit(self, message: str, schema: Mapping[str, Any], *, key: str | None = None) -> ElicitationResult:
+        """Ask the user, through the client, for input matching a flat object `schema`.
+
+        `key` names the question in a stateless `input_required` result (default: numbered)."""
+        call = self._require_call("elicitation/create")
+        key = key or call.next_key("elicitation/create")
+        result = (await call.ask({key: InputRequest.elicitation(message, schema)}))[key]
         content = result.get("content")
         return ElicitationResult(str(result.get("action", "cancel")), content if isinstance(content, dict) else None)
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The roots the client exposes (`roots/list`)."""
+        call = self._require_call("roots/list")
+        key = key or call.next_key("roots/list")
+        roots = (await call.ask({key: InputRequest.roots()}))[key].get("roots")
+        return [dict(root) for root in roots if isinstance(root, Mapping)] if isinstance(roots, list) else []
 
     async def sample(
         self,
@@ -246,17 +315,17 @@ class ToolContext:
         *,
         system_prompt: str | None = None,
         temperature: float | None = None,
+        key: str | None = None,
         **extra: Any,
     ) -> Mapping[str, Any]:
         """Ask the client's model for a completion (`sampling/createMessage`); returns its result."""
-        params: dict[str, Any] = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens, **extra}
         if system_prompt is not None:
-            params["systemPrompt"] = system_prompt
+            extra["systemPrompt"] = system_prompt
         if temperature is not None:
-            params["temperature"] = temperature
-        return await self._require_call("sampling/createMessage").ask_client(
-            "sampling/createMessage", params, "sampling"
-        )
+            extra["temperature"] = temperature
+        call = self._require_call("sampling/createMessage")
+        key = key or call.next_key("sampling/createMessage")
+        return (await call.ask({key: InputRequest.sampling(messages, max_tokens, **extra)}))[key]
 
     def _require_call(self, method: str) -> ToolCall:
         if self._call is None:

@@ -210,7 +210,7 @@ class Dispatcher:
         except InputRequired as needed:
             return {
                 "resultType": "input_required",
-                "inputRequests": {needed.key: needed.request},
+                "inputRequests": dict(needed.requests),
                 "requestState": self._sealer.seal(_binding(self._sealer, ctx, name, arguments), needed.answers),
             }
         except McpError:

@@ -24,6 +24,7 @@ def test_public_names_are_exactly_these() -> None:
     assert fastapi_mcp_routes.__all__ == [
         "ContentResponse",
         "ElicitationResult",
+        "InputRequest",
         "ToolContext",
         "ToolContextError",
         "audio_content",
