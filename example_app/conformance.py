@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Depends, FastAPI, HTTPException, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
@@ -311,3 +311,53 @@ async def test_logging_tool(ctx: Context) -> str:
     """Logs at info; a 2026-07-28 request without a log level gets no log messages."""
     await ctx.log("info", "test_logging_tool ran")
     return "logged"
+
+
+# A hand-written JSON Schema 2020-12 body (openapi_extra): the tool's inputSchema keeps every
+# keyword of it ($schema, $defs with $anchor, allOf/anyOf, if/then/else).
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@mcp_tool(description="Tool with JSON Schema 2020-12 features")
+@app.post(
+    "/fixtures/json-schema-2020-12",
+    response_class=PlainTextResponse,
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": JSON_SCHEMA_2020_12}}}},
+)
+async def json_schema_2020_12_tool(request: Request) -> str:
+    body = await request.json()
+    return f"ok: {sorted(body)}"
+
+
+@mcp_tool()
+@app.get("/fixtures/headers", response_class=PlainTextResponse)
+def header_mirroring(
+    region: Annotated[
+        str, Query(description="Mirrored in Mcp-Param-Region.", json_schema_extra={"x-mcp-header": "Region"})
+    ],
+    priority: Annotated[int, Query(json_schema_extra={"x-mcp-header": "Priority"})] = 0,
+) -> str:
+    """Echoes arguments that 2026-07-28 clients also send as Mcp-Param-* headers."""
+    return f"region={region} priority={priority}"

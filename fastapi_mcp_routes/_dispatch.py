@@ -39,7 +39,7 @@ from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
 from fastapi_mcp_routes._request_state import Binding, RequestStateSealer
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
-from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper
+from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes._wire import Reply, Request, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
@@ -189,6 +189,7 @@ class Dispatcher:
             raise InvalidParams(f"Unknown tool: {truncate(name)!r}.")
         stateless = None
         if ctx.envelope is not None:
+            check_param_headers(tool.header_params, arguments, ctx.envelope.param_headers)
             answers = self._answers(params, _binding(self._sealer, ctx, name, arguments))
             stateless = StatelessInput(ctx.envelope.capabilities, ctx.envelope.log_level, answers)
         call = ToolCall(

@@ -63,6 +63,9 @@ class Tool:
     schema: ToolSchema
     required: frozenset[str]
     definition: Mapping[str, Any]
+    # Arguments a 2026-07-28 client mirrors in an `Mcp-Param-<Name>` header ("x-mcp-header"):
+    # (argument, lower-case header name, JSON type).
+    header_params: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +228,11 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
         schema=schema,
         required=frozenset(schema.input_schema.get("required", ())),
         definition=definition,
+        header_params=tuple(
+            (name, "mcp-param-" + str(prop["x-mcp-header"]).lower(), str(prop.get("type", "string")))
+            for name, prop in schema.input_schema["properties"].items()
+            if isinstance(prop, Mapping) and "x-mcp-header" in prop
+        ),
     )
 
 

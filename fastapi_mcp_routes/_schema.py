@@ -77,6 +77,7 @@ def build_tool_schema(
             required.append(wire_name)
 
     body_mode, media_type = BodyMode.NONE, None
+    keywords: dict[str, Any] = {}  # the body schema's own keywords, kept when its fields move up
     request_body = operation.get("requestBody")
     if request_body:
         media_type, body_schema = next(iter(request_body["content"].items()))
@@ -89,6 +90,7 @@ def build_tool_schema(
         if fields is not None:
             body_mode = BodyMode.FIELDS
             field_properties, field_required = fields
+            keywords = _schema_keywords(_resolve(body_schema, components))
             properties.update(field_properties)
             required.extend(field_required)
             arguments.update((name, Argument("body", name)) for name in field_properties)
@@ -108,7 +110,9 @@ def build_tool_schema(
     if required:
         input_schema["required"] = required
     input_schema["additionalProperties"] = False
-    input_schema = _with_defs(input_schema, components)
+    # A hand-written body schema (openapi_extra) may use all of JSON Schema 2020-12: its
+    # $schema, $defs, allOf/anyOf and if/then/else stay with the fields they constrain.
+    input_schema = _with_defs({**keywords, **input_schema}, components)
     output_schema, wrapped = _output_schema(operation, components)
     return ToolSchema(input_schema, output_schema, wrapped, arguments, body_mode, media_type)
 
@@ -155,6 +159,14 @@ def _flattenable_fields(
     return dict(properties), list(resolved.get("required", ()))
 
 
+# Keywords of a body schema that describe the fields, which the input schema states itself.
+_FIELD_KEYWORDS: Final = frozenset({"type", "properties", "required", "additionalProperties", "title"})
+
+
+def _schema_keywords(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if key not in _FIELD_KEYWORDS}
+
+
 def _refuse_file_fields(schema: Mapping[str, Any], components: Mapping[str, Any], where: str) -> None:
     resolved = _resolve(schema, components)
     for name, field in resolved.get("properties", {}).items():
@@ -186,14 +198,15 @@ def _success_json_schema(responses: Mapping[str, Any]) -> Mapping[str, Any] | No
 def _with_defs(schema: dict[str, Any], components: Mapping[str, Any]) -> dict[str, Any]:
     """Rewrite component references to `$defs` and attach every definition they reach."""
     rewritten: dict[str, Any] = _rewrite_refs(schema)
-    pending = list(_referenced_names(rewritten))
-    defs: dict[str, Any] = {}
+    own = rewritten.get("$defs", {})  # definitions the schema brings itself, not components
+    pending = [name for name in _referenced_names(rewritten) if name not in own]
+    defs: dict[str, Any] = dict(own)
     while pending:
         name = pending.pop()
         if name in defs:
             continue
         defs[name] = _rewrite_refs(components[name])
-        pending.extend(_referenced_names(defs[name]))
+        pending.extend(n for n in _referenced_names(defs[name]) if n not in own)
     if defs:
         rewritten["$defs"] = {name: defs[name] for name in sorted(defs)}
     return rewritten

@@ -39,6 +39,7 @@ CACHEABLE: Final = frozenset({"server/discover", "tools/list"})
 # Tools change only when the app's routes change, which a listener hears about at once.
 LIST_TTL_MS: Final = 0
 _BASE64_SENTINEL: Final = ("=?base64?", "?=")
+_PARAM_HEADER_PREFIX: Final = "mcp-param-"
 # HTTP statuses of JSON-RPC errors in this revision (spec: -32601 MUST be 404).
 _STATUS: Final = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 
@@ -51,6 +52,7 @@ class Envelope:
     capabilities: dict[str, Any]
     client_info: dict[str, Any] | None
     log_level: str | None
+    param_headers: Mapping[str, str]  # the Mcp-Param-* headers, by lower-case name
 
 
 def is_modern(headers: Headers, first: Any) -> bool:
@@ -95,7 +97,36 @@ def check_request(request: Request, headers: Headers) -> Envelope:
         capabilities,
         client_info if isinstance(client_info, dict) else None,
         level if level in LOG_LEVELS else None,  # an unknown level is as good as none
+        {name: value for name, value in headers.items() if name.startswith(_PARAM_HEADER_PREFIX)},
     )
+
+
+def check_param_headers(
+    header_params: tuple[tuple[str, str, str], ...], arguments: Mapping[str, Any], sent: Mapping[str, str]
+) -> None:
+    """Each argument a tool mirrors in a header must arrive in both places, and agree
+    (spec 2026-07-28, basic/transports/streamable-http, "Custom Headers")."""
+    for argument, header, kind in header_params:
+        value = arguments.get(argument)
+        raw = sent.get(header)
+        if value is None and raw is None:
+            continue
+        if value is None or raw is None:
+            raise HeaderMismatch(f"Header mismatch: {header} and the argument {argument!r} must come together.")
+        decoded = _decoded(raw)
+        if decoded is None or not _same_value(decoded, value, kind):
+            raise HeaderMismatch(f"Header mismatch: {header} does not match the argument {argument!r}.")
+
+
+def _same_value(header: str, value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(header) == float(value)
+        except ValueError:
+            return False
+    if isinstance(value, bool):
+        return header == ("true" if value else "false")
+    return header == str(value)
 
 
 def _decoded(value: str | None) -> str | None:
