@@ -8,6 +8,7 @@ features not built yet are listed in `conformance/expected-failures.yml`.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import struct
 from collections.abc import Mapping
@@ -361,3 +362,20 @@ def header_mirroring(
 ) -> str:
     """Echoes arguments that 2026-07-28 clients also send as Mcp-Param-* headers."""
     return f"region={region} priority={priority}"
+
+
+_added_tools = itertools.count(1)
+
+
+@mcp_tool()
+@app.post("/fixtures/trigger-tool-change", response_class=PlainTextResponse)
+def test_trigger_tool_change() -> str:
+    """Adds a route at runtime, so the tool list changes and listeners hear of it."""
+    number = next(_added_tools)
+
+    def dynamic_tool() -> str:
+        return f"dynamic tool {number}"
+
+    marked = mcp_tool(name=f"dynamic_tool_{number}", description="A tool added at runtime.")(dynamic_tool)
+    app.add_api_route(f"/fixtures/dynamic/{number}", marked, methods=["GET"], response_class=PlainTextResponse)
+    return f"added dynamic_tool_{number}"

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite (server scenarios) against example_app.conformance:app
-# on 127.0.0.1. Installs Node 22 (from the npm package node@22, when the machine's Node is older)
-# and the suite into .tools/, which git ignores. Usage: scripts/conformance.sh [extra suite args]
+# on 127.0.0.1, three ways: 0.1.16 (the session era), and the 0.2.0-alpha line with
+# --requirements 2026-07-28 (the stateless revision) and --requirements 2025-11-25. Each run has
+# its own expected-failures file under conformance/. Installs Node 22 (the npm package node@22,
+# when the machine's Node is older) and the suites into .tools/, which git ignores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SUITE_VERSION=0.1.16
+STABLE=0.1.16
+ALPHA=0.2.0-alpha.12
 TOOLS=.tools
 PYTHON=.venv/bin/python
-SUITE_DIR="$TOOLS/conformance-$SUITE_VERSION"
-SUITE_JS="$SUITE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 node_major() { node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || true; }
 if [ "$(node_major)" = "" ] || [ "$(node_major)" -lt 22 ]; then
@@ -18,9 +19,16 @@ if [ "$(node_major)" = "" ] || [ "$(node_major)" -lt 22 ]; then
   fi
   export PATH="$PWD/$TOOLS/node22/node_modules/.bin:$PATH"
 fi
-if [ ! -f "$SUITE_JS" ]; then
-  npm install --prefix "$SUITE_DIR" --no-audit --no-fund --silent "@modelcontextprotocol/conformance@$SUITE_VERSION"
-fi
+suite() {  # prints the entry point of one suite version, installing it on first use
+  local dir="$TOOLS/conformance-$1"
+  local js="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  if [ ! -f "$js" ]; then
+    npm install --prefix "$dir" --no-audit --no-fund --silent "@modelcontextprotocol/conformance@$1" >&2
+  fi
+  echo "$js"
+}
+stable_js=$(suite "$STABLE")
+alpha_js=$(suite "$ALPHA")
 
 port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$PYTHON" -m uvicorn example_app.conformance:app --host 127.0.0.1 --port "$port" --log-level warning &
@@ -38,5 +46,11 @@ while True:
             sys.exit("the conformance app did not start listening")
         time.sleep(0.1)
 PY
-node "$SUITE_JS" server --url "http://127.0.0.1:$port/mcp" \
-  --expected-failures conformance/expected-failures.yml "$@"
+url="http://127.0.0.1:$port/mcp"
+echo "== conformance $STABLE (session era)"
+node "$stable_js" server --url "$url" --expected-failures conformance/expected-failures.yml
+for revision in 2026-07-28 2025-11-25; do
+  echo "== conformance $ALPHA --requirements $revision"
+  node "$alpha_js" server --url "$url" --requirements "$revision" \
+    --expected-failures "conformance/expected-failures-$revision.yml"
+done

@@ -51,7 +51,23 @@ def test_fixture_tools_are_listed_with_descriptions() -> None:
             "test_elicitation",
             "test_elicitation_sep1034_defaults",
             "test_elicitation_sep1330_enums",
+            "test_input_required_result_elicitation",
+            "test_input_required_result_multiple_inputs",
+            "test_input_required_result_capabilities",
+            "test_missing_capability",
+            "test_streaming_elicitation",
+            "test_logging_tool",
+            "test_trigger_tool_change",
+            "json_schema_2020_12_tool",
+            "header_mirroring",
         } <= set(tools)
+        schema = tools["json_schema_2020_12_tool"]["inputSchema"]
+        for keyword in ("$schema", "$defs", "allOf", "if", "then", "else"):
+            assert keyword in schema, keyword
+        assert schema["$defs"]["address"]["$anchor"] == "addressDef"
+        assert schema["additionalProperties"] is False
+        region = tools["header_mirroring"]["inputSchema"]["properties"]["region"]
+        assert region["x-mcp-header"] == "Region"
         assert tools["test_sampling"]["inputSchema"]["required"] == ["prompt"]
         assert tools["test_elicitation"]["inputSchema"]["required"] == ["message"]
         assert all(tool["description"] for tool in tools.values())
