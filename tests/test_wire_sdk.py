@@ -151,3 +151,26 @@ async def test_bulk_create_reports_progress_through_the_tool_context(base_url: s
             )
     assert len(result.structured_content["created"]) == 2
     assert seen == [1, 2]
+
+
+async def test_the_stateless_sdk_client_uses_the_example_app_too(base_url: str) -> None:
+    """The SDK v2 client in its default mode discovers 2026-07-28 and needs no session."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    http = create_mcp_http_client(headers={"x-api-key": API_KEY})
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    with anyio.fail_after(WAIT_S):
+        async with http, Client(transport) as client:
+            assert client.protocol_version == "2026-07-28"
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            note = await client.call_tool("get_note", {"note_id": 1})
+            bulk = await client.call_tool(
+                "create_notes", {"body": [{"title": "x"}, {"title": "y"}]}, progress_callback=on_progress
+            )
+    assert "get_note" in names
+    assert note.structured_content == rest(base_url, "GET", "/notes/1").json()
+    assert len(bulk.structured_content["created"]) == 2
+    assert seen == [1, 2]
