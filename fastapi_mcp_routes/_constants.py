@@ -23,6 +23,8 @@ HEADER_SESSION_ID: Final = "mcp-session-id"
 HEADER_PROTOCOL_VERSION: Final = "mcp-protocol-version"
 HEADER_ORIGIN: Final = "origin"
 HEADER_LAST_EVENT_ID: Final = "last-event-id"
+# 2026-07-28: a tool argument marked "x-mcp-header": "Region" also travels as Mcp-Param-Region.
+PARAM_HEADER_PREFIX: Final = "mcp-param-"
 HEADER_HOST: Final = "host"
 HEADER_ACCEPT: Final = "accept"
 HEADER_CONTENT_TYPE: Final = "content-type"

@@ -35,9 +35,12 @@ CANCELLED: Final = "notifications/cancelled"
 Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
-class InputRequired(Exception):
+class InputRequired(BaseException):
     """A 2026-07-28 call asked the client something it has not answered yet: the call ends
-    with an `input_required` result, and the client retries with the answer."""
+    with an `input_required` result, and the client retries with the answer.
+
+    A BaseException, like cancellation, so a route's own `except Exception` around a question
+    cannot swallow it: the same route code must work in both eras."""
 
     def __init__(self, requests: Mapping[str, Mapping[str, Any]], answers: Mapping[str, Any]) -> None:
         super().__init__(f"input {', '.join(map(repr, requests))} is required")
@@ -194,8 +197,15 @@ class StatelessInput:
     """A 2026-07-28 call's side of Multi Round-Trip Requests: the answers the client has
     given so far, and the next question when one is missing."""
 
-    def __init__(self, capabilities: Mapping[str, Any], log_level: str | None, answers: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        capabilities: Mapping[str, Any],
+        log_level: str | None,
+        answers: Mapping[str, Any],
+        client_info: Mapping[str, Any] | None = None,
+    ) -> None:
         self.capabilities = capabilities
+        self.client_info = dict(client_info) if client_info is not None else None
         self.log_level = log_level
         self.answers = dict(answers)
         self._asked = 0
@@ -254,8 +264,11 @@ class ToolContext:
 
     @property
     def client_info(self) -> dict[str, Any] | None:
-        """The `clientInfo` the client sent in `initialize`."""
-        session = self._call.session if self._call else None
+        """The client's `clientInfo`: from `initialize`, or from this request's envelope."""
+        call = self._call
+        if call is not None and call.stateless is not None:
+            return call.stateless.client_info
+        session = call.session if call else None
         return session.client_info if session else None
 
     @property

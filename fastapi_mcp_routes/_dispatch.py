@@ -40,7 +40,7 @@ from fastapi_mcp_routes._request_state import Binding, RequestStateSealer
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
 from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper, check_param_headers
-from fastapi_mcp_routes._wire import Reply, Request, is_request_id, truncate
+from fastapi_mcp_routes._wire import Reply, Request, RequestId, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
 TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
@@ -63,6 +63,9 @@ class CallContext:
     session: Session | None = None  # the session's protocol state, when there is a session
     emit: Emit | None = None  # sends a message on the request's own response stream
     envelope: Envelope | None = None  # a 2026-07-28 request's own version and capabilities
+    credentials: bytes = b""  # the caller's credential headers, canonical: what a requestState binds
+    # Without a session, the calls this request runs, so the transport can cancel them.
+    cancel_scopes: dict[RequestId, anyio.CancelScope] | None = None
 
 
 class Dispatcher:
@@ -100,7 +103,7 @@ class Dispatcher:
             return await handler(request, ctx)
         handler = self._stateless_methods.get(request.method)
         if handler is None:
-            raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", truncate(request.method))
+            raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", request.method)
         return self._shaper.shape(request.method, await handler(request, ctx))
 
     async def notification(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> None:
@@ -191,7 +194,8 @@ class Dispatcher:
         if ctx.envelope is not None:
             check_param_headers(tool.header_params, arguments, ctx.envelope.param_headers)
             answers = self._answers(params, _binding(self._sealer, ctx, name, arguments))
-            stateless = StatelessInput(ctx.envelope.capabilities, ctx.envelope.log_level, answers)
+            envelope = ctx.envelope
+            stateless = StatelessInput(envelope.capabilities, envelope.log_level, answers, envelope.client_info)
         call = ToolCall(
             request_id=request.id,
             progress_token=_progress_token(params),
@@ -200,7 +204,7 @@ class Dispatcher:
             cancel_scope=anyio.CancelScope(),
             stateless=stateless,
         )
-        running = ctx.session.running if ctx.session is not None else {}
+        running = ctx.session.running if ctx.session is not None else ctx.cancel_scopes or {}
         if request.id in running:
             # Ids of requests in flight must be unique, or a cancellation could not name one.
             raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
@@ -230,18 +234,24 @@ class Dispatcher:
         return tool_result(tool, response)
 
     def _answers(self, params: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
-        """The client's answers so far: those sealed in requestState, plus this retry's."""
-        answers = self._sealer.open(params["requestState"], binding) if "requestState" in params else {}
+        """The client's answers so far: those sealed in requestState (which nothing the
+        client sends can replace), plus this request's `inputResponses`.
+
+        Answers without a state are taken as the spec allows (a client may answer up front,
+        and stateless servers need no state); keys the route never asks are simply unused."""
+        answers: dict[str, Any] = {}
+        if "requestState" in params:
+            answers = self._sealer.open(params["requestState"], binding)
         responses = params.get("inputResponses")
         if isinstance(responses, dict):
-            answers.update(responses)
+            for key, response in responses.items():
+                answers.setdefault(key, response)
         return answers
 
 
 def _binding(sealer: RequestStateSealer, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> Binding:
-    """What a requestState is bound to: the caller's forwarded headers, the tool, the arguments."""
-    credentials = b"\x00".join(name + b"=" + value for name, value in ctx.caller.headers)
-    return sealer.binding(credentials, tool, arguments)
+    """What a requestState is bound to: the caller's credentials, the tool, the arguments."""
+    return sealer.binding(ctx.credentials, tool, arguments)
 
 
 def _progress_token(params: Mapping[str, Any]) -> str | int | None:

@@ -31,6 +31,7 @@ logger = logging.getLogger("fastapi_mcp_routes")
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
 _PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
 _PLACEHOLDER: Final = re.compile(r"{([^}]+)}")
+_HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 
 # Hints derived from the HTTP method (documented in the README): what a REST author promises
 # by choosing the method. Explicit `mcp_tool` options override each one.
@@ -228,12 +229,29 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
         schema=schema,
         required=frozenset(schema.input_schema.get("required", ())),
         definition=definition,
-        header_params=tuple(
-            (name, "mcp-param-" + str(prop["x-mcp-header"]).lower(), str(prop.get("type", "string")))
-            for name, prop in schema.input_schema["properties"].items()
-            if isinstance(prop, Mapping) and "x-mcp-header" in prop
-        ),
+        header_params=_header_params(schema.input_schema["properties"], entry.where),
     )
+
+
+def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:
+    """Arguments marked "x-mcp-header", checked as the spec limits them: an integer, string or
+    boolean argument, a header-token name, unique ignoring case (2026-07-28, Custom Headers)."""
+    params: list[tuple[str, str, str]] = []
+    for name, prop in properties.items():
+        if not isinstance(prop, Mapping) or "x-mcp-header" not in prop:
+            continue
+        header = prop["x-mcp-header"]
+        kinds = {option.get("type") for option in prop.get("anyOf", [prop])} - {"null"}
+        kind = next(iter(kinds)) if len(kinds) == 1 else None
+        if not isinstance(header, str) or not _HEADER_TOKEN.fullmatch(header):
+            raise ValueError(f"{where}: x-mcp-header of {name!r} must be an HTTP header token, got {header!r}")
+        if kind not in ("integer", "string", "boolean"):
+            raise ValueError(f"{where}: x-mcp-header needs an integer, string or boolean argument; {name!r} is {kinds}")
+        lowered = c.PARAM_HEADER_PREFIX + header.lower()
+        if any(lowered == taken for _, taken, _ in params):
+            raise ValueError(f"{where}: two arguments use the x-mcp-header {header!r}")
+        params.append((name, lowered, kind))
+    return tuple(params)
 
 
 def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -44,17 +45,20 @@ class RequestStateSealer:
     """Seals the answers gathered so far into a `requestState`, and opens it on the retry."""
 
     def __init__(self, key: bytes | None = None, clock: Callable[[], float] = time.time) -> None:
-        if key is not None and len(key) < 32:
-            raise ValueError(f"the request state key must be at least 32 bytes, got {len(key)}")
+        if key is not None and (not isinstance(key, bytes) or len(key) < 32):
+            raise ValueError(f"request_state_key must be at least 32 bytes (bytes, not text), got {key!r:.20}")
         self._key = key or secrets.token_bytes(32)
         self._clock = clock
 
     def binding(self, credentials: bytes, tool: str, arguments: Mapping[str, Any]) -> Binding:
+        """`credentials`: the caller's credential headers, in a canonical order."""
         caller = hmac.digest(self._key, b"caller\x00" + credentials, "sha256").hex()
-        digest = hashlib.sha256(dumps(dict(sorted(arguments.items())))).hexdigest()
-        return Binding(caller, tool, digest)
+        # Keys sorted at every level, so the same arguments always give the same digest.
+        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return Binding(caller, tool, hashlib.sha256(canonical.encode()).hexdigest())
 
     def seal(self, binding: Binding, answers: Mapping[str, Any]) -> str:
+        """Seal the answers so far; none of them can be changed on the way back."""
         payload = dumps(
             {
                 "v": 1,
@@ -69,12 +73,14 @@ class RequestStateSealer:
         return _b64(payload) + "." + _b64(mac)
 
     def open(self, state: object, binding: Binding) -> dict[str, Any]:
-        """The answers a state carries; `InvalidRequestState` for anything not ours and fresh."""
+        """The answers a state carries; `InvalidRequestState` for anything that is not ours,
+        fresh, and issued for this caller, tool and arguments."""
+        if not isinstance(state, str):
+            raise InvalidRequestState()
         try:
-            assert isinstance(state, str)
             encoded_payload, encoded_mac = state.split(".")
             payload, mac = _unb64(encoded_payload), _unb64(encoded_mac)
-        except (AssertionError, ValueError):
+        except ValueError:
             raise InvalidRequestState() from None
         if not hmac.compare_digest(mac, hmac.digest(self._key, payload, "sha256")):
             raise InvalidRequestState()

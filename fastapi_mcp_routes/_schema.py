@@ -90,7 +90,10 @@ def build_tool_schema(
         if fields is not None:
             body_mode = BodyMode.FIELDS
             field_properties, field_required = fields
-            keywords = _schema_keywords(_resolve(body_schema, components))
+            if not properties:
+                # The body's own keywords constrain its fields; they can describe the whole
+                # input only when nothing else is in it.
+                keywords = _schema_keywords(_resolve(body_schema, components), components, where)
             properties.update(field_properties)
             required.extend(field_required)
             arguments.update((name, Argument("body", name)) for name in field_properties)
@@ -163,7 +166,10 @@ def _flattenable_fields(
 _FIELD_KEYWORDS: Final = frozenset({"type", "properties", "required", "additionalProperties", "title"})
 
 
-def _schema_keywords(schema: Mapping[str, Any]) -> dict[str, Any]:
+def _schema_keywords(schema: Mapping[str, Any], components: Mapping[str, Any], where: str) -> dict[str, Any]:
+    clashes = sorted(set(schema.get("$defs", {})) & set(components))
+    if clashes:
+        raise ValueError(f"{where}: the body schema's $defs {clashes!r} clash with the app's model names")
     return {key: value for key, value in schema.items() if key not in _FIELD_KEYWORDS}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,7 +40,7 @@ CACHEABLE: Final = frozenset({"server/discover", "tools/list"})
 # Tools change only when the app's routes change, which a listener hears about at once.
 LIST_TTL_MS: Final = 0
 _BASE64_SENTINEL: Final = ("=?base64?", "?=")
-_PARAM_HEADER_PREFIX: Final = "mcp-param-"
+_INTEGER: Final = re.compile(r"-?(0|[1-9][0-9]*)")
 # HTTP statuses of JSON-RPC errors in this revision (spec: -32601 MUST be 404).
 _STATUS: Final = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 
@@ -70,6 +71,10 @@ def status_for(error: McpError) -> int:
 
 def check_request(request: Request, headers: Headers) -> Envelope:
     """Validate a request's envelope and routing headers; raises the error the spec names."""
+    for name in (c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME):
+        if len(headers.getlist(name)) > 1:
+            # Two copies could route differently in a proxy and here: refused, as the SDK does.
+            raise HeaderMismatch(f"Header mismatch: {name} appears more than once.")
     meta = request.params.get("_meta")
     if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
         raise InvalidParams(f"Invalid params: params._meta must carry {META_VERSION!r} and {META_CAPABILITIES!r}.")
@@ -97,7 +102,7 @@ def check_request(request: Request, headers: Headers) -> Envelope:
         capabilities,
         client_info if isinstance(client_info, dict) else None,
         level if level in LOG_LEVELS else None,  # an unknown level is as good as none
-        {name: value for name, value in headers.items() if name.startswith(_PARAM_HEADER_PREFIX)},
+        {name: value for name, value in headers.items() if name.startswith(c.PARAM_HEADER_PREFIX)},
     )
 
 
@@ -119,11 +124,9 @@ def check_param_headers(
 
 
 def _same_value(header: str, value: Any, kind: str) -> bool:
-    if kind in ("integer", "number") and isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return float(header) == float(value)
-        except ValueError:
-            return False
+    if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
+        # Exact, on the canonical decimal form: no floats, exponents or padding.
+        return _INTEGER.fullmatch(header) is not None and int(header) == value
     if isinstance(value, bool):
         return header == ("true" if value else "false")
     return header == str(value)
@@ -134,10 +137,14 @@ def _decoded(value: str | None) -> str | None:
     start, end = _BASE64_SENTINEL
     if value is None or not (value.startswith(start) and value.endswith(end)):
         return value
+    encoded = value[len(start) : -len(end)]
     try:
-        return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
+        raw = base64.b64decode(encoded, validate=True)
+        text = raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None  # matches nothing in the body
+    # Only the canonical encoding counts, so one value has one header form.
+    return text if base64.b64encode(raw).decode("ascii") == encoded else None
 
 
 class ResultShaper:

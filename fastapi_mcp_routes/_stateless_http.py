@@ -9,6 +9,7 @@ list-change notifications, tagged with the subscription's id.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -23,7 +24,7 @@ from fastapi_mcp_routes._json import dumps
 from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._stateless import META_SUBSCRIPTION_ID, status_for
 from fastapi_mcp_routes._stream import ResponseStream, sse_event
-from fastapi_mcp_routes._wire import Request, encode_error, encode_result, internal_error
+from fastapi_mcp_routes._wire import Request, RequestId, encode_error, encode_result, internal_error
 
 SUBSCRIBE: Final = "subscriptions/listen"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
@@ -46,20 +47,26 @@ class StatelessAnswer(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = ResponseStream(send, self._sse, self._json)
         base = self._ctx
-        ctx = CallContext(base.protocol_version, base.caller, None, stream.emit if self._sse else None, base.envelope)
+        calls: dict[RequestId, anyio.CancelScope] = {}
+        emit = stream.emit if self._sse else None
+        ctx = dataclasses.replace(base, emit=emit, cancel_scopes=calls)
         answer: tuple[bytes, int] | None = None
         async with anyio.create_task_group() as tasks:
 
             async def watch() -> None:
                 while (await receive())["type"] != "http.disconnect":
                     pass
-                tasks.cancel_scope.cancel()  # the client left: the call is cancelled, nothing is sent
+                # The client left: the call is cancelled (its context sees it), nothing is sent.
+                for scope in calls.values():
+                    scope.cancel()
+                tasks.cancel_scope.cancel()
 
             tasks.start_soon(watch)
             answer = await self._answer(ctx)
             tasks.cancel_scope.cancel()
         if answer is None:
-            return  # cancelled, by the client's leaving
+            stream.abandon()  # no keep-alive or anything else for a cancelled request
+            return
         body, status = answer
         await stream.finish(body, answered_request=True, status=status)
         if self.background is not None:

@@ -83,12 +83,19 @@ class ResponseStream:
             await self._start_streaming()
             await self._write(self._event(dumps(message)), more=True)
 
+    def abandon(self) -> None:
+        """The request was cancelled: nothing more goes out, not even a keep-alive."""
+        self._finished = True
+        self._disarm()
+
     async def finish(self, body: bytes | None, *, answered_request: bool, status: int = 200) -> None:
         """Send the answer (a JSON-RPC response or batch). Without one, a POST of notifications
         gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202)."""
         self._finished = True  # from here on, emit() drops messages instead of starting a stream
         self._disarm()
-        must_stream = (body is not None and not self._json_allowed) or (
+        # An error with its own HTTP status (stateless revision) goes out as JSON unless a
+        # stream has started: the status is part of the answer.
+        must_stream = (body is not None and not self._json_allowed and status == 200) or (
             body is None and answered_request and self._sse_allowed
         )
         if self._streaming or must_stream:

@@ -146,10 +146,15 @@ class StreamableHTTPEndpoint:
         except McpError as error:
             raise HttpError(status_for(error), error, request_id=entry.id) from None
         caller = caller_from_scope(request.scope, self._config.forward_headers)
-        ctx = CallContext(envelope.version, caller, envelope=envelope)
+        # What a requestState is bound to: the caller's credentials, sorted, without Cookie
+        # (clients keep whatever cookies the app sets, as sessions also allow for).
+        wanted = self._config.credential_headers
+        credentials = b"\x00".join(sorted(k + b"=" + v for k, v in request.scope["headers"] if k in wanted))
+        ctx = CallContext(envelope.version, caller, envelope=envelope, credentials=credentials)
         if entry.method == SUBSCRIBE:
             if not accepts.sse:
-                raise HttpError(406, InvalidRequest("Not Acceptable: a subscription is a text/event-stream."))
+                refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
+                raise HttpError(406, refusal, request_id=entry.id)
             return subscription(self._dispatcher, entry)
         return StatelessAnswer(self._dispatcher, entry, ctx, accepts.sse, accepts.json)
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import httpx
 import pytest
+from fastapi import FastAPI, Query
 from mcp import Client, types
 
+from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes._registry import ToolRegistry
 from tests.conftest import serve
 from tests.test_streaming_sdk import WAIT_S, make_app, observed
 
@@ -299,3 +302,81 @@ def test_no_get_stream_no_delete_no_batch_and_notifications_are_acknowledged(bas
     assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
     assert acknowledged.status_code == 202
     assert not_acceptable.status_code == 406
+
+
+CAPABLE = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+
+def answer_to(result: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
+    [key] = result["inputRequests"]
+    return {key: {"action": "accept", "content": content}}
+
+
+def test_answers_given_up_front_are_used_and_unknown_keys_ignored(base_url: str) -> None:
+    responses = {
+        "elicitation-1": {"action": "accept", "content": {"colour": "green"}},
+        "nobody-asked": {"action": "accept", "content": {}},
+    }
+    call = {"name": "ask", "arguments": {}, "inputResponses": responses}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        result = post(http, "tools/call", call, meta=CAPABLE).json()["result"]
+    assert result["structuredContent"] == {"action": "accept", "content": {"colour": "green"}}
+
+
+def test_a_sealed_answer_cannot_be_replaced_in_a_later_round(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        first = post(http, "tools/call", {"name": "ask_twice", "arguments": {}}, meta=CAPABLE).json()["result"]
+        round_one = answer_to(first, {"answer": "one"})
+        retry = {"name": "ask_twice", "arguments": {}, "requestState": first["requestState"]}
+        second = post(http, "tools/call", {**retry, "inputResponses": round_one}, meta=CAPABLE).json()["result"]
+        replaced = {**{key: {"action": "accept", "content": {"answer": "OVERRIDDEN"}} for key in round_one}}
+        last = {**replaced, **answer_to(second, {"answer": "two"})}
+        final = {"name": "ask_twice", "arguments": {}, "requestState": second["requestState"], "inputResponses": last}
+        done = post(http, "tools/call", final, meta=CAPABLE).json()["result"]
+    assert done["structuredContent"] == {"answers": [{"answer": "one"}, {"answer": "two"}]}
+
+
+def test_a_cookie_the_app_sets_between_rounds_does_not_break_the_request_state(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        first = post(http, "tools/call", ASK, meta=CAPABLE).json()["result"]
+        http.cookies.set("lb", "node2")  # as a load balancer's affinity cookie would
+        retry = {**ASK, "requestState": first["requestState"], "inputResponses": answer_to(first, {"colour": "blue"})}
+        done = post(http, "tools/call", retry, meta=CAPABLE).json()["result"]
+    assert done["structuredContent"] == {"action": "accept", "content": {"colour": "blue"}}
+
+
+def test_a_routes_broad_except_does_not_swallow_the_question(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        result = post(http, "tools/call", {"name": "broad", "arguments": {}}, meta=CAPABLE).json()["result"]
+    assert result["resultType"] == "input_required"
+
+
+def test_a_repeated_routing_header_is_refused(base_url: str) -> None:
+    sent = [(k, v) for k, v in headers("tools/list").items()] + [("mcp-method", "tools/call")]
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        response = http.post("/mcp", json=message("tools/list"), headers=sent)
+    assert (response.status_code, response.json()["error"]["code"]) == (400, -32020)
+
+
+def test_a_request_state_key_must_be_long_bytes() -> None:
+    with pytest.raises(ValueError, match="request_state_key must be at least 32 bytes"):
+        mcp_routes(FastAPI(), request_state_key="s" * 40)  # type: ignore[arg-type]
+
+
+def bad_token(value: Annotated[int, Query(json_schema_extra={"x-mcp-header": "Bad Name"})]) -> int:
+    return value
+
+
+def float_header(value: Annotated[float, Query(json_schema_extra={"x-mcp-header": "Weight"})]) -> float:
+    return value
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [(bad_token, "must be an HTTP header token"), (float_header, "needs an integer, string or boolean")],
+)
+def test_an_x_mcp_header_the_spec_does_not_allow_stops_discovery(endpoint: Any, message: str) -> None:
+    app = FastAPI()
+    app.add_api_route("/h", mcp_tool()(endpoint), methods=["GET"])
+    with pytest.raises(ValueError, match=message):
+        ToolRegistry(app, frozenset()).table()

@@ -93,6 +93,16 @@ def make_app() -> FastAPI:
         return {"answers": [first.content, second.content]}
 
     @mcp_tool()
+    @app.post("/broad")
+    async def broad(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+        try:
+            answer = await ctx.elicit("Anything?", schema)
+        except Exception as exc:  # a route's own broad handler must not swallow the question
+            return {"swallowed": type(exc).__name__}
+        return {"answer": answer.content}
+
+    @mcp_tool()
     @app.post("/complete")
     async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
         message = {"role": "user", "content": {"type": "text", "text": prompt}}
