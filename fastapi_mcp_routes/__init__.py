@@ -10,13 +10,18 @@ from fastapi_mcp_routes._content import (
     text_content,
 )
 from fastapi_mcp_routes._context import ElicitationResult, InputRequest, ToolContext, ToolContextError
+from fastapi_mcp_routes._jwt import JWTBearer, Principal
 from fastapi_mcp_routes._metadata import mcp_tool
+from fastapi_mcp_routes._resource import ProtectedResource
 from fastapi_mcp_routes._router import mcp_routes
 
 __all__ = [
     "ContentResponse",
     "ElicitationResult",
     "InputRequest",
+    "JWTBearer",
+    "Principal",
+    "ProtectedResource",
     "ToolContext",
     "ToolContextError",
     "audio_content",

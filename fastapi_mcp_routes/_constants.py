@@ -23,6 +23,8 @@ HEADER_SESSION_ID: Final = "mcp-session-id"
 HEADER_PROTOCOL_VERSION: Final = "mcp-protocol-version"
 HEADER_ORIGIN: Final = "origin"
 HEADER_LAST_EVENT_ID: Final = "last-event-id"
+# Our own ASGI scope key: the principal the endpoint's `auth` dependency returned.
+PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_routes.principal"
 # 2026-07-28: a tool argument marked "x-mcp-header": "Region" also travels as Mcp-Param-Region.
 PARAM_HEADER_PREFIX: Final = "mcp-param-"
 HEADER_HOST: Final = "host"

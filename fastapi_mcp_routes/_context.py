@@ -101,8 +101,10 @@ class ToolCall:
         emit: Emit | None,
         cancel_scope: anyio.CancelScope,
         stateless: StatelessInput | None = None,
+        principal: Any = None,
     ) -> None:
         self.request_id = request_id
+        self.principal = principal
         self.stateless = stateless
         self.progress_token = progress_token
         self.session = session
@@ -270,6 +272,11 @@ class ToolContext:
             return call.stateless.client_info
         session = call.session if call else None
         return session.client_info if session else None
+
+    @property
+    def principal(self) -> Any:
+        """What the endpoint's `auth` dependency returned for the caller (None without auth)."""
+        return self._call.principal if self._call else None
 
     @property
     def cancelled(self) -> bool:

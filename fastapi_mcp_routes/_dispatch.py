@@ -66,6 +66,7 @@ class CallContext:
     credentials: bytes = b""  # the caller's credential headers, canonical: what a requestState binds
     # Without a session, the calls this request runs, so the transport can cancel them.
     cancel_scopes: dict[RequestId, anyio.CancelScope] | None = None
+    principal: Any = None  # what the endpoint's `auth` dependency returned
 
 
 class Dispatcher:
@@ -203,6 +204,7 @@ class Dispatcher:
             emit=ctx.emit,
             cancel_scope=anyio.CancelScope(),
             stateless=stateless,
+            principal=ctx.principal,
         )
         running = ctx.session.running if ctx.session is not None else ctx.cancel_scopes or {}
         if request.id in running:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
-from fastapi.params import Depends
+from fastapi import APIRouter, Depends, FastAPI, params
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -16,6 +15,7 @@ from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._registry import ToolRegistry
 from fastapi_mcp_routes._request_state import RequestStateSealer
+from fastapi_mcp_routes._resource import ProtectedResource, add_metadata_routes
 from fastapi_mcp_routes._sessions import SessionStore
 from fastapi_mcp_routes._transport import StreamableHTTPEndpoint, TransportConfig
 
@@ -40,9 +40,11 @@ def mcp_routes(
     sessions: bool = True,
     max_body_bytes: int = c.DEFAULT_MAX_BODY_BYTES,
     forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
-    dependencies: Sequence[Depends] | None = None,
+    dependencies: Sequence[params.Depends] | None = None,
     max_stream_seconds: float | None = None,
     request_state_key: bytes | None = None,
+    auth: Callable[..., Any] | params.Depends | None = None,
+    protected_resource: ProtectedResource | None = None,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -67,6 +69,11 @@ def mcp_routes(
             stream with `Last-Event-ID`. `None` keeps streams open until the answer.
         request_state_key: the key (32 bytes or more) that seals 2026-07-28 `requestState`;
             generated per process by default, so replicas behind one load balancer must share one.
+        auth: a FastAPI dependency (e.g. a `JWTBearer`, or `Security(jwt, scopes=[...])`) that
+            must succeed for every request to the endpoint; its return value is the caller's
+            principal (`ToolContext.principal`), and sessions are bound to it.
+        protected_resource: serve RFC 9728 metadata for the endpoint, so clients can find the
+            authorization server after a 401.
     """
     _check_options(path, max_body_bytes, max_stream_seconds)
     forwarded = _header_names(forward_headers)
@@ -91,15 +98,33 @@ def mcp_routes(
     async def mcp_endpoint(request: Request) -> Response:
         return await endpoint(request)
 
+    def origin_first(request: Request) -> None:
+        # Runs before the endpoint's other dependencies, so a cross-site request never
+        # reaches an auth check, a rate limit or an audit record.
+        endpoint.refuse_foreign_origin(request)
+
     @asynccontextmanager
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
         registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
         yield
 
     router = APIRouter(lifespan=discover_at_startup)
-    if dependencies:
+    if protected_resource is not None:
+        add_metadata_routes(router, protected_resource, path)
+    guards = [Depends(origin_first), *(dependencies or ())]
+    if auth is not None:
+        principal_of = auth if isinstance(auth, params.Depends) else Depends(auth)
+
+        async def authenticated_endpoint(request: Request, principal: Any = principal_of) -> Response:
+            request.scope[c.PRINCIPAL_SCOPE_KEY] = principal
+            return await endpoint(request)
+
         router.add_api_route(
-            path, mcp_endpoint, methods=_METHODS, include_in_schema=False, dependencies=list(dependencies), name="mcp"
+            path, authenticated_endpoint, methods=_METHODS, include_in_schema=False, dependencies=guards, name="mcp"
+        )
+    elif dependencies:
+        router.add_api_route(
+            path, mcp_endpoint, methods=_METHODS, include_in_schema=False, dependencies=guards, name="mcp"
         )
     else:
         # A plain Starlette route: with no dependencies to solve, FastAPI's request handler would

@@ -8,11 +8,13 @@ in `_refusal`, so no step builds an error response itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -98,6 +100,13 @@ class StreamableHTTPEndpoint:
         except ClientDisconnect:
             return Response(status_code=400)
 
+    def refuse_foreign_origin(self, request: Request) -> None:
+        """The Origin/Host check as a FastAPI dependency: refusals raise HTTPException(403)."""
+        try:
+            self._check_origin(request)
+        except HttpError as refusal:
+            raise HTTPException(refusal.status, refusal.error.message) from None
+
     # -- steps -------------------------------------------------------------------------------
 
     def _check_origin(self, request: Request) -> None:
@@ -125,7 +134,8 @@ class StreamableHTTPEndpoint:
         version = _protocol_version(request, session, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
-        ctx = CallContext(version, caller_from_scope(request.scope, self._config.forward_headers), session)
+        caller = caller_from_scope(request.scope, self._config.forward_headers)
+        ctx = CallContext(version, caller, session, principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY))
         if opening and isinstance(first, RpcRequest):
             return await self._initialize(request, first, ctx)
         return _Answer(self, parsed, ctx, accepts)
@@ -148,9 +158,9 @@ class StreamableHTTPEndpoint:
         caller = caller_from_scope(request.scope, self._config.forward_headers)
         # What a requestState is bound to: the caller's credentials, sorted, without Cookie
         # (clients keep whatever cookies the app sets, as sessions also allow for).
-        wanted = self._config.credential_headers
-        credentials = b"\x00".join(sorted(k + b"=" + v for k, v in request.scope["headers"] if k in wanted))
-        ctx = CallContext(envelope.version, caller, envelope=envelope, credentials=credentials)
+        principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+        credentials = caller_identity(request, self._config)
+        ctx = CallContext(envelope.version, caller, envelope=envelope, credentials=credentials, principal=principal)
         if entry.method == SUBSCRIBE:
             if not accepts.sse:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
@@ -260,7 +270,7 @@ class _Answer(Response):
         # (2025-03-26 only) are answered as one JSON array, without streaming.
         base = self._ctx
         streams = self._accepts.sse and not parsed.batch
-        ctx = CallContext(base.protocol_version, base.caller, base.session, stream.emit) if streams else base
+        ctx = dataclasses.replace(base, emit=stream.emit) if streams else base
         replies = [
             await self._endpoint.answer(entry, entry_id, ctx)
             for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
@@ -314,8 +324,19 @@ def _require_session(request: Request, sessions: SessionStore, config: Transport
 
 
 def _binding(request: Request, sessions: SessionStore, config: TransportConfig) -> bytes:
+    return sessions.binding([caller_identity(request, config)])
+
+
+def caller_identity(request: Request, config: TransportConfig) -> bytes:
+    """Who the caller is, for binding sessions and request states: the principal that `auth`
+    returned (subject, plus tenant where it has one), else the credential headers, sorted."""
+    principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+    if principal is not None:
+        subject = getattr(principal, "subject", None) or getattr(principal, "sub", None) or str(principal)
+        tenant = getattr(principal, "tenant", None) or ""
+        return b"principal\x00" + str(subject).encode() + b"\x00" + str(tenant).encode()
     wanted = config.credential_headers
-    return sessions.binding(k + b"=" + v for k, v in request.scope["headers"] if k in wanted)
+    return b"\x00".join(sorted(k + b"=" + v for k, v in request.scope["headers"] if k in wanted))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,91 @@
+"""The endpoint as an OAuth resource server: `auth=` guards every request, sessions bind to
+the principal, and RFC 9728 metadata tells clients where tokens come from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.testclient import TestClient
+
+from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
+from tests.test_jwt import AUDIENCE, ISSUER, PUBLIC, token
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+METADATA_URL = "http://testserver/.well-known/oauth-protected-resource/mcp"
+
+
+def make_app() -> FastAPI:
+    app = FastAPI()
+    bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, resource_metadata_url=METADATA_URL)
+    resource = ProtectedResource(authorization_servers=[ISSUER], scopes_supported=["notes:read"], resource=AUDIENCE)
+    app.include_router(mcp_routes(app, auth=bearer, protected_resource=resource))
+
+    @mcp_tool()
+    @app.get("/whoami")
+    def whoami(request: Request, ctx: ToolContext = Depends()) -> dict[str, Any]:  # noqa: B008
+        principal = ctx.principal
+        assert isinstance(principal, Principal)
+        return {"subject": principal.subject, "forwarded": "authorization" in request.headers}
+
+    return app
+
+
+def bearer(subject: str = "alice") -> dict[str, str]:
+    return {**HEADERS, "authorization": f"Bearer {token(sub=subject)}"}
+
+
+def call(name: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+
+
+def test_every_request_needs_the_token_and_the_challenge_names_the_metadata() -> None:
+    with TestClient(make_app()) as client:
+        refused = client.post("/mcp", json=INITIALIZE, headers=HEADERS)
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == f'Bearer resource_metadata="{METADATA_URL}"'
+        opened = client.post("/mcp", json=INITIALIZE, headers=bearer())
+        assert opened.status_code == 200
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+        assert client.post("/mcp", json=listing, headers={**HEADERS, **session}).status_code == 401
+
+
+def test_the_route_sees_the_principal_and_the_callers_own_token() -> None:
+    with TestClient(make_app()) as client:
+        headers = bearer()
+        headers["mcp-session-id"] = client.post("/mcp", json=INITIALIZE, headers=headers).headers["mcp-session-id"]
+        result = client.post("/mcp", json=call("whoami"), headers=headers).json()["result"]
+    assert result["structuredContent"] == {"subject": "alice", "forwarded": True}
+
+
+def test_a_session_is_bound_to_the_principal_not_to_one_token() -> None:
+    with TestClient(make_app()) as client:
+        session = client.post("/mcp", json=INITIALIZE, headers=bearer("alice")).headers["mcp-session-id"]
+        refreshed = {**bearer("alice"), "mcp-session-id": session}  # a new token for the same subject
+        assert client.post("/mcp", json=call("whoami"), headers=refreshed).status_code == 200
+        other = {**bearer("mallory"), "mcp-session-id": session}
+        assert client.post("/mcp", json=call("whoami"), headers=other).status_code == 404
+
+
+def test_protected_resource_metadata_is_served_at_root_and_path_inserted() -> None:
+    with TestClient(make_app()) as client:
+        for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
+            assert client.get(path).json() == {
+                "resource": AUDIENCE,
+                "authorization_servers": [ISSUER],
+                "scopes_supported": ["notes:read"],
+                "bearer_methods_supported": ["header"],
+            }
+
+
+def test_a_cross_site_request_is_refused_before_auth_runs() -> None:
+    with TestClient(make_app()) as client:
+        response = client.post("/mcp", json=INITIALIZE, headers={**HEADERS, "origin": "http://evil.example"})
+    assert response.status_code == 403
