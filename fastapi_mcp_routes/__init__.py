@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fastapi_mcp_routes._audit import ToolCallEvent
 from fastapi_mcp_routes._content import (
     ContentResponse,
     audio_content,
@@ -22,6 +23,7 @@ __all__ = [
     "JWTBearer",
     "Principal",
     "ProtectedResource",
+    "ToolCallEvent",
     "ToolContext",
     "ToolContextError",
     "audio_content",

@@ -8,6 +8,7 @@ transport, so the session era and the stateless revision share this one dispatch
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -16,6 +17,7 @@ import anyio
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes._context import (
     CANCELLED,
     LOG_LEVELS,
@@ -35,7 +37,7 @@ from fastapi_mcp_routes._errors import (
 )
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
-from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
+from fastapi_mcp_routes._registry import Tool, ToolRegistry, decode_cursor
 from fastapi_mcp_routes._request_state import Binding, RequestStateSealer
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
@@ -73,9 +75,15 @@ class Dispatcher:
     """Answers MCP requests and takes MCP notifications and client replies."""
 
     def __init__(
-        self, app: ASGIApp, registry: ToolRegistry, identity: ServerIdentity, sealer: RequestStateSealer
+        self,
+        app: ASGIApp,
+        registry: ToolRegistry,
+        identity: ServerIdentity,
+        sealer: RequestStateSealer,
+        on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
     ) -> None:
         self._app = app
+        self._on_tool_call = on_tool_call
         self._registry = registry
         self._identity = identity
         self._sealer = sealer
@@ -211,29 +219,50 @@ class Dispatcher:
             # Ids of requests in flight must be unique, or a cancellation could not name one.
             raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
         running[request.id] = call.cancel_scope
+        started = time.perf_counter()
+        outcome: Outcome = "cancelled"
+        status: int | None = None
+        try:
+            result, outcome, status = await self._run(tool, arguments, call, ctx)
+            return result
+        except McpError:
+            outcome = "refused"
+            raise
+        finally:
+            running.pop(request.id, None)
+            duration_ms = (time.perf_counter() - started) * 1000
+            digest = arguments_digest(arguments)
+            event = ToolCallEvent(tool.name, ctx.principal, digest, outcome, status, duration_ms, request.id)
+            await report(self._on_tool_call, event)
+
+    async def _run(
+        self, tool: Tool, arguments: dict[str, Any], call: ToolCall, ctx: CallContext
+    ) -> tuple[Result, Outcome, int | None]:
+        """Run the route for one call: the result, how it went, and the route's HTTP status."""
         try:
             with call.cancel_scope:
                 response = await invoke(self._app, tool, arguments, ctx.caller, call)
         except InputRequired as needed:
-            return {
+            binding = _binding(self._sealer, ctx, tool.name, arguments)
+            asked = {
                 "resultType": "input_required",
                 "inputRequests": dict(needed.requests),
-                "requestState": self._sealer.seal(_binding(self._sealer, ctx, name, arguments), needed.answers),
+                "requestState": self._sealer.seal(binding, needed.answers),
             }
-        except McpError:
-            raise  # a protocol error the route's context raised (a missing client capability)
+            return asked, "input_required", None
         except ToolError as exc:
-            return error_result(str(exc))
+            return error_result(str(exc)), "invalid_arguments", None
         except ToolContextError as exc:
             # Our own message (no capability, no answer in time): safe and useful to the model.
-            return error_result(f"The tool could not finish: {exc}.")
+            return error_result(f"The tool could not finish: {exc}."), "error", None
+        except McpError:
+            raise  # a protocol error the route's context raised (a missing client capability)
         except Exception:
-            return crash_result(tool.name)
-        finally:
-            running.pop(request.id, None)
+            return crash_result(tool.name), "crashed", None
         if call.cancel_scope.cancelled_caught:
-            raise CallCancelled(request.id)
-        return tool_result(tool, response)
+            raise CallCancelled(call.request_id)
+        result = tool_result(tool, response)
+        return result, "error" if result.get("isError") else "ok", response.status
 
     def _answers(self, params: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
         """The client's answers so far: those sealed in requestState (which nothing the

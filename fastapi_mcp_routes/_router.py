@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._registry import ToolRegistry
@@ -45,6 +46,7 @@ def mcp_routes(
     request_state_key: bytes | None = None,
     auth: Callable[..., Any] | params.Depends | None = None,
     protected_resource: ProtectedResource | None = None,
+    on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -74,6 +76,9 @@ def mcp_routes(
             principal (`ToolContext.principal`), and sessions are bound to it.
         protected_resource: serve RFC 9728 metadata for the endpoint, so clients can find the
             authorization server after a 401.
+        on_tool_call: receives a `ToolCallEvent` per tool call (principal, tool, a digest of
+            the arguments, outcome, HTTP status, duration); by default an INFO log line on the
+            `fastapi_mcp_routes` logger. May be a coroutine function.
     """
     _check_options(path, max_body_bytes, max_stream_seconds)
     forwarded = _header_names(forward_headers)
@@ -91,7 +96,7 @@ def mcp_routes(
     )
     endpoint = StreamableHTTPEndpoint(
         config,
-        Dispatcher(app, registry, identity, RequestStateSealer(request_state_key)),
+        Dispatcher(app, registry, identity, RequestStateSealer(request_state_key), on_tool_call),
         SessionStore() if sessions else None,
     )
 

@@ -28,6 +28,7 @@ def test_public_names_are_exactly_these() -> None:
         "JWTBearer",
         "Principal",
         "ProtectedResource",
+        "ToolCallEvent",
         "ToolContext",
         "ToolContextError",
         "audio_content",

@@ -1,0 +1,66 @@
+"""Audit: one event per tool call, to `on_tool_call` or, by default, to the log.
+
+An event names the principal, the tool, a digest of the arguments (never the arguments, which
+may hold personal data), the outcome, the route's HTTP status and the duration. Values from
+the wire are truncated in the log line. A failing audit hook is logged and never changes the
+call's answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from fastapi_mcp_routes._wire import truncate
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+Outcome = Literal["ok", "error", "invalid_arguments", "crashed", "refused", "cancelled", "input_required"]
+_DIGEST_HEX: Final = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """What happened in one tool call."""
+
+    tool: str
+    principal: Any
+    arguments_digest: str
+    outcome: Outcome
+    status: int | None  # the route's HTTP status, when it answered
+    duration_ms: float
+    request_id: str | int
+
+
+def arguments_digest(arguments: Mapping[str, Any]) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:_DIGEST_HEX]
+
+
+def log_tool_call(event: ToolCallEvent) -> None:
+    """The default `on_tool_call`: one INFO line on the `fastapi_mcp_routes` logger."""
+    subject = getattr(event.principal, "subject", None) if event.principal is not None else None
+    logger.info(
+        "tool call %s outcome=%s status=%s duration_ms=%.1f principal=%s arguments=%s",
+        truncate(event.tool),
+        event.outcome,
+        event.status,
+        event.duration_ms,
+        truncate(subject) if subject is not None else "-",
+        event.arguments_digest,
+    )
+
+
+async def report(hook: Callable[[ToolCallEvent], Any], event: ToolCallEvent) -> None:
+    """Hand the event to the hook; a hook's failure is logged, never raised."""
+    try:
+        outcome = hook(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        logger.exception("the on_tool_call hook failed for tool %s", truncate(event.tool))

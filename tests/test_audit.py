@@ -1,0 +1,96 @@
+"""Audit and redaction: an event per tool call, argument values never logged, 5xx details
+and exception text never sent to the client, and a failing hook changes nothing."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, HTTPException
+from fastapi.testclient import TestClient
+
+from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
+
+HEADERS = {"content-type": "application/json", "accept": "application/json"}
+
+
+def make_app(on_tool_call: Any = None) -> FastAPI:
+    app = FastAPI()
+    options = {"on_tool_call": on_tool_call} if on_tool_call is not None else {}
+    app.include_router(mcp_routes(app, sessions=False, **options))
+
+    @mcp_tool()
+    @app.get("/echo")
+    def echo(secret: str) -> dict[str, int]:
+        return {"length": len(secret)}
+
+    @mcp_tool()
+    @app.get("/locked")
+    def locked() -> None:
+        raise HTTPException(401, "no entry")
+
+    @mcp_tool()
+    @app.get("/broken")
+    def broken() -> None:
+        raise RuntimeError("database password is hunter2")
+
+    @mcp_tool()
+    @app.get("/unavailable")
+    def unavailable() -> None:
+        raise HTTPException(503, "replica db-7 at 10.0.0.7 is down")
+
+    return app
+
+
+def call(client: TestClient, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments or {}}}
+    result: dict[str, Any] = client.post("/mcp", json=body, headers=HEADERS).json()["result"]
+    return result
+
+
+def test_every_call_is_reported_with_outcome_status_and_an_argument_digest() -> None:
+    events: list[ToolCallEvent] = []
+    with TestClient(make_app(events.append)) as client:
+        call(client, "echo", {"secret": "s3cr3t"})
+        call(client, "locked")
+        call(client, "echo", {"nope": 1})
+        call(client, "broken")
+    assert [(e.tool, e.outcome, e.status) for e in events] == [
+        ("echo", "ok", 200),
+        ("locked", "error", 401),
+        ("echo", "invalid_arguments", None),
+        ("broken", "crashed", None),
+    ]
+    assert all(len(e.arguments_digest) == 16 and e.duration_ms >= 0 for e in events)
+    assert "s3cr3t" not in repr(events)
+
+
+def test_the_default_log_line_carries_no_argument_values(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="fastapi_mcp_routes"), TestClient(make_app()) as client:
+        call(client, "echo", {"secret": "s3cr3t"})
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tool call echo")]
+    assert len(lines) == 1
+    assert "outcome=ok status=200" in lines[0]
+    assert "s3cr3t" not in caplog.text
+
+
+def test_exception_text_and_5xx_details_stay_in_the_server_log(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="fastapi_mcp_routes"), TestClient(make_app()) as client:
+        crashed = call(client, "broken")
+        unavailable = call(client, "unavailable")
+    for result in (crashed, unavailable):
+        text = result["content"][0]["text"]
+        assert result["isError"] is True
+        assert "hunter2" not in text
+        assert "10.0.0.7" not in text
+        reference = text.rsplit("Reference: ", 1)[1].rstrip(".")
+        assert reference in caplog.text  # the same correlation id is in the server log
+
+
+def test_a_failing_hook_does_not_change_the_answer() -> None:
+    def explode(event: ToolCallEvent) -> None:
+        raise RuntimeError("audit sink down")
+
+    with TestClient(make_app(explode)) as client:
+        assert call(client, "echo", {"secret": "x"})["structuredContent"] == {"length": 1}
