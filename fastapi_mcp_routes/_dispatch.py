@@ -8,6 +8,7 @@ transport, so the session era and the stateless revision share this one dispatch
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -37,13 +38,14 @@ from fastapi_mcp_routes._errors import (
 )
 from fastapi_mcp_routes._invoke import Caller, invoke
 from fastapi_mcp_routes._json import RawJSON
-from fastapi_mcp_routes._registry import Tool, ToolRegistry, decode_cursor
+from fastapi_mcp_routes._registry import Access, Tool, ToolRegistry, decode_cursor
 from fastapi_mcp_routes._request_state import Binding, RequestStateSealer
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
 from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes._wire import Reply, Request, RequestId, is_request_id, truncate
 
+logger = logging.getLogger("fastapi_mcp_routes")
 Result = Mapping[str, Any] | RawJSON
 TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
 _Handler = Callable[[Request, "CallContext"], Awaitable[Result]]
@@ -81,8 +83,12 @@ class Dispatcher:
         identity: ServerIdentity,
         sealer: RequestStateSealer,
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
+        list_visible_only: bool = True,
+        credential_headers: frozenset[bytes] = frozenset(),
     ) -> None:
         self._app = app
+        self._list_visible_only = list_visible_only
+        self._credential_headers = credential_headers
         self._on_tool_call = on_tool_call
         self._registry = registry
         self._identity = identity
@@ -113,7 +119,10 @@ class Dispatcher:
         handler = self._stateless_methods.get(request.method)
         if handler is None:
             raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", request.method)
-        return self._shaper.shape(request.method, await handler(request, ctx))
+        result = await handler(request, ctx)
+        # A list that depends on who asks must not be cached for anyone else.
+        private = request.method == "tools/list" and self._list_visible_only and self._registry.table().restricted
+        return self._shaper.shape(request.method, result, "private" if private else "public")
 
     async def notification(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> None:
         """Take one notification; unknown ones are ignored, as JSON-RPC asks."""
@@ -179,12 +188,37 @@ class Dispatcher:
     async def _list_tools(self, request: Request, ctx: CallContext) -> Result:
         table = self._registry.table()
         cursor = request.params.get("cursor")
+        if self._list_visible_only and table.restricted:
+            if cursor is not None:
+                raise InvalidParams("Invalid params: the cursor is not one this server issued.")
+            return {"tools": [tool.definition for tool in table.by_name.values() if self._shows(tool.access, ctx)]}
         if cursor is None:
             return table.pages[0]
         index = decode_cursor(cursor, len(table.pages))
         if index is None:
             raise InvalidParams("Invalid params: the cursor is not one this server issued.")
         return table.pages[index]
+
+    def _shows(self, access: Access | None, ctx: CallContext) -> bool:
+        """Whether tools/list shows a tool to this caller, by side-effect-free checks only:
+        visibility is never authorization (a hidden tool's guards still refuse its calls)."""
+        if access is None:
+            return True
+        principal = ctx.principal
+        if access.visible is not None:
+            try:
+                return bool(access.visible(principal))
+            except Exception:
+                logger.exception("a tool's visible predicate failed; the tool is not listed")
+                return False
+        if not access.needs_auth:
+            return True
+        if principal is None:
+            # Without auth=, no principal is known: a caller that presents no credential at
+            # all statically cannot use a tool that needs one.
+            return any(name in self._credential_headers for name, _ in ctx.caller.headers)
+        held = getattr(principal, "scopes", None)
+        return held is None or access.scopes <= set(held)
 
     async def _call_tool(self, request: Request, ctx: CallContext) -> Result:
         params = request.params

@@ -27,6 +27,9 @@ class ToolOptions:
     idempotent: bool | None = None
     open_world: bool | None = None
     meta: Mapping[str, Any] | None = None
+    # A pure predicate of the caller's principal: whether tools/list shows the tool. Never
+    # authorization: a hidden tool called by name still runs every guard of its route.
+    visible: Callable[[Any], bool] | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ToolOptions:
@@ -49,6 +52,8 @@ class ToolOptions:
                 raise ValueError(f"{where}: MCP tool option {key!r} must be a bool, got {value!r}")
         if self.meta is not None and not isinstance(self.meta, Mapping):
             raise ValueError(f"{where}: MCP tool option 'meta' must be a mapping, got {self.meta!r}")
+        if self.visible is not None and not callable(self.visible):
+            raise ValueError(f"{where}: MCP tool option 'visible' must be a predicate, got {self.visible!r}")
 
 
 def mcp_tool(
@@ -61,6 +66,7 @@ def mcp_tool(
     idempotent: bool | None = None,
     open_world: bool | None = None,
     meta: Mapping[str, Any] | None = None,
+    visible: Callable[[Any], bool] | None = None,
 ) -> Callable[[_F], _F]:
     """Mark a route's endpoint as an MCP tool; works above or below `@app.get(...)`.
 
@@ -71,6 +77,8 @@ def mcp_tool(
         read_only, destructive, idempotent, open_world: override the annotation hints that
             are otherwise derived from the HTTP method.
         meta: extra `_meta` entries published with the tool.
+        visible: a pure predicate of the caller's principal deciding whether `tools/list`
+            shows the tool (with `list_visible_only`); it never authorizes a call.
     """
     options = ToolOptions(
         name=name,
@@ -81,6 +89,7 @@ def mcp_tool(
         idempotent=idempotent,
         open_world=open_world,
         meta=dict(meta) if meta is not None else None,
+        visible=visible,
     )
     options.check("mcp_tool()")
 

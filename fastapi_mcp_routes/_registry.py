@@ -13,7 +13,7 @@ import inspect
 import logging
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -21,9 +21,11 @@ from urllib.parse import quote
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.security.base import SecurityBase
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._json import RawJSON, dumps
+from fastapi_mcp_routes._jwt import JWTBearer
 from fastapi_mcp_routes._metadata import ToolOptions, read_tool_options
 from fastapi_mcp_routes._schema import ToolSchema, build_tool_schema
 
@@ -67,6 +69,16 @@ class Tool:
     # Arguments a 2026-07-28 client mirrors in an `Mcp-Param-<Name>` header ("x-mcp-header"):
     # (argument, lower-case header name, JSON type).
     header_params: tuple[tuple[str, str, str], ...] = ()
+    access: Access | None = None  # None: anyone sees it in tools/list
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What a caller statically needs to see a tool listed; read once from the route."""
+
+    needs_auth: bool  # a security scheme, a JWTBearer or a dependency marked as auth
+    scopes: frozenset[str]  # Security(..., scopes=[...]) anywhere in its dependencies
+    visible: Callable[[Any], bool] | None  # mcp_tool(visible=...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,7 @@ class ToolTable:
     generation: int  # goes up whenever the tool list itself changes
     by_name: Mapping[str, Tool]
     pages: tuple[RawJSON, ...]
+    restricted: bool = False  # some tool is not listed for every caller
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +164,8 @@ def _build_table(
         tools.append(_tool(entry, schema))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
-    return ToolTable(originals, 0, by_name, _pages([tool.definition for tool in tools]))
+    restricted = any(tool.access is not None for tool in tools)
+    return ToolTable(originals, 0, by_name, _pages([tool.definition for tool in tools]), restricted)
 
 
 def _marked_routes(routes: list[Any]) -> list[_Marked]:
@@ -230,7 +244,25 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
         required=frozenset(schema.input_schema.get("required", ())),
         definition=definition,
         header_params=_header_params(schema.input_schema["properties"], entry.where),
+        access=_access(route, options),
     )
+
+
+def _access(route: Any, options: ToolOptions) -> Access | None:
+    """Side-effect-free facts from the route's dependency tree: which guards need a caller."""
+    needs_auth = False
+    scopes: set[str] = set()
+    pending = [route.dependant]
+    while pending:
+        node = pending.pop()
+        call = node.call
+        if isinstance(call, SecurityBase) or getattr(call, "__mcp_auth__", False) or isinstance(call, JWTBearer):
+            needs_auth = True
+            scopes.update(node.own_oauth_scopes or ())
+        pending.extend(node.dependencies)
+    if not needs_auth and options.visible is None:
+        return None
+    return Access(needs_auth, frozenset(scopes), options.visible)
 
 
 def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:

@@ -47,6 +47,7 @@ def mcp_routes(
     auth: Callable[..., Any] | params.Depends | None = None,
     protected_resource: ProtectedResource | None = None,
     on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
+    list_visible_only: bool = True,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -79,6 +80,10 @@ def mcp_routes(
         on_tool_call: receives a `ToolCallEvent` per tool call (principal, tool, a digest of
             the arguments, outcome, HTTP status, duration); by default an INFO log line on the
             `fastapi_mcp_routes` logger. May be a coroutine function.
+        list_visible_only: `tools/list` hides what a caller statically cannot use: tools whose
+            routes need authentication from a caller with no principal (or, without `auth`, no
+            credentials), tools whose `Security` scopes the principal lacks, and tools whose
+            `mcp_tool(visible=...)` predicate says no. Calls still run every guard.
     """
     _check_options(path, max_body_bytes, max_stream_seconds)
     forwarded = _header_names(forward_headers)
@@ -96,7 +101,15 @@ def mcp_routes(
     )
     endpoint = StreamableHTTPEndpoint(
         config,
-        Dispatcher(app, registry, identity, RequestStateSealer(request_state_key), on_tool_call),
+        Dispatcher(
+            app,
+            registry,
+            identity,
+            RequestStateSealer(request_state_key),
+            on_tool_call,
+            list_visible_only,
+            config.credential_headers,
+        ),
         SessionStore() if sessions else None,
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Security
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
@@ -89,3 +89,72 @@ def test_a_cross_site_request_is_refused_before_auth_runs() -> None:
     with TestClient(make_app()) as client:
         response = client.post("/mcp", json=INITIALIZE, headers={**HEADERS, "origin": "http://evil.example"})
     assert response.status_code == 403
+
+
+def scoped_app() -> FastAPI:
+    app = FastAPI()
+    jwt_bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC)
+    app.include_router(mcp_routes(app, auth=jwt_bearer))
+
+    @mcp_tool()
+    @app.get("/read")
+    def read(who: Principal = Security(jwt_bearer, scopes=["notes:read"])) -> dict[str, str]:  # noqa: B008
+        return {"who": who.subject}
+
+    @mcp_tool()
+    @app.get("/admin")
+    def admin(who: Principal = Security(jwt_bearer, scopes=["notes:admin"])) -> dict[str, str]:  # noqa: B008
+        return {"who": who.subject}
+
+    @mcp_tool(visible=lambda principal: getattr(principal, "subject", None) == "alice")
+    @app.get("/alice-only")
+    def alice_only() -> dict[str, str]:
+        return {"for": "alice"}
+
+    @mcp_tool()
+    @app.get("/open")
+    def open_to_all() -> dict[str, str]:
+        return {"open": "yes"}
+
+    return app
+
+
+def listed(client: TestClient, subject: str, scope: str) -> list[str]:
+    headers = {**HEADERS, "authorization": f"Bearer {token(sub=subject, scope=scope)}"}
+    session = client.post("/mcp", json=INITIALIZE, headers=headers).headers["mcp-session-id"]
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+    tools = client.post("/mcp", json=body, headers={**headers, "mcp-session-id": session}).json()["result"]["tools"]
+    return [tool["name"] for tool in tools]
+
+
+def test_tools_list_hides_what_the_principal_statically_cannot_use() -> None:
+    with TestClient(scoped_app()) as client:
+        assert listed(client, "alice", "notes:read") == ["alice_only", "open_to_all", "read"]
+        assert listed(client, "bob", "notes:read notes:admin") == ["admin", "open_to_all", "read"]
+
+
+def test_a_hidden_tool_called_by_name_is_refused_by_its_own_guard() -> None:
+    with TestClient(scoped_app()) as client:
+        headers = {**HEADERS, "authorization": f"Bearer {token(scope='notes:read')}"}
+        headers["mcp-session-id"] = client.post("/mcp", json=INITIALIZE, headers=headers).headers["mcp-session-id"]
+        result = client.post("/mcp", json=call("admin"), headers=headers).json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("HTTP 403")
+
+
+def test_a_filtered_list_is_private_to_the_cache_in_the_stateless_revision() -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    headers = {
+        **HEADERS,
+        "authorization": f"Bearer {token(scope='notes:read')}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/list",
+    }
+    with TestClient(scoped_app()) as client:
+        result = client.post("/mcp", json=body, headers=headers).json()["result"]
+    assert result["cacheScope"] == "private"
+    assert [tool["name"] for tool in result["tools"]] == ["alice_only", "open_to_all", "read"]

@@ -51,7 +51,7 @@ async def test_initialize_reports_the_app_identity_and_instructions(base_url: st
 
 async def test_only_marked_routes_are_listed(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
-        async with mcp_client(base_url) as client:
+        async with mcp_client(base_url, {"authorization": "Bearer anything"}) as client:
             tools = (await client.list_tools()).tools
     names = [tool.name for tool in tools]
     assert names == [
@@ -69,6 +69,20 @@ async def test_only_marked_routes_are_listed(base_url: str) -> None:
     assert by_name["delete_note"].annotations is not None
     assert by_name["delete_note"].annotations.destructive_hint is True
     assert "x-api-key" not in by_name["create_note"].input_schema["properties"]
+
+
+async def test_a_tool_behind_a_security_scheme_is_not_listed_to_a_caller_without_credentials(
+    base_url: str,
+) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            hidden_but_guarded = await client.call_tool("note_stats", {})
+    assert "note_stats" not in names
+    assert "get_note" in names
+    # Visibility is not authorization: called by name, the route's own guard answers.
+    assert hidden_but_guarded.is_error
+    assert "401" in hidden_but_guarded.content[0].text
 
 
 async def test_get_tool_result_equals_the_rest_response(base_url: str) -> None:
