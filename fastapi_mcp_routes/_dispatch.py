@@ -121,7 +121,7 @@ class Dispatcher:
             raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", request.method)
         result = await handler(request, ctx)
         # A list that depends on who asks must not be cached for anyone else.
-        private = request.method == "tools/list" and self._list_visible_only and self._registry.table().restricted
+        private = request.method == "tools/list" and self._list_visible_only and self._registry.cached().restricted
         return self._shaper.shape(request.method, result, "private" if private else "public")
 
     async def notification(self, method: str, params: Mapping[str, Any], ctx: CallContext) -> None:

@@ -133,6 +133,10 @@ class ToolRegistry:
         changed = table.pages != previous.pages  # a route that is not a tool changes nothing
         return dataclasses.replace(table, generation=previous.generation + changed)
 
+    def cached(self) -> ToolTable:
+        """The table as last built, without looking at the route table again."""
+        return self._table or self.table()
+
     def lookup(self, name: str) -> Tool | None:
         """The tool called `name`; the cache is refreshed only when the name is unknown."""
         table = self._table or self.table()
