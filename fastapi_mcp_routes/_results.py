@@ -108,6 +108,8 @@ def _client_error_text(tool: Tool, response: CapturedResponse) -> str:
     if retry_after:
         when = f"{retry_after} seconds" if retry_after.strip().isdigit() else retry_after
         prefix += f" (retry after {when})"
+    elif response.status == 429:
+        prefix += " (rate limited: retry later)"  # the route's limiter sent no Retry-After
     try:
         payload = loads(response.body) if response.body else None
     except ParseError:

@@ -14,6 +14,7 @@ from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
+from fastapi_mcp_routes._rate_limit import EndpointRateLimit
 from fastapi_mcp_routes._registry import ToolRegistry
 from fastapi_mcp_routes._request_state import RequestStateSealer
 from fastapi_mcp_routes._resource import ProtectedResource, add_metadata_routes
@@ -48,6 +49,7 @@ def mcp_routes(
     protected_resource: ProtectedResource | None = None,
     on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
     list_visible_only: bool = True,
+    rate_limit: str | None = None,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -84,6 +86,9 @@ def mcp_routes(
             routes need authentication from a caller with no principal (or, without `auth`, no
             credentials), tools whose `Security` scopes the principal lacks, and tools whose
             `mcp_tool(visible=...)` predicate says no. Calls still run every guard.
+        rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
+            ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
+            storage when one is installed (`app.state.limiter`), else in memory.
     """
     _check_options(path, max_body_bytes, max_stream_seconds)
     forwarded = _header_names(forward_headers)
@@ -111,6 +116,7 @@ def mcp_routes(
             config.credential_headers,
         ),
         SessionStore() if sessions else None,
+        EndpointRateLimit(app, rate_limit) if rate_limit is not None else None,
     )
 
     async def mcp_endpoint(request: Request) -> Response:

@@ -26,6 +26,7 @@ from fastapi_mcp_routes._invoke import caller_from_scope
 from fastapi_mcp_routes._json import dumps, loads
 from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._origin import OriginPolicy
+from fastapi_mcp_routes._rate_limit import EndpointRateLimit
 from fastapi_mcp_routes._replay import StreamLog, StreamLogs
 from fastapi_mcp_routes._sessions import Session, SessionStore
 from fastapi_mcp_routes._stateless import MODERN_VERSIONS, check_request, is_modern, status_for
@@ -75,7 +76,14 @@ class _Parsed:
 class StreamableHTTPEndpoint:
     """Serves MCP on one path: POST for messages, DELETE to end a session, GET refused."""
 
-    def __init__(self, config: TransportConfig, dispatcher: Dispatcher, sessions: SessionStore | None) -> None:
+    def __init__(
+        self,
+        config: TransportConfig,
+        dispatcher: Dispatcher,
+        sessions: SessionStore | None,
+        rate_limit: EndpointRateLimit | None = None,
+    ) -> None:
+        self._rate_limit = rate_limit
         self._config = config
         self._dispatcher = dispatcher
         self._sessions = sessions
@@ -84,6 +92,8 @@ class StreamableHTTPEndpoint:
     async def __call__(self, request: Request) -> Response:
         try:
             self._check_origin(request)
+            if self._rate_limit is not None:
+                self._rate_limit.check(request)
             if request.method == "POST":
                 return await self._post(request)
             if request.headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:

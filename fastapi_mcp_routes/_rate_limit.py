@@ -1,0 +1,69 @@
+"""The endpoint's own rate limit: a budget per caller for every request to `/mcp`.
+
+A tool call costs more than a plain request (it runs the route and the protocol around it),
+so an exposed deployment should cap the endpoint itself. The budget is kept by the `limits`
+library (slowapi's engine), in the app's slowapi `Limiter` storage when one is installed
+(`app.state.limiter`, e.g. Redis shared by replicas), else in memory. The caller is its
+principal when `auth` knows one, else its IP address. Routes' own slowapi limits still apply
+to tool calls, keyed by the same IP, which the tool request inherits.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Final
+
+from fastapi import FastAPI
+from limits import RateLimitItem, parse
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter, RateLimiter
+from starlette.requests import Request
+
+from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._errors import HttpError, InvalidRequest
+
+_NAMESPACE: Final = "fastapi_mcp_routes.endpoint"
+
+
+class EndpointRateLimit:
+    """Counts requests per caller and refuses those over budget with 429 and Retry-After."""
+
+    def __init__(self, app: FastAPI, spec: str) -> None:
+        try:
+            self._item: RateLimitItem = parse(spec)
+        except ValueError:
+            raise ValueError(f"rate_limit must be slowapi syntax such as '120/minute', got {spec!r}") from None
+        self._app = app
+        self._own: RateLimiter | None = None
+
+    def check(self, request: Request) -> None:
+        strategy = self._strategy()
+        key = _caller_key(request)
+        if strategy.hit(self._item, _NAMESPACE, key):
+            return
+        reset = strategy.get_window_stats(self._item, _NAMESPACE, key).reset_time
+        retry_after = max(1, math.ceil(reset - time.time()))
+        raise HttpError(
+            429,
+            InvalidRequest(f"Too Many Requests: the endpoint allows {self._item}; retry after {retry_after} seconds."),
+            {"retry-after": str(retry_after)},
+        )
+
+    def _strategy(self) -> RateLimiter:
+        installed = getattr(self._app.state, "limiter", None)
+        strategy = getattr(installed, "limiter", None)  # slowapi's public view of its engine
+        if isinstance(strategy, RateLimiter):
+            return strategy
+        if self._own is None:
+            self._own = MovingWindowRateLimiter(MemoryStorage())
+        return self._own
+
+
+def _caller_key(request: Request) -> str:
+    principal: Any = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+    subject = getattr(principal, "subject", None) if principal is not None else None
+    if subject is not None:
+        return f"principal:{subject}"
+    client = request.scope.get("client")
+    return f"ip:{client[0] if client else 'unknown'}"

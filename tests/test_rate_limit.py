@@ -1,0 +1,64 @@
+"""Rate limits: the endpoint's own budget per caller, and a route's own slowapi limit when it
+runs as a tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.testclient import TestClient
+from slowapi import Limiter, _rate_limit_exceeded_handler
+from slowapi.errors import RateLimitExceeded
+from slowapi.util import get_remote_address
+
+from fastapi_mcp_routes import mcp_routes, mcp_tool
+
+HEADERS = {"content-type": "application/json", "accept": "application/json"}
+PING = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+def make_app(**options: Any) -> FastAPI:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, sessions=False, **options))
+    return app
+
+
+def test_over_the_endpoint_budget_is_429_with_retry_after_per_caller() -> None:
+    app = make_app(rate_limit="2/minute")
+    with (
+        TestClient(app, client=("198.51.100.1", 1000)) as first,
+        TestClient(app, client=("198.51.100.2", 1000)) as other,
+    ):
+        assert [first.post("/mcp", json=PING, headers=HEADERS).status_code for _ in range(2)] == [200, 200]
+        refused = first.post("/mcp", json=PING, headers=HEADERS)
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        assert refused.json()["error"]["code"] == -32600
+        assert other.post("/mcp", json=PING, headers=HEADERS).status_code == 200  # its own bucket
+
+
+def test_the_apps_slowapi_limiter_keeps_the_endpoint_budget_and_route_limits_become_error_results() -> None:
+    limiter = Limiter(key_func=get_remote_address)
+    app = make_app(rate_limit="100/minute")
+    app.state.limiter = limiter
+    app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)  # type: ignore[arg-type]
+
+    @mcp_tool()
+    @app.get("/search")
+    @limiter.limit("1/minute")
+    def search(request: Request) -> dict[str, str]:
+        return {"found": "x"}
+
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
+    with TestClient(app, client=("198.51.100.9", 1000)) as client:
+        assert client.post("/mcp", json=call, headers=HEADERS).json()["result"]["structuredContent"] == {"found": "x"}
+        limited = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+        assert client.get("/search").status_code == 429  # REST shares the route's bucket, keyed by the same IP
+    assert limited["isError"] is True
+    assert limited["content"][0]["text"].startswith("HTTP 429 (rate limited: retry later)")
+
+
+def test_a_bad_rate_limit_is_refused_at_startup() -> None:
+    with pytest.raises(ValueError, match="rate_limit must be slowapi syntax"):
+        mcp_routes(FastAPI(), rate_limit="lots")
