@@ -264,10 +264,12 @@ class Dispatcher:
             raise
         finally:
             running.pop(request.id, None)
-            duration_ms = (time.perf_counter() - started) * 1000
-            digest = arguments_digest(arguments)
-            event = ToolCallEvent(tool.name, ctx.principal, digest, outcome, status, duration_ms, request.id)
-            await report(self._on_tool_call, event)
+            if self._on_tool_call is not log_tool_call or logger.isEnabledFor(logging.INFO):
+                # The default hook only logs: with INFO off, the digest is not worth computing.
+                duration_ms = (time.perf_counter() - started) * 1000
+                digest = arguments_digest(arguments)
+                event = ToolCallEvent(tool.name, ctx.principal, digest, outcome, status, duration_ms, request.id)
+                await report(self._on_tool_call, event)
 
     async def _run(
         self, tool: Tool, arguments: dict[str, Any], call: ToolCall, ctx: CallContext
