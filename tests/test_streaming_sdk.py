@@ -137,6 +137,16 @@ def base_url() -> Iterator[str]:
         yield url
 
 
+def raw_session(http: httpx.Client, version: str) -> dict[str, str]:
+    """Open a session over plain HTTP; the headers to send on it."""
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    opened = http.post(
+        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
+    )
+    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+
+
 @asynccontextmanager
 async def mcp_client(base_url: str, **options: Any) -> AsyncIterator[Client]:
     http = create_mcp_http_client()
@@ -252,15 +262,8 @@ def test_over_rest_the_context_is_inert_and_says_why_it_cannot_ask() -> None:
 
 
 def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(base_url: str) -> None:
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        headers = raw_session(http, "2025-11-25")
 
         def call(name: str, meta: dict[str, Any]) -> httpx.Response:
             params = {"name": name, "arguments": {}, "_meta": meta}
@@ -306,15 +309,8 @@ async def test_a_route_added_at_runtime_produces_list_changed_on_the_get_stream(
 
 
 def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) -> None:
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        headers = raw_session(http, "2025-11-25")
         listen = {**headers, "accept": "text/event-stream"}
         with http.stream("GET", "/mcp", headers=listen) as stream:
             assert stream.status_code == 200
@@ -326,13 +322,6 @@ def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) 
 
 def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> None:
     observed.gate.clear()
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 9,
@@ -340,7 +329,7 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
         "params": {"name": "gated", "arguments": {}, "_meta": {"progressToken": "p"}},
     }
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        headers = raw_session(http, "2025-11-25")
         last_id = None
         with http.stream("POST", "/mcp", json=call, headers=headers) as first:
             for line in first.iter_lines():
@@ -371,13 +360,6 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
 
 def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 3,
@@ -385,7 +367,7 @@ def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pyt
         "params": {"name": "long", "arguments": {}, "_meta": {"progressToken": "k"}},
     }
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers["mcp-session-id"] = http.post("/mcp", json=init, headers=headers).headers["mcp-session-id"]
+        headers = raw_session(http, "2025-06-18")
         response = http.post("/mcp", json=call, headers=headers)
     assert ": keep-alive" in response.text
     assert response.text.rstrip().endswith('"structuredContent":{"done":true}}}')
