@@ -31,7 +31,9 @@ from fastapi_mcp_routes import (
 )
 
 app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0")
-app.include_router(mcp_routes(app))
+# The fixtures are protocol tests driven by a client that knows nothing of confirmation tokens,
+# like a deployment whose own approval layer confirms calls.
+app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
 
 # A 1x1 red pixel.
 RED_PIXEL_PNG = base64.b64decode(

@@ -20,7 +20,17 @@ from fastapi_mcp_routes._wire import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-Outcome = Literal["ok", "error", "invalid_arguments", "crashed", "refused", "cancelled", "input_required"]
+Outcome = Literal[
+    "ok",
+    "error",
+    "invalid_arguments",
+    "crashed",
+    "refused",
+    "cancelled",
+    "input_required",
+    "confirmation_required",  # a gated call answered with a plan and a token; nothing ran
+    "not_confirmed",  # a bad confirmation token, or the user declined; nothing ran
+]
 _DIGEST_HEX: Final = 16
 
 

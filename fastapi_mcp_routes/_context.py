@@ -158,24 +158,27 @@ class ToolCall:
     def next_key(self, method: str) -> str:
         return self.stateless.next_key(method) if self.stateless is not None else method
 
-    async def ask_client(self, request: InputRequest) -> Mapping[str, Any]:
-        """Send a request to the client on this call's stream and wait for its reply.
+    def cannot_ask(self, request: InputRequest) -> str | None:
+        """Why this session-era call cannot send the client `request`, or `None` if it can."""
+        if self.session is None or self._emit is None:
+            return f"{request.method} needs a session and a response stream the client reads as SSE"
+        if not declares(self.session.client_capabilities or {}, request):
+            wanted = f"{request.capability!r} capability" + (f" with {request.mode!r} mode" if request.mode else "")
+            return f"the client did not declare the {wanted}, so it cannot answer {request.method}"
+        return None
 
-        A request's `mode` is a sub-capability it needs; an empty capability object stands for
-        the default mode (spec 2025-11-25, client/elicitation: `{}` means form mode only)."""
-        method, params, capability, mode = request.method, request.params, request.capability, request.mode
-        session = self.session
-        if session is None or self._emit is None:
-            raise ToolContextError(f"{method} needs a session and a response stream the client reads as SSE")
-        declared = (session.client_capabilities or {}).get(capability)
-        if not isinstance(declared, dict) or (mode is not None and declared and mode not in declared):
-            wanted = f"{capability!r} capability" + (f" with {mode!r} mode" if mode else "")
-            raise ToolContextError(f"the client did not declare the {wanted}, so it cannot answer {method}")
+    async def ask_client(self, request: InputRequest) -> Mapping[str, Any]:
+        """Send a request to the client on this call's stream and wait for its reply."""
+        method, params = request.method, request.params
+        session, emit = self.session, self._emit
+        reason = self.cannot_ask(request)
+        if reason is not None or session is None or emit is None:
+            raise ToolContextError(reason or f"{method} needs a session")
         request_id = f"{_SERVER_ID_PREFIX}{session.next_request_id}"
         session.next_request_id += 1
         waiting = session.pending[request_id] = PendingReply()
         try:
-            await self._emit({"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method, "params": params})
+            await emit({"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method, "params": params})
             with anyio.fail_after(CLIENT_REQUEST_TIMEOUT_S):
                 reply = await waiting.wait()
         except (TimeoutError, anyio.get_cancelled_exc_class()) as stopped:
@@ -221,9 +224,8 @@ class StatelessInput:
     def answer_or_ask(self, requests: Mapping[str, InputRequest]) -> dict[str, Mapping[str, Any]]:
         """The answers to all these questions, or `InputRequired` naming the unanswered ones."""
         for request in requests.values():
-            declared = self.capabilities.get(request.capability)
-            mode = request.mode
-            if not isinstance(declared, dict) or (mode is not None and declared and mode not in declared):
+            if not declares(self.capabilities, request):
+                mode = request.mode
                 required: dict[str, Any] = {request.capability: {mode: {}} if mode else {}}
                 raise MissingClientCapability(
                     f"This tool needs the client's {request.capability} capability.", {"requiredCapabilities": required}
@@ -236,6 +238,15 @@ class StatelessInput:
         if missing:
             raise InputRequired(missing, self.answers)
         return {key: self.answers[key] for key in requests}
+
+
+def declares(capabilities: Mapping[str, Any], request: InputRequest) -> bool:
+    """Whether a client with these capabilities can answer `request`. A request's `mode` is a
+    sub-capability it needs; an empty capability object stands for the default mode (spec
+    2025-11-25, client/elicitation: `{}` means form mode only)."""
+    declared = capabilities.get(request.capability)
+    mode = request.mode
+    return isinstance(declared, dict) and (mode is None or not declared or mode in declared)
 
 
 class ToolContext:

@@ -19,14 +19,27 @@ from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
+from fastapi_mcp_routes._confirm import (
+    QUESTION_KEY,
+    SEALED_TOKEN_KEY,
+    TOKEN_ARGUMENT,
+    ConfirmationTokens,
+    accepted,
+    pending_result,
+    plan,
+    question,
+    refused_result,
+)
 from fastapi_mcp_routes._context import (
     CANCELLED,
     LOG_LEVELS,
     Emit,
+    InputRequest,
     InputRequired,
     StatelessInput,
     ToolCall,
     ToolContextError,
+    declares,
 )
 from fastapi_mcp_routes._errors import (
     CallCancelled,
@@ -36,10 +49,10 @@ from fastapi_mcp_routes._errors import (
     MethodNotFound,
     ToolError,
 )
-from fastapi_mcp_routes._invoke import Caller, invoke
+from fastapi_mcp_routes._invoke import Caller, invoke, planned_path
 from fastapi_mcp_routes._json import RawJSON
 from fastapi_mcp_routes._registry import Access, Tool, ToolRegistry, decode_cursor
-from fastapi_mcp_routes._request_state import Binding, RequestStateSealer
+from fastapi_mcp_routes._request_state import Binding, RequestStateSealer, arguments_sha256
 from fastapi_mcp_routes._results import crash_result, error_result, tool_result
 from fastapi_mcp_routes._sessions import Session
 from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper, check_param_headers
@@ -49,6 +62,7 @@ logger = logging.getLogger("fastapi_mcp_routes")
 Result = Mapping[str, Any] | RawJSON
 TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
 _Handler = Callable[[Request, "CallContext"], Awaitable[Result]]
+_Ran = tuple[Result, Outcome, int | None]  # a call's result, how it went, the route's HTTP status
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +81,9 @@ class CallContext:
     session: Session | None = None  # the session's protocol state, when there is a session
     emit: Emit | None = None  # sends a message on the request's own response stream
     envelope: Envelope | None = None  # a 2026-07-28 request's own version and capabilities
-    credentials: bytes = b""  # the caller's credential headers, canonical: what a requestState binds
+    # Who the caller is (the principal, else its credential headers, canonical): what a
+    # requestState and a confirmation token are bound to.
+    credentials: bytes = b""
     # Without a session, the calls this request runs, so the transport can cancel them.
     cancel_scopes: dict[RequestId, anyio.CancelScope] | None = None
     principal: Any = None  # what the endpoint's `auth` dependency returned
@@ -85,8 +101,10 @@ class Dispatcher:
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
         list_visible_only: bool = True,
         credential_headers: frozenset[bytes] = frozenset(),
+        tokens: ConfirmationTokens | None = None,
     ) -> None:
         self._app = app
+        self._tokens = tokens or ConfirmationTokens()
         self._list_visible_only = list_visible_only
         self._credential_headers = credential_headers
         self._on_tool_call = on_tool_call
@@ -233,6 +251,11 @@ class Dispatcher:
         tool = self._registry.lookup(name)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {truncate(name)!r}.")
+        token: object = None
+        if tool.confirm and TOKEN_ARGUMENT in arguments:
+            # Not the route's argument: everything else binds to the arguments without it.
+            arguments = dict(arguments)
+            token = arguments.pop(TOKEN_ARGUMENT)
         stateless = None
         if ctx.envelope is not None:
             check_param_headers(tool.header_params, arguments, ctx.envelope.param_headers)
@@ -257,7 +280,7 @@ class Dispatcher:
         outcome: Outcome = "cancelled"
         status: int | None = None
         try:
-            result, outcome, status = await self._run(tool, arguments, call, ctx)
+            result, outcome, status = await self._run(tool, arguments, token, call, ctx)
             return result
         except McpError:
             outcome = "refused"
@@ -272,18 +295,30 @@ class Dispatcher:
                 await report(self._on_tool_call, event)
 
     async def _run(
-        self, tool: Tool, arguments: dict[str, Any], call: ToolCall, ctx: CallContext
-    ) -> tuple[Result, Outcome, int | None]:
-        """Run the route for one call: the result, how it went, and the route's HTTP status."""
+        self, tool: Tool, arguments: dict[str, Any], token: object, call: ToolCall, ctx: CallContext
+    ) -> _Ran:
+        """Run the route for one call, once confirmed where the tool asks for confirmation."""
+        confirmed = False
         try:
             with call.cancel_scope:
+                if tool.confirm:
+                    held = await self._confirmation(tool, arguments, token, call, ctx)
+                    if held is not None:
+                        return held
+                    confirmed = True
                 response = await invoke(self._app, tool, arguments, ctx.caller, call)
         except InputRequired as needed:
+            answers = dict(needed.answers)
+            if confirmed:
+                # The route asks something too: the retry runs it again from the start, and
+                # must not need another confirmation for the call the user already allowed.
+                answers[QUESTION_KEY] = {"action": "accept"}
+                answers[SEALED_TOKEN_KEY] = self._issue(tool, arguments, ctx)
             binding = _binding(self._sealer, ctx, tool.name, arguments)
             asked = {
                 "resultType": "input_required",
                 "inputRequests": dict(needed.requests),
-                "requestState": self._sealer.seal(binding, needed.answers),
+                "requestState": self._sealer.seal(binding, answers),
             }
             return asked, "input_required", None
         except ToolError as exc:
@@ -299,6 +334,39 @@ class Dispatcher:
             raise CallCancelled(call.request_id)
         result = tool_result(tool, response)
         return result, "error" if result.get("isError") else "ok", response.status
+
+    async def _confirmation(
+        self, tool: Tool, arguments: dict[str, Any], token: object, call: ToolCall, ctx: CallContext
+    ) -> _Ran | None:
+        """`None` when this call of a gated tool is confirmed, else what to answer instead.
+
+        A token the model passes is checked first; else the user is asked where the client
+        can ask (a session-era elicitation, or a stateless input request backed by a token the
+        requestState carries); else the answer is a plan and a new token."""
+        planned = plan(tool.method, planned_path(tool, arguments), arguments)
+        stateless = call.stateless
+        if stateless is not None and SEALED_TOKEN_KEY in stateless.answers:
+            # A retry after the question (or after the route's own questions, once confirmed):
+            # the token behind it wins over an argument the retry repeats.
+            token = stateless.answers[SEALED_TOKEN_KEY]
+            if QUESTION_KEY not in stateless.answers:
+                raise InputRequired({QUESTION_KEY: _asked(tool, planned)}, stateless.answers)  # still unanswered
+            if not accepted(stateless.answers[QUESTION_KEY]):
+                return refused_result("the user declined this call.", retry=False), "not_confirmed", None
+        if token is not None:
+            reason = self._tokens.redeem(token, ctx.credentials, tool.name, arguments_sha256(arguments))
+            return None if reason is None else (refused_result(reason), "not_confirmed", None)
+        ask = question(tool.name, planned)
+        if stateless is not None and declares(stateless.capabilities, ask):
+            sealed = {**stateless.answers, SEALED_TOKEN_KEY: self._issue(tool, arguments, ctx)}
+            raise InputRequired({QUESTION_KEY: _asked(tool, planned)}, sealed)
+        if stateless is None and call.cannot_ask(ask) is None:
+            return await _ask_user(call, ask)
+        issued = self._issue(tool, arguments, ctx)
+        return pending_result(tool.name, planned, issued, self._tokens.ttl_s), "confirmation_required", None
+
+    def _issue(self, tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> str:
+        return self._tokens.issue(ctx.credentials, tool.name, arguments_sha256(arguments))
 
     def _answers(self, params: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
         """The client's answers so far: those sealed in requestState (which nothing the
@@ -319,6 +387,22 @@ class Dispatcher:
 def _binding(sealer: RequestStateSealer, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> Binding:
     """What a requestState is bound to: the caller's credentials, the tool, the arguments."""
     return sealer.binding(ctx.credentials, tool, arguments)
+
+
+async def _ask_user(call: ToolCall, ask: InputRequest) -> _Ran | None:
+    """Ask the user through the client, in a session: `None` when they accept."""
+    try:
+        answer = await call.ask_client(ask)
+    except ToolContextError as exc:
+        return refused_result(f"the call was not confirmed: {exc}.", retry=False), "not_confirmed", None
+    if accepted(answer):
+        return None
+    return refused_result("the user declined this call.", retry=False), "not_confirmed", None
+
+
+def _asked(tool: Tool, planned: Mapping[str, Any]) -> dict[str, Any]:
+    ask = question(tool.name, planned)
+    return {"method": ask.method, "params": dict(ask.params)}
 
 
 def _progress_token(params: Mapping[str, Any]) -> str | int | None:

@@ -87,6 +87,13 @@ async def invoke(
     return await call_app(app, scope, body)
 
 
+def planned_path(tool: Tool, arguments: Mapping[str, Any]) -> str:
+    """The path a call with these arguments would request; `ToolError` for arguments that
+    cannot make a request at all."""
+    _check_argument_names(tool, arguments)
+    return _path(tool, arguments)[1]
+
+
 def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> tuple[Scope, bytes]:
     """The ASGI scope and body of the route's request for one tool call."""
     _check_argument_names(tool, arguments)

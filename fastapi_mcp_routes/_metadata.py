@@ -30,6 +30,9 @@ class ToolOptions:
     # A pure predicate of the caller's principal: whether tools/list shows the tool. Never
     # authorization: a hidden tool called by name still runs every guard of its route.
     visible: Callable[[Any], bool] | None = None
+    # Whether a call must be confirmed before it runs; `None` follows the endpoint's
+    # `require_confirmation_for_mutations` for tools that are not read-only.
+    confirm: bool | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ToolOptions:
@@ -46,7 +49,7 @@ class ToolOptions:
             value = getattr(self, key)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{where}: MCP tool option {key!r} must be a string, got {value!r}")
-        for key in ("read_only", "destructive", "idempotent", "open_world"):
+        for key in ("read_only", "destructive", "idempotent", "open_world", "confirm"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"{where}: MCP tool option {key!r} must be a bool, got {value!r}")
@@ -67,6 +70,7 @@ def mcp_tool(
     open_world: bool | None = None,
     meta: Mapping[str, Any] | None = None,
     visible: Callable[[Any], bool] | None = None,
+    confirm: bool | None = None,
 ) -> Callable[[_F], _F]:
     """Mark a route's endpoint as an MCP tool; works above or below `@app.get(...)`.
 
@@ -79,6 +83,8 @@ def mcp_tool(
         meta: extra `_meta` entries published with the tool.
         visible: a pure predicate of the caller's principal deciding whether `tools/list`
             shows the tool (with `list_visible_only`); it never authorizes a call.
+        confirm: `True` makes every call wait for confirmation, `False` never; by default
+            tools that are not read-only wait when `require_confirmation_for_mutations` is on.
     """
     options = ToolOptions(
         name=name,
@@ -90,6 +96,7 @@ def mcp_tool(
         open_world=open_world,
         meta=dict(meta) if meta is not None else None,
         visible=visible,
+        confirm=confirm,
     )
     options.check("mcp_tool()")
 

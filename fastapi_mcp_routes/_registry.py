@@ -24,6 +24,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.security.base import SecurityBase
 
 from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes._confirm import TOKEN_ARGUMENT, TOKEN_PROPERTY, gated_output_schema
 from fastapi_mcp_routes._json import RawJSON, dumps
 from fastapi_mcp_routes._jwt import JWTBearer
 from fastapi_mcp_routes._metadata import ToolOptions, read_tool_options
@@ -70,6 +71,7 @@ class Tool:
     # (argument, lower-case header name, JSON type).
     header_params: tuple[tuple[str, str, str], ...] = ()
     access: Access | None = None  # None: anyone sees it in tools/list
+    confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +106,10 @@ class _Marked:
 class ToolRegistry:
     """Discovers the app's tools and keeps them in step with its route table."""
 
-    def __init__(self, app: FastAPI, caller_headers: frozenset[str]) -> None:
+    def __init__(self, app: FastAPI, caller_headers: frozenset[str], confirm_mutations: bool = False) -> None:
         self._app = app
         self._caller_headers = caller_headers  # headers that are never tool arguments
+        self._confirm_mutations = confirm_mutations  # gate tools that are not read-only
         self._table: ToolTable | None = None
 
     def table(self) -> ToolTable:
@@ -122,9 +125,9 @@ class ToolRegistry:
     def _rebuild(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
         previous = self._table
         if previous is None:
-            return _build_table(self._app, routes, originals, self._caller_headers)  # startup: raise
+            return self._build(routes, originals)  # at startup, a misdeclared tool stops the app
         try:
-            table = _build_table(self._app, routes, originals, self._caller_headers)
+            table = self._build(routes, originals)
         except ValueError:
             # A route added at runtime is misdeclared: keep serving the last good tools, and
             # remember these routes so the error is logged once, not on every request.
@@ -132,6 +135,9 @@ class ToolRegistry:
             return dataclasses.replace(previous, routes=originals)
         changed = table.pages != previous.pages  # a route that is not a tool changes nothing
         return dataclasses.replace(table, generation=previous.generation + changed)
+
+    def _build(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
+        return _build_table(self._app, routes, originals, self._caller_headers, self._confirm_mutations)
 
     def cached(self) -> ToolTable:
         """The table as last built, without looking at the route table again."""
@@ -155,7 +161,7 @@ def _same_routes(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 
 
 def _build_table(
-    app: FastAPI, routes: list[Any], originals: tuple[Any, ...], caller_headers: frozenset[str]
+    app: FastAPI, routes: list[Any], originals: tuple[Any, ...], caller_headers: frozenset[str], confirm_mutations: bool
 ) -> ToolTable:
     marked = _marked_routes(routes)
     _check_names(marked)
@@ -165,7 +171,7 @@ def _build_table(
     for entry in marked:
         operation = operations["paths"][entry.route.path_format][entry.method.lower()]
         schema = build_tool_schema(operation, components, caller_headers, entry.where)
-        tools.append(_tool(entry, schema))
+        tools.append(_tool(entry, schema, confirm_mutations))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
     restricted = any(tool.access is not None for tool in tools)
@@ -225,17 +231,22 @@ def _operations(app: FastAPI, marked: list[_Marked]) -> dict[str, Any]:
     )
 
 
-def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
+def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
     route, options = entry.route, entry.options
+    annotations = _annotations(entry.method, options)
+    confirm = options.confirm
+    if confirm is None:
+        confirm = confirm_mutations and not annotations.get("readOnlyHint")
     definition: dict[str, Any] = {"name": entry.name}
     title = options.title or route.summary
     if title:
         definition["title"] = title
     definition["description"] = _description(entry)
-    definition["inputSchema"] = schema.input_schema
+    definition["inputSchema"] = _gated_input(schema.input_schema, entry.where) if confirm else schema.input_schema
     if schema.output_schema is not None:
-        definition["outputSchema"] = schema.output_schema
-    definition["annotations"] = _annotations(entry.method, options)
+        output = schema.output_schema
+        definition["outputSchema"] = gated_output_schema(output) if confirm else output
+    definition["annotations"] = annotations
     if options.meta:
         definition["_meta"] = dict(options.meta)
     return Tool(
@@ -249,7 +260,19 @@ def _tool(entry: _Marked, schema: ToolSchema) -> Tool:
         definition=definition,
         header_params=_header_params(schema.input_schema["properties"], entry.where),
         access=_access(route, options),
+        confirm=confirm,
     )
+
+
+def _gated_input(input_schema: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The inputSchema of a tool whose calls are confirmed: the token is one more argument."""
+    properties = input_schema.get("properties", {})
+    if TOKEN_ARGUMENT in properties:
+        raise ValueError(
+            f"{where}: the argument {TOKEN_ARGUMENT!r} is taken by mutation confirmation; rename the "
+            "route's parameter, or turn confirmation off for this tool with mcp_tool(confirm=False)"
+        )
+    return {**input_schema, "properties": {**properties, TOKEN_ARGUMENT: dict(TOKEN_PROPERTY)}}
 
 
 def _access(route: Any, options: ToolOptions) -> Access | None:

@@ -53,9 +53,7 @@ class RequestStateSealer:
     def binding(self, credentials: bytes, tool: str, arguments: Mapping[str, Any]) -> Binding:
         """`credentials`: the caller's credential headers, in a canonical order."""
         caller = hmac.digest(self._key, b"caller\x00" + credentials, "sha256").hex()
-        # Keys sorted at every level, so the same arguments always give the same digest.
-        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return Binding(caller, tool, hashlib.sha256(canonical.encode()).hexdigest())
+        return Binding(caller, tool, arguments_sha256(arguments))
 
     def seal(self, binding: Binding, answers: Mapping[str, Any]) -> str:
         """Seal the answers so far; none of them can be changed on the way back."""
@@ -91,6 +89,13 @@ class RequestStateSealer:
             raise InvalidRequestState()
         answers: dict[str, Any] = sealed["a"]
         return answers
+
+
+def arguments_sha256(arguments: Mapping[str, Any]) -> str:
+    """A digest of a call's arguments: keys sorted at every level, so the same arguments
+    always give the same digest."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _b64(data: bytes) -> str:

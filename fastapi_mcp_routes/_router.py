@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
+from fastapi_mcp_routes._confirm import DEFAULT_TTL_S, ConfirmationTokens
 from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._rate_limit import EndpointRateLimit
@@ -50,6 +51,8 @@ def mcp_routes(
     on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
     list_visible_only: bool = True,
     rate_limit: str | None = None,
+    require_confirmation_for_mutations: bool = True,
+    confirmation_ttl_s: float = DEFAULT_TTL_S,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -89,11 +92,19 @@ def mcp_routes(
         rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
             storage when one is installed (`app.state.limiter`), else in memory.
+        require_confirmation_for_mutations: a tool that is not read-only runs only once its
+            call is confirmed: by the user where the client can ask (elicitation, or an input
+            request in the stateless revision), else by calling again with the
+            `confirmationToken` the first call returned. `mcp_tool(confirm=...)` overrides it
+            per tool. Turn it off where an approval layer of your own confirms calls.
+        confirmation_ttl_s: how long a confirmation token stays usable.
     """
     _check_options(path, max_body_bytes, max_stream_seconds)
+    _check_seconds("confirmation_ttl_s", confirmation_ttl_s)
     forwarded = _header_names(forward_headers)
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
-    registry = ToolRegistry(app, credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS))
+    caller_headers = credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS)
+    registry = ToolRegistry(app, caller_headers, require_confirmation_for_mutations)
     identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
     config = TransportConfig(
         origin_policy=OriginPolicy.build(allowed_origins, allowed_hosts),
@@ -114,6 +125,7 @@ def mcp_routes(
             on_tool_call,
             list_visible_only,
             config.credential_headers,
+            ConfirmationTokens(confirmation_ttl_s),
         ),
         SessionStore() if sessions else None,
         EndpointRateLimit(app, rate_limit) if rate_limit is not None else None,
@@ -158,16 +170,17 @@ def mcp_routes(
 
 
 def _check_options(path: str, max_body_bytes: int, max_stream_seconds: float | None) -> None:
-    if max_stream_seconds is not None and (
-        isinstance(max_stream_seconds, bool)
-        or not isinstance(max_stream_seconds, (int, float))
-        or not max_stream_seconds > 0
-    ):
-        raise ValueError(f"max_stream_seconds must be a positive number of seconds or None, got {max_stream_seconds!r}")
+    if max_stream_seconds is not None:
+        _check_seconds("max_stream_seconds", max_stream_seconds, " or None")
     if not isinstance(path, str) or not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}")
+
+
+def _check_seconds(name: str, value: object, alternative: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds{alternative}, got {value!r}")
 
 
 def _header_names(names: Iterable[str]) -> frozenset[str]:

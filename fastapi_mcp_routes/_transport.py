@@ -145,7 +145,9 @@ class StreamableHTTPEndpoint:
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
         caller = caller_from_scope(request.scope, self._config.forward_headers)
-        ctx = CallContext(version, caller, session, principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY))
+        principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+        credentials = caller_identity(request, self._config)
+        ctx = CallContext(version, caller, session, credentials=credentials, principal=principal)
         if opening and isinstance(first, RpcRequest):
             return await self._initialize(request, first, ctx)
         return _Answer(self, parsed, ctx, accepts)

@@ -150,7 +150,7 @@ def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error()
         background.add_task(audit)
         return {"orders": len(orders)}
 
-    app.include_router(mcp_routes(app, sessions=False))
+    app.include_router(mcp_routes(app, sessions=False, require_confirmation_for_mutations=False))
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "place_order", "arguments": {}}}
     with TestClient(app) as client:
         result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]

@@ -40,7 +40,8 @@ observed = Observed()
 
 def make_app() -> FastAPI:
     app = FastAPI(title="Streaming")
-    app.include_router(mcp_routes(app))
+    # What these routes do with their stream is the subject here, not confirming mutations.
+    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
 
     @mcp_tool()
     @app.get("/count")

@@ -34,6 +34,17 @@ async def mcp_client(base_url: str, headers: dict[str, str] | None = None) -> As
         yield client
 
 
+async def confirmed_call(client: Client, name: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+    """Call a tool that changes data: the first call returns a plan and a token, the second
+    (same arguments plus the token) runs the route."""
+    pending = await client.call_tool(name, arguments)
+    assert not pending.is_error, pending.content
+    assert pending.structured_content is not None
+    assert pending.structured_content["pending"] is True
+    token = pending.structured_content["token"]
+    return await client.call_tool(name, {**arguments, "confirmationToken": token}, **kwargs)
+
+
 def rest(base_url: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         return http.request(method, path, **kwargs)
@@ -100,7 +111,7 @@ async def test_get_tool_result_equals_the_rest_response(base_url: str) -> None:
 async def test_post_tool_creates_through_the_route_with_the_callers_key(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
-            created = await client.call_tool("create_note", {"title": "From an agent", "tags": ["mcp"]})
+            created = await confirmed_call(client, "create_note", {"title": "From an agent", "tags": ["mcp"]})
     assert not created.is_error
     note = created.structured_content
     assert note["title"] == "From an agent"
@@ -110,7 +121,7 @@ async def test_post_tool_creates_through_the_route_with_the_callers_key(base_url
 async def test_guarded_tool_refuses_without_credentials(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url) as client:
-            refused = await client.call_tool("create_note", {"title": "No key"})
+            refused = await confirmed_call(client, "create_note", {"title": "No key"})
             stats = await client.call_tool("note_stats", {})
     assert refused.is_error
     assert "401" in refused.content[0].text
@@ -130,7 +141,7 @@ async def test_guarded_tool_succeeds_with_the_callers_bearer_token(base_url: str
 async def test_invalid_arguments_come_back_as_an_error_result_naming_the_field(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
-            result = await client.call_tool("create_note", {"title": "", "priority": "urgent"})
+            result = await confirmed_call(client, "create_note", {"title": "", "priority": "urgent"})
     assert result.is_error
     text = result.content[0].text
     assert "'title'" in text
@@ -142,8 +153,8 @@ async def test_update_and_delete_run_their_routes(base_url: str) -> None:
     created = rest(base_url, "POST", "/notes", json={"title": "Temporary"}, headers=headers).json()
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url, headers) as client:
-            updated = await client.call_tool("update_note", {"note_id": created["id"], "title": "Renamed"})
-            deleted = await client.call_tool("delete_note", {"note_id": created["id"]})
+            updated = await confirmed_call(client, "update_note", {"note_id": created["id"], "title": "Renamed"})
+            deleted = await confirmed_call(client, "delete_note", {"note_id": created["id"]})
             missing = await client.call_tool("get_note", {"note_id": created["id"]})
     assert updated.structured_content["revision"] == 2
     assert not deleted.is_error
@@ -160,8 +171,8 @@ async def test_bulk_create_reports_progress_through_the_tool_context(base_url: s
 
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
-            result = await client.call_tool(
-                "create_notes", {"body": [{"title": "a"}, {"title": "b"}]}, progress_callback=on_progress
+            result = await confirmed_call(
+                client, "create_notes", {"body": [{"title": "a"}, {"title": "b"}]}, progress_callback=on_progress
             )
     assert len(result.structured_content["created"]) == 2
     assert seen == [1, 2]
@@ -181,8 +192,8 @@ async def test_the_stateless_sdk_client_uses_the_example_app_too(base_url: str) 
             assert client.protocol_version == "2026-07-28"
             names = [tool.name for tool in (await client.list_tools()).tools]
             note = await client.call_tool("get_note", {"note_id": 1})
-            bulk = await client.call_tool(
-                "create_notes", {"body": [{"title": "x"}, {"title": "y"}]}, progress_callback=on_progress
+            bulk = await confirmed_call(
+                client, "create_notes", {"body": [{"title": "x"}, {"title": "y"}]}, progress_callback=on_progress
             )
     assert "get_note" in names
     assert note.structured_content == rest(base_url, "GET", "/notes/1").json()

@@ -1,0 +1,384 @@
+"""Confirming mutations: a tool that changes data runs only once its call is confirmed, by a
+single-use token bound to the caller, the tool and the arguments, or by the user through the
+client (elicitation in a session, an input request in the stateless revision)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import anyio
+import httpx
+import pytest
+from fastapi import Depends, FastAPI
+from mcp import Client, types
+from pydantic import BaseModel
+
+from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes._confirm import ConfirmationTokens, gated_output_schema
+from fastapi_mcp_routes._registry import ToolRegistry
+from tests.conftest import serve
+
+pytestmark = pytest.mark.anyio
+WAIT_S = 20.0
+VERSION = "2026-07-28"
+SESSION_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+class Item(BaseModel):
+    name: str
+    quantity: int = 1
+
+
+class Order(BaseModel):
+    id: int
+    shop: str
+    item: Item
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.orders: list[Order] = []
+        self.answers: list[Any] = []
+
+
+ledger = Ledger()
+
+
+def make_app(**options: Any) -> FastAPI:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, **options))
+
+    @mcp_tool()
+    @app.post("/shops/{shop}/orders", response_model=Order, status_code=201)
+    def place_order(shop: str, item: Item) -> Order:
+        order = Order(id=len(ledger.orders) + 1, shop=shop, item=item)
+        ledger.orders.append(order)
+        return order
+
+    @mcp_tool()
+    @app.get("/orders")
+    def count_orders() -> dict[str, int]:
+        return {"orders": len(ledger.orders)}
+
+    @mcp_tool(confirm=False)
+    @app.post("/notes")
+    def jot(text: str) -> dict[str, str]:
+        return {"noted": text}
+
+    @mcp_tool(confirm=True)
+    @app.get("/export")
+    def export() -> dict[str, str]:
+        return {"export": "everything"}
+
+    @mcp_tool()
+    @app.post("/survey")
+    async def survey(ctx: Annotated[ToolContext, Depends()]) -> dict[str, Any]:
+        answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        ledger.answers.append(answer.content)
+        return {"name": (answer.content or {}).get("name")}
+
+    return app
+
+
+@pytest.fixture(autouse=True)
+def empty_ledger() -> None:
+    ledger.orders.clear()
+    ledger.answers.clear()
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve(make_app()) as url:
+        yield url
+
+
+def stateless(
+    http: httpx.Client,
+    name: str,
+    arguments: dict[str, Any],
+    capabilities: dict[str, Any] | None = None,
+    who: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One 2026-07-28 tools/call, with the headers a conforming client sends; its result.
+    `who`: the caller's bearer credential; `extra`: more params (requestState, inputResponses)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    }
+    params = {"name": name, "arguments": arguments, **extra, "_meta": meta}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {**SESSION_HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": name}
+    if who is not None:
+        headers["authorization"] = f"Bearer {who}"
+    response = http.post("/mcp", json=body, headers=headers)
+    assert response.status_code in (200, 400), response.text  # a result, or a protocol error
+    answer: dict[str, Any] = response.json()
+    return answer.get("result", answer)
+
+
+ORDER = {"shop": "north", "name": "tea", "quantity": 2}
+
+
+# -- the token store ---------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_token_runs_one_call_of_the_tool_and_arguments_it_was_issued_for() -> None:
+    tokens = ConfirmationTokens()
+    token = tokens.issue(b"alice", "place_order", "d1")
+    assert "issued to another caller" in (tokens.redeem(token, b"mallory", "place_order", "d1") or "")
+    assert "issued for another tool" in (tokens.redeem(token, b"alice", "cancel_order", "d1") or "")
+    assert "other arguments" in (tokens.redeem(token, b"alice", "place_order", "d2") or "")
+    assert tokens.redeem(token, b"alice", "place_order", "d1") is None
+    assert "already used" in (tokens.redeem(token, b"alice", "place_order", "d1") or "")
+
+
+def test_a_token_expires_and_a_forged_one_is_unknown() -> None:
+    clock = Clock()
+    tokens = ConfirmationTokens(ttl_s=300, clock=clock)
+    token = tokens.issue(b"alice", "t", "d")
+    clock.now += 301
+    assert "expired" in (tokens.redeem(token, b"alice", "t", "d") or "")
+    assert "not valid" in (tokens.redeem("forged-token", b"alice", "t", "d") or "")
+    assert "not valid" in (tokens.redeem(["not", "a", "string"], b"alice", "t", "d") or "")
+
+
+def test_a_full_store_drops_its_oldest_token_which_then_cannot_run() -> None:
+    tokens = ConfirmationTokens(capacity=2)
+    first = tokens.issue(b"a", "t", "d")
+    second = tokens.issue(b"a", "t", "d")
+    third = tokens.issue(b"a", "t", "d")
+    assert tokens.redeem(first, b"a", "t", "d") is not None
+    assert tokens.redeem(second, b"a", "t", "d") is None
+    assert tokens.redeem(third, b"a", "t", "d") is None
+
+
+# -- what tools/list publishes -----------------------------------------------------------------
+
+
+def test_gated_tools_declare_the_token_argument_and_admit_the_pending_result(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        }
+        headers = {**SESSION_HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+        tools = {tool["name"]: tool for tool in http.post("/mcp", json=body, headers=headers).json()["result"]["tools"]}
+    gated = {name for name, tool in tools.items() if "confirmationToken" in tool["inputSchema"]["properties"]}
+    assert gated == {"place_order", "survey", "export"}  # not the GET, not confirm=False
+    assert "confirmationToken" not in tools["place_order"]["inputSchema"].get("required", [])
+    output = tools["place_order"]["outputSchema"]
+    assert output["type"] == "object"
+    assert len(output["anyOf"]) == 2
+    assert "$defs" in output
+    assert "$defs" not in output["anyOf"][0]
+
+
+def test_a_gated_output_schema_keeps_its_dialect_and_definitions_at_the_root() -> None:
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "$defs": {"A": {}}}
+    gated = gated_output_schema(schema)
+    assert gated["$schema"] == schema["$schema"]
+    assert gated["$defs"] == {"A": {}}
+    assert gated["anyOf"][0] == {"type": "object"}
+
+
+def test_an_argument_named_like_the_token_is_a_startup_error() -> None:
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.post("/pay")
+    def pay(confirmationToken: str) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="'confirmationToken' is taken by mutation confirmation"):
+        ToolRegistry(app, frozenset(), confirm_mutations=True).table()
+    assert ToolRegistry(app, frozenset(), confirm_mutations=False).table().by_name["pay"].confirm is False
+
+
+# -- the token flow ----------------------------------------------------------------------------
+
+
+def test_a_first_call_runs_nothing_and_returns_the_plan_and_a_token(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        result = stateless(http, "place_order", ORDER)
+    assert ledger.orders == []
+    pending = result["structuredContent"]
+    assert pending["pending"] is True
+    assert isinstance(pending["token"], str)
+    assert pending["plan"] == {"method": "POST", "path": "/shops/north/orders", "arguments": ORDER}
+    assert "isError" not in result
+    assert "confirmationToken" in result["content"][1]["text"]
+
+
+def test_the_token_runs_the_call_once(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        token = stateless(http, "place_order", ORDER)["structuredContent"]["token"]
+        done = stateless(http, "place_order", {**ORDER, "confirmationToken": token})
+        replayed = stateless(http, "place_order", {**ORDER, "confirmationToken": token})
+    assert done["structuredContent"]["item"] == {"name": "tea", "quantity": 2}
+    assert replayed["isError"] is True
+    assert "already used" in replayed["content"][0]["text"]
+    assert len(ledger.orders) == 1
+
+
+@pytest.mark.parametrize(
+    ("attempt", "message"),
+    [
+        ("other arguments", "issued for other arguments"),
+        ("another caller", "issued to another caller"),
+        ("another tool", "issued for another tool"),
+        ("forged", "not valid"),
+    ],
+)
+def test_a_token_used_otherwise_than_issued_is_refused(base_url: str, attempt: str, message: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        token = stateless(http, "place_order", who="alice", arguments=ORDER)["structuredContent"]["token"]
+        if attempt == "other arguments":
+            refused = stateless(
+                http, "place_order", who="alice", arguments={**ORDER, "quantity": 200, "confirmationToken": token}
+            )
+        elif attempt == "another caller":
+            refused = stateless(http, "place_order", who="mallory", arguments={**ORDER, "confirmationToken": token})
+        elif attempt == "another tool":
+            refused = stateless(http, "export", who="alice", arguments={"confirmationToken": token})
+        else:
+            refused = stateless(
+                http, "place_order", who="alice", arguments={**ORDER, "confirmationToken": token[:-4] + "AAAA"}
+            )
+        assert refused["isError"] is True
+        assert message in refused["content"][0]["text"]
+        assert ledger.orders == []
+        # The token is still good for the call it was issued for.
+        done = stateless(http, "place_order", who="alice", arguments={**ORDER, "confirmationToken": token})
+    assert "isError" not in done
+    assert len(ledger.orders) == 1
+
+
+def test_read_only_and_opted_out_tools_run_at_once_and_confirm_true_gates_a_get(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        counted = stateless(http, "count_orders", {})
+        jotted = stateless(http, "jot", {"text": "hi"})
+        exported = stateless(http, "export", {})
+    assert counted["structuredContent"] == {"orders": 0}
+    assert jotted["content"][0]["text"] == '{"noted":"hi"}'
+    assert exported["structuredContent"]["pending"] is True
+
+
+def test_without_the_default_mutations_run_at_once_and_take_no_token() -> None:
+    with serve(make_app(require_confirmation_for_mutations=False)) as url, httpx.Client(base_url=url) as http:
+        done = stateless(http, "place_order", ORDER)
+        refused = stateless(http, "place_order", {**ORDER, "confirmationToken": "x"})
+    assert done["structuredContent"]["shop"] == "north"
+    assert refused["isError"] is True
+    assert "confirmationToken" in refused["content"][0]["text"]
+
+
+def test_invalid_arguments_are_reported_before_any_token_is_issued(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        result = stateless(http, "place_order", {"shop": "north", "nme": "tea"})
+    assert result["isError"] is True
+    assert "'nme'" in result["content"][0]["text"]
+
+
+async def test_the_sdk_client_confirms_with_the_token_in_a_session(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with Client(f"{base_url}/mcp", mode="legacy") as client:
+            pending = await client.call_tool("place_order", ORDER)  # the SDK validates it against outputSchema
+            assert pending.structured_content is not None
+            token = pending.structured_content["token"]
+            done = await client.call_tool("place_order", {**ORDER, "confirmationToken": token})
+    assert not done.is_error
+    assert done.structured_content == {"id": 1, "shop": "north", "item": {"name": "tea", "quantity": 2}}
+
+
+# -- asking the user through the client ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("action", ["accept", "decline"])
+async def test_a_client_that_can_elicit_asks_its_user_instead(base_url: str, mode: str, action: str) -> None:
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+    with anyio.fail_after(WAIT_S):
+        async with Client(f"{base_url}/mcp", mode=mode, elicitation_callback=on_elicit) as client:
+            result = await client.call_tool("place_order", ORDER)
+    plan = 'POST /shops/north/orders with {"shop":"north","name":"tea","quantity":2}'
+    assert asked == [f"Allow place_order to run {plan}?"]
+    if action == "accept":
+        assert not result.is_error
+        assert result.structured_content is not None
+        assert result.structured_content["shop"] == "north"
+        assert len(ledger.orders) == 1
+    else:
+        assert result.is_error
+        assert "declined" in result.content[0].text
+        assert ledger.orders == []
+
+
+def test_a_stateless_confirmation_runs_once_and_a_replayed_state_is_refused(base_url: str) -> None:
+    capable = {"elicitation": {}}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        asked = stateless(http, "place_order", ORDER, capable)
+        assert asked["resultType"] == "input_required"
+        [key] = asked["inputRequests"]
+        retry = {"requestState": asked["requestState"], "inputResponses": {key: {"action": "accept", "content": {}}}}
+        done = stateless(http, "place_order", ORDER, capable, **retry)
+        replayed = stateless(http, "place_order", ORDER, capable, **retry)
+    assert done["structuredContent"]["shop"] == "north"
+    assert replayed["isError"] is True
+    assert "already used" in replayed["content"][0]["text"]
+    assert len(ledger.orders) == 1
+
+
+def test_a_stateless_retry_without_the_answer_is_asked_again(base_url: str) -> None:
+    capable = {"elicitation": {}}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        asked = stateless(http, "place_order", ORDER, capable)
+        again = stateless(http, "place_order", ORDER, capable, requestState=asked["requestState"])
+        [key] = again["inputRequests"]
+        retry = {"requestState": again["requestState"], "inputResponses": {key: {"action": "accept"}}}
+        done = stateless(http, "place_order", ORDER, capable, **retry)
+    assert again["inputRequests"] == asked["inputRequests"]
+    assert done["structuredContent"]["shop"] == "north"
+
+
+def test_a_stateless_state_for_other_arguments_is_refused(base_url: str) -> None:
+    capable = {"elicitation": {}}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        asked = stateless(http, "place_order", ORDER, capable)
+        [key] = asked["inputRequests"]
+        retry = {"requestState": asked["requestState"], "inputResponses": {key: {"action": "accept"}}}
+        refused = stateless(http, "place_order", {**ORDER, "quantity": 99}, capable, **retry)
+    assert refused["error"]["message"] == "Invalid or expired requestState."
+    assert ledger.orders == []
+
+
+async def test_a_confirmed_stateless_call_whose_route_asks_too_is_not_confirmed_twice(base_url: str) -> None:
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={} if len(asked) == 1 else {"name": "Ada"})
+
+    with anyio.fail_after(WAIT_S):
+        async with Client(f"{base_url}/mcp", elicitation_callback=on_elicit) as client:
+            result = await client.call_tool("survey", {})
+    assert asked == ["Allow survey to run POST /survey with {}?", "Your name?"]
+    assert result.structured_content == {"name": "Ada"}
+    assert ledger.answers == [{"name": "Ada"}]
