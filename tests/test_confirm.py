@@ -382,3 +382,14 @@ async def test_a_confirmed_stateless_call_whose_route_asks_too_is_not_confirmed_
     assert asked == ["Allow survey to run POST /survey with {}?", "Your name?"]
     assert result.structured_content == {"name": "Ada"}
     assert ledger.answers == [{"name": "Ada"}]
+
+
+def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
+    events: list[tuple[str, str]] = []
+    app = make_app(on_tool_call=lambda event: events.append((event.outcome, event.arguments_digest)))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        token = stateless(http, "place_order", ORDER)["structuredContent"]["token"]
+        stateless(http, "place_order", {**ORDER, "confirmationToken": token})
+        stateless(http, "place_order", {**ORDER, "confirmationToken": token})
+    assert [outcome for outcome, _ in events] == ["confirmation_required", "ok", "not_confirmed"]
+    assert len({digest for _, digest in events}) == 1  # the token is not part of the arguments
