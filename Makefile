@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck conformance unit bench clean
+.PHONY: run token test lint typecheck conformance unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/uvicorn example_app.main:app --host 127.0.0.1 --port 8000
+
+# A bearer token the example accepts (scope notes:stats), from its demo issuer key.
+token: $(STAMP)
+	$(BIN)/python -m example_app.auth
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -2,7 +2,8 @@
 
 Run it with `make run`, then open http://127.0.0.1:8000/docs (REST) or point an MCP client at
 http://127.0.0.1:8000/mcp. Writes need the API key `demo-key` (header `x-api-key`); the stats
-route needs the bearer token `demo-token`.
+route needs a JWT with the scope `notes:stats`, which `make token` prints (see `auth.py`).
+Tools that change notes run once the call is confirmed (`require_confirmation_for_mutations`).
 """
 
 from __future__ import annotations
@@ -13,19 +14,30 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, status
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Security, status
 from pydantic import BaseModel, Field
 
-from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from example_app.auth import AUDIENCE, ISSUER, SCOPES, public_key_pem
+from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
 
 API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
-BEARER_TOKEN = os.environ.get("NOTES_BEARER_TOKEN", "demo-token")
+
+# Bearer JWTs from the (demo) authorization server, issued for this service's MCP endpoint.
+jwt_bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=public_key_pem())
 
 app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, exposed over REST and MCP.")
 # Included first so a POST to /mcp never scans the rest of the route table; the routes below
 # are still found, because tools are discovered lazily.
-app.include_router(mcp_routes(app, instructions="Notes service: list, read and edit notes."))
+app.include_router(
+    mcp_routes(
+        app,
+        instructions="Notes service: list, read and edit notes.",
+        # Tells a client that got a 401 where tokens come from (RFC 9728).
+        protected_resource=ProtectedResource(
+            authorization_servers=[ISSUER], scopes_supported=list(SCOPES), resource=AUDIENCE
+        ),
+    )
+)
 
 
 class Priority(StrEnum):
@@ -80,16 +92,6 @@ def require_api_key(x_api_key: Annotated[str | None, Header()] = None) -> None:
     """Writes need the service's API key; agents send it as their own HTTP header."""
     if x_api_key is None or not secrets.compare_digest(x_api_key, API_KEY):
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "A valid x-api-key header is required.")
-
-
-bearer = HTTPBearer(auto_error=False)
-
-
-def require_bearer(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
-    if credentials is None or not secrets.compare_digest(credentials.credentials, BEARER_TOKEN):
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED, "A valid bearer token is required.", {"WWW-Authenticate": "Bearer"}
-        )
 
 
 def find_note(note_id: int) -> Note:
@@ -186,9 +188,9 @@ def delete_note(note_id: NoteId) -> None:
 
 
 @mcp_tool(title="Note statistics")
-@app.get("/stats", response_model=Stats, dependencies=[Depends(require_bearer)])
-def note_stats() -> Stats:
-    """Count notes by priority. Needs the bearer token."""
+@app.get("/stats", response_model=Stats)
+def note_stats(reader: Annotated[Principal, Security(jwt_bearer, scopes=["notes:stats"])]) -> Stats:
+    """Count notes by priority. Needs a bearer JWT with the scope notes:stats."""
     counts = dict.fromkeys(Priority, 0)
     for note in store.notes.values():
         counts[note.priority] += 1

@@ -13,7 +13,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from example_app.main import API_KEY, BEARER_TOKEN, app
+from example_app.auth import mint
+from example_app.main import API_KEY, app
 from tests.conftest import serve
 
 pytestmark = pytest.mark.anyio
@@ -129,13 +130,27 @@ async def test_guarded_tool_refuses_without_credentials(base_url: str) -> None:
     assert "401" in stats.content[0].text
 
 
-async def test_guarded_tool_succeeds_with_the_callers_bearer_token(base_url: str) -> None:
-    expected = rest(base_url, "GET", "/stats", headers={"authorization": f"Bearer {BEARER_TOKEN}"}).json()
+async def test_a_jwt_guarded_tool_runs_with_the_agents_token_and_its_scope(base_url: str) -> None:
+    token = mint(scopes=["notes:stats"])
+    expected = rest(base_url, "GET", "/stats", headers={"authorization": f"Bearer {token}"}).json()
+    unscoped = {"authorization": f"Bearer {mint(scopes=['notes:read'])}"}
     with anyio.fail_after(WAIT_S):
-        async with mcp_client(base_url, {"authorization": f"Bearer {BEARER_TOKEN}"}) as client:
+        async with mcp_client(base_url, {"authorization": f"Bearer {token}"}) as client:
             stats = await client.call_tool("note_stats", {})
+        async with mcp_client(base_url, unscoped) as client:
+            refused = await client.call_tool("note_stats", {})
     assert not stats.is_error
     assert stats.structured_content == expected
+    assert refused.is_error
+    assert refused.content[0].text.startswith("HTTP 403")
+
+
+async def test_the_protected_resource_metadata_names_the_issuer(base_url: str) -> None:
+    metadata = rest(base_url, "GET", "/.well-known/oauth-protected-resource/mcp").json()
+    assert metadata["authorization_servers"] == ["http://127.0.0.1:8000/demo-issuer"]
+    assert metadata["scopes_supported"] == ["notes:stats"]
+    challenge = rest(base_url, "GET", "/stats").headers["www-authenticate"]
+    assert challenge.startswith('Bearer resource_metadata="')
 
 
 async def test_invalid_arguments_come_back_as_an_error_result_naming_the_field(base_url: str) -> None:
