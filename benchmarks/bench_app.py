@@ -58,7 +58,8 @@ def create_app() -> FastAPI:
 def build_app(extra_routes: int) -> FastAPI:
     """Two measured tool routes, `extra_routes` generated ones, and `/mcp`."""
     app = FastAPI(title="Benchmark", version="1.0.0")
-    app.include_router(mcp_routes(app))
+    # Confirmation off: what is measured is one call of the route, as the peers make it.
+    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
     app.add_api_route("/items/{item_id}", get_item, methods=["GET"], response_model=Item, summary="Get an item")
     app.add_api_route(
         "/items",
