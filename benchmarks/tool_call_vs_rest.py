@@ -22,42 +22,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
-import json
 import math
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-HOST: Final = "127.0.0.1"
+from _http import BenchmarkError, Connection, Process, http_request, uvicorn_process
+
 PROTOCOL_VERSION: Final = "2025-11-25"
 APP_FACTORY: Final = "bench_app:create_app"
 EXTRA_ROUTES_ENV: Final = "FMR_BENCH_EXTRA_ROUTES"  # read by bench_app.create_app
 MEASURED_TOOLS: Final = 2  # get_item and create_item; the rest are generated
 CONCURRENCY: Final = (8, 16)
 START_TIMEOUT_S: Final = 60.0
-STOP_TIMEOUT_S: Final = 10.0
 BATCH_TIMEOUT_S: Final = 120.0
-# Longer than any idle gap between two batches on one connection (uvicorn's default is 5 s).
-KEEP_ALIVE_S: Final = 600
 HERE: Final = Path(__file__).resolve().parent
-CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")  # the unit of utime and stime in /proc/<pid>/stat
 
 GET_ARGUMENTS: Final = {"item_id": 42, "q": "hello"}
 GET_TARGET: Final = "/items/42?q=hello"
 POST_ARGUMENTS: Final = {"name": "widget", "price": 9.5, "tags": ["bench", "post"]}
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot go on: a server did not start or answered wrongly."""
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -67,121 +58,34 @@ class BenchmarkError(Exception):
 class Server:
     """One uvicorn worker serving the benchmark app with `tools` tools."""
 
-    process: subprocess.Popen[bytes]
-    port: int
+    process: Process
     tools: int
 
+    @property
+    def port(self) -> int:
+        return self.process.port
+
     def cpu_seconds(self) -> float:
-        """User plus system CPU time of the whole server process (all threads) so far."""
-        with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def free_port() -> int:
-    # The port is free when this returns; nothing else on a benchmark machine races for it.
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
+        return self.process.cpu_seconds()
 
 
 @contextmanager
 def running_servers(tool_counts: Sequence[int]) -> Iterator[list[Server]]:
     """Start one server per tool count (in parallel), wait until all listen, stop them all."""
     with ExitStack() as stack:
-        servers = [stack.enter_context(_server_process(tools)) for tools in tool_counts]
+        servers = [Server(stack.enter_context(_server_process(tools)), tools) for tools in tool_counts]
         deadline = time.monotonic() + START_TIMEOUT_S
         for server in servers:
-            _wait_listening(server, deadline)
+            server.process.wait_listening(deadline)
         yield servers
 
 
-@contextmanager
-def _server_process(tools: int) -> Iterator[Server]:
-    port = free_port()
-    command = [
-        *(sys.executable, "-m", "uvicorn", APP_FACTORY, "--factory", "--app-dir", str(HERE)),
-        *("--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"),
-        *("--timeout-keep-alive", str(KEEP_ALIVE_S)),
-    ]
-    env = {**os.environ, EXTRA_ROUTES_ENV: str(tools - MEASURED_TOOLS)}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-    try:
-        yield Server(process, port, tools)
-    finally:
-        process.terminate()
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(STOP_TIMEOUT_S)
-
-
-def _wait_listening(server: Server, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise BenchmarkError(f"the server with {server.tools} tools exited with {server.process.returncode}")
-        try:
-            socket.create_connection((HOST, server.port), timeout=1.0).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise BenchmarkError(f"the server with {server.tools} tools did not listen within {START_TIMEOUT_S} s")
+def _server_process(tools: int) -> AbstractContextManager[Process]:
+    env = {EXTRA_ROUTES_ENV: str(tools - MEASURED_TOOLS)}
+    return uvicorn_process(sys.executable, APP_FACTORY, HERE, env, f"{tools}-tool")
 
 
 # -- the client ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection carrying one request at a time."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-
-    @classmethod
-    async def open(cls, port: int) -> Connection:
-        reader, writer = await asyncio.open_connection(HOST, port)
-        return cls(reader, writer)
-
-    async def send(self, request: bytes) -> Reply:
-        self._writer.write(request)
-        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-        status_line, *lines = head.split("\r\n")
-        headers = {}
-        for line in lines:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = headers.get("content-length")
-        if length is None:
-            raise BenchmarkError(f"the server answered {status_line!r} without Content-Length")
-        return Reply(int(status_line.split(" ", 2)[1]), headers, await self._reader.readexactly(int(length)))
-
-    def close(self) -> None:
-        self._writer.close()
-
-
-def http_request(
-    port: int, method: str, target: str, headers: Mapping[str, str] | None = None, body: Any = None
-) -> bytes:
-    """The bytes of one HTTP/1.1 request; `body` is sent as JSON."""
-    lines = [f"{method} {target} HTTP/1.1", f"host: {HOST}:{port}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
-    payload = b""
-    if body is not None:
-        payload = json.dumps(body, separators=(",", ":")).encode()
-        lines += ["content-type: application/json", f"content-length: {len(payload)}"]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
 
 
 def mcp_request(port: int, session_id: str | None, method: str, params: Mapping[str, Any] | None) -> bytes:

@@ -1,0 +1,174 @@
+"""What the benchmarks share: a uvicorn server in a subprocess, and a client light enough that the
+server, not the client, is the bottleneck.
+
+The client is raw asyncio over keep-alive HTTP/1.1 connections: it writes pre-built request
+bytes and reads `Content-Length` or chunked bodies (the official SDK's servers answer with
+chunked SSE). Server CPU is read from `/proc/<pid>/stat` (all threads; it does not count time
+spent waiting for a CPU, so it is the least noisy figure on a shared machine), RSS from
+`/proc/<pid>/status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+HOST: Final = "127.0.0.1"
+STOP_TIMEOUT_S: Final = 10.0
+# Longer than any idle gap between two batches on one connection (uvicorn's default is 5 s).
+KEEP_ALIVE_S: Final = 600
+CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")  # the unit of utime and stime in /proc/<pid>/stat
+PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
+
+
+class BenchmarkError(Exception):
+    """The benchmark cannot go on: a server did not start or answered wrongly."""
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """One uvicorn worker in a subprocess."""
+
+    popen: subprocess.Popen[bytes]
+    port: int
+    label: str
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time of the whole server process (all threads) so far."""
+        with open(f"/proc/{self.popen.pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def rss_bytes(self) -> int:
+        """The resident set size now."""
+        with open(f"/proc/{self.popen.pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+
+    def wait_listening(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise BenchmarkError(f"the {self.label} server exited with {self.popen.returncode}")
+            try:
+                socket.create_connection((HOST, self.port), timeout=1.0).close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise BenchmarkError(f"the {self.label} server did not listen in time")
+
+
+def free_port() -> int:
+    # The port is free when this returns; nothing else on a benchmark machine races for it.
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def uvicorn_process(
+    python: str | Path, factory: str, app_dir: Path, env: Mapping[str, str], label: str
+) -> Iterator[Process]:
+    """Start `uvicorn --factory factory` with this interpreter and environment; stop it after."""
+    port = free_port()
+    command: Sequence[str] = [
+        *(str(python), "-m", "uvicorn", factory, "--factory", "--app-dir", str(app_dir)),
+        *("--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"),
+        *("--timeout-keep-alive", str(KEEP_ALIVE_S)),
+    ]
+    popen = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    try:
+        yield Process(popen, port, label)
+    finally:
+        popen.terminate()
+        try:
+            popen.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(STOP_TIMEOUT_S)
+
+
+# -- the client ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The JSON body; for an SSE body, the last JSON-RPC response or error it carries."""
+        if not self.headers.get("content-type", "").startswith("text/event-stream"):
+            return json.loads(self.body)
+        messages = [json.loads(line[5:]) for line in self.body.splitlines() if line.startswith(b"data:")]
+        answers = [m for m in messages if isinstance(m, dict) and ("result" in m or "error" in m)]
+        if not answers:
+            raise BenchmarkError(f"an SSE answer carried no response: {self.body[:200]!r}")
+        return answers[-1]
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection carrying one request at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        return cls(reader, writer)
+
+    async def send(self, request: bytes) -> Reply:
+        self._writer.write(request)
+        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        status_line, *lines = head.split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = headers.get("content-length")
+        if length is not None:
+            body = await self._reader.readexactly(int(length))
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body = await self._read_chunked()
+        else:
+            raise BenchmarkError(f"the server answered {status_line!r} with neither Content-Length nor chunks")
+        return Reply(int(status_line.split(" ", 2)[1]), headers, body)
+
+    async def _read_chunked(self) -> bytes:
+        chunks = []
+        while True:
+            size = int((await self._reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+            if size == 0:
+                await self._reader.readuntil(b"\r\n")  # no trailers are sent here
+                return b"".join(chunks)
+            chunks.append(await self._reader.readexactly(size))
+            await self._reader.readexactly(2)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def http_request(
+    port: int, method: str, target: str, headers: Mapping[str, str] | None = None, body: Any = None
+) -> bytes:
+    """The bytes of one HTTP/1.1 request; `body` is sent as JSON."""
+    lines = [f"{method} {target} HTTP/1.1", f"host: {HOST}:{port}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    payload = b""
+    if body is not None:
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        lines += ["content-type: application/json", f"content-length: {len(payload)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
