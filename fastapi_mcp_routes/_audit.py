@@ -8,14 +8,13 @@ call's answer.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from fastapi_mcp_routes._request_state import arguments_sha256
 from fastapi_mcp_routes._wire import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
@@ -48,8 +47,8 @@ class ToolCallEvent:
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:_DIGEST_HEX]
+    """The start of the digest that request states and confirmations bind, so the three agree."""
+    return arguments_sha256(arguments)[:_DIGEST_HEX]
 
 
 def log_tool_call(event: ToolCallEvent) -> None:

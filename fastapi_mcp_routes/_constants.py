@@ -17,6 +17,7 @@ FALLBACK_VERSION: Final = "2025-03-26"
 RESUMABLE_VERSION: Final = "2025-11-25"
 # The only revision in which a POST body may be a JSON-RPC batch.
 BATCH_VERSION: Final = "2025-03-26"
+ELICITATION_SINCE: Final = "2025-06-18"  # the first revision with elicitation/create
 
 # HTTP header names, lower-case as ASGI carries them.
 HEADER_SESSION_ID: Final = "mcp-session-id"
@@ -77,3 +78,5 @@ DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 TOOLS_PAGE_SIZE: Final = 1000
 # Untrusted values (session ids, tool names from the wire) are cut to this length in logs.
 LOG_VALUE_MAX: Final = 32
+# Input-request keys the library owns (mutation confirmation); a route cannot use them.
+RESERVED_KEY_PREFIX: Final = "fastapi-mcp-routes/"

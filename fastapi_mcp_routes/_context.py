@@ -16,7 +16,7 @@ from typing import Any, Final
 import anyio
 from starlette.requests import Request
 
-from fastapi_mcp_routes._constants import JSONRPC_VERSION
+from fastapi_mcp_routes._constants import ELICITATION_SINCE, JSONRPC_VERSION, RESERVED_KEY_PREFIX
 from fastapi_mcp_routes._errors import MissingClientCapability
 from fastapi_mcp_routes._sessions import PendingReply, Session
 
@@ -151,6 +151,11 @@ class ToolCall:
     async def ask(self, requests: Mapping[str, InputRequest]) -> dict[str, Mapping[str, Any]]:
         """The client's answers to these questions: in the stateless revision all at once (or
         `InputRequired`), in a session one server-to-client request after the other."""
+        reserved = sorted(key for key in requests if key.startswith(RESERVED_KEY_PREFIX))
+        if reserved:
+            raise ValueError(
+                f"input request keys starting {RESERVED_KEY_PREFIX!r} are the library's own, got {reserved!r}"
+            )
         if self.stateless is not None:
             return self.stateless.answer_or_ask(requests)
         return {key: await self.ask_client(request) for key, request in requests.items()}
@@ -162,6 +167,8 @@ class ToolCall:
         """Why this session-era call cannot send the client `request`, or `None` if it can."""
         if self.session is None or self._emit is None:
             return f"{request.method} needs a session and a response stream the client reads as SSE"
+        if request.capability == "elicitation" and self.session.protocol_version < ELICITATION_SINCE:
+            return f"elicitation/create is not part of protocol {self.session.protocol_version}"
         if not declares(self.session.client_capabilities or {}, request):
             wanted = f"{request.capability!r} capability" + (f" with {request.mode!r} mode" if request.mode else "")
             return f"the client did not declare the {wanted}, so it cannot answer {request.method}"

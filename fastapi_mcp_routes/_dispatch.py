@@ -21,25 +21,23 @@ from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes._confirm import (
     QUESTION_KEY,
-    SEALED_TOKEN_KEY,
+    STATE_KEY,
     TOKEN_ARGUMENT,
-    ConfirmationTokens,
-    accepted,
-    pending_result,
-    plan,
-    question,
-    refused_result,
+    ConfirmationAsked,
+    ConfirmationGate,
+    Confirmed,
+    GatedCall,
+    Held,
+    is_reserved,
 )
 from fastapi_mcp_routes._context import (
     CANCELLED,
     LOG_LEVELS,
     Emit,
-    InputRequest,
     InputRequired,
     StatelessInput,
     ToolCall,
     ToolContextError,
-    declares,
 )
 from fastapi_mcp_routes._errors import (
     CallCancelled,
@@ -101,10 +99,10 @@ class Dispatcher:
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
         list_visible_only: bool = True,
         credential_headers: frozenset[bytes] = frozenset(),
-        tokens: ConfirmationTokens | None = None,
+        gate: ConfirmationGate | None = None,
     ) -> None:
         self._app = app
-        self._tokens = tokens or ConfirmationTokens()
+        self._gate = gate or ConfirmationGate()
         self._list_visible_only = list_visible_only
         self._credential_headers = credential_headers
         self._on_tool_call = on_tool_call
@@ -257,9 +255,10 @@ class Dispatcher:
             arguments = dict(arguments)
             token = arguments.pop(TOKEN_ARGUMENT)
         stateless = None
+        confirmation: tuple[object, object] = (None, None)
         if ctx.envelope is not None:
             check_param_headers(tool.header_params, arguments, ctx.envelope.param_headers)
-            answers = self._answers(params, _binding(self._sealer, ctx, name, arguments))
+            answers, confirmation = self._answers(params, _binding(self._sealer, ctx, name, arguments))
             envelope = ctx.envelope
             stateless = StatelessInput(envelope.capabilities, envelope.log_level, answers, envelope.client_info)
         call = ToolCall(
@@ -280,7 +279,7 @@ class Dispatcher:
         outcome: Outcome = "cancelled"
         status: int | None = None
         try:
-            result, outcome, status = await self._run(tool, arguments, token, call, ctx)
+            result, outcome, status = await self._run(tool, arguments, (token, *confirmation), call, ctx)
             return result
         except McpError:
             outcome = "refused"
@@ -295,32 +294,42 @@ class Dispatcher:
                 await report(self._on_tool_call, event)
 
     async def _run(
-        self, tool: Tool, arguments: dict[str, Any], token: object, call: ToolCall, ctx: CallContext
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        confirmation: tuple[object, object, object],
+        call: ToolCall,
+        ctx: CallContext,
     ) -> _Ran:
-        """Run the route for one call, once confirmed where the tool asks for confirmation."""
-        confirmed = False
+        """Run the route for one call, once confirmed where the tool asks for confirmation.
+
+        `confirmation`: the call's `confirmationToken` argument, and in the stateless revision
+        the sealed confirmation state and the client's answer to the confirmation question."""
+        gated: GatedCall | None = None
+        confirmed: Confirmed | None = None
         try:
             with call.cancel_scope:
                 if tool.confirm:
-                    held = await self._confirmation(tool, arguments, token, call, ctx)
-                    if held is not None:
-                        return held
-                    confirmed = True
+                    gated = self._gated(tool, arguments, confirmation, call, ctx)
+                    verdict = await self._gate.check(gated)
+                    if isinstance(verdict, Held):
+                        return verdict.result, verdict.outcome, None
+                    confirmed = verdict
                 response = await invoke(self._app, tool, arguments, ctx.caller, call)
         except InputRequired as needed:
             answers = dict(needed.answers)
-            if confirmed:
+            if gated is not None and confirmed is not None:
                 # The route asks something too: the retry runs it again from the start, and
                 # must not need another confirmation for the call the user already allowed.
-                answers[QUESTION_KEY] = {"action": "accept"}
-                answers[SEALED_TOKEN_KEY] = self._issue(tool, arguments, ctx)
+                answers[STATE_KEY] = self._gate.carried(gated, confirmed)
             binding = _binding(self._sealer, ctx, tool.name, arguments)
             asked = {
                 "resultType": "input_required",
                 "inputRequests": dict(needed.requests),
                 "requestState": self._sealer.seal(binding, answers),
             }
-            return asked, "input_required", None
+            outcome: Outcome = "confirmation_required" if isinstance(needed, ConfirmationAsked) else "input_required"
+            return asked, outcome, None
         except ToolError as exc:
             return error_result(str(exc)), "invalid_arguments", None
         except ToolContextError as exc:
@@ -335,74 +344,47 @@ class Dispatcher:
         result = tool_result(tool, response)
         return result, "error" if result.get("isError") else "ok", response.status
 
-    async def _confirmation(
-        self, tool: Tool, arguments: dict[str, Any], token: object, call: ToolCall, ctx: CallContext
-    ) -> _Ran | None:
-        """`None` when this call of a gated tool is confirmed, else what to answer instead.
+    def _gated(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        confirmation: tuple[object, object, object],
+        call: ToolCall,
+        ctx: CallContext,
+    ) -> GatedCall:
+        """The call as the confirmation gate sees it; `ToolError` for arguments that cannot make
+        a request at all, before anyone is asked to confirm it."""
+        token, state, answer = confirmation
+        # In a session, the session too: callers without credentials are then told apart.
+        caller = ctx.credentials + (b"\x00session\x00" + ctx.session.id.encode() if ctx.session else b"")
+        path = planned_path(tool, arguments)
+        digest = arguments_sha256(arguments)
+        return GatedCall(tool.name, tool.method, path, arguments, digest, caller, token, call, state, answer)
 
-        A token the model passes is checked first; else the user is asked where the client
-        can ask (a session-era elicitation, or a stateless input request backed by a token the
-        requestState carries); else the answer is a plan and a new token."""
-        planned = plan(tool.method, planned_path(tool, arguments), arguments)
-        stateless = call.stateless
-        if stateless is not None and SEALED_TOKEN_KEY in stateless.answers:
-            # A retry after the question (or after the route's own questions, once confirmed):
-            # the token behind it wins over an argument the retry repeats.
-            token = stateless.answers[SEALED_TOKEN_KEY]
-            if QUESTION_KEY not in stateless.answers:
-                raise InputRequired({QUESTION_KEY: _asked(tool, planned)}, stateless.answers)  # still unanswered
-            if not accepted(stateless.answers[QUESTION_KEY]):
-                return refused_result("the user declined this call.", retry=False), "not_confirmed", None
-        if token is not None:
-            reason = self._tokens.redeem(token, ctx.credentials, tool.name, arguments_sha256(arguments))
-            return None if reason is None else (refused_result(reason), "not_confirmed", None)
-        ask = question(tool.name, planned)
-        if stateless is not None and declares(stateless.capabilities, ask):
-            sealed = {**stateless.answers, SEALED_TOKEN_KEY: self._issue(tool, arguments, ctx)}
-            raise InputRequired({QUESTION_KEY: _asked(tool, planned)}, sealed)
-        if stateless is None and call.cannot_ask(ask) is None:
-            return await _ask_user(call, ask)
-        issued = self._issue(tool, arguments, ctx)
-        return pending_result(tool.name, planned, issued, self._tokens.ttl_s), "confirmation_required", None
-
-    def _issue(self, tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> str:
-        return self._tokens.issue(ctx.credentials, tool.name, arguments_sha256(arguments))
-
-    def _answers(self, params: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
+    def _answers(self, params: Mapping[str, Any], binding: Binding) -> tuple[dict[str, Any], tuple[object, object]]:
         """The client's answers so far: those sealed in requestState (which nothing the
-        client sends can replace), plus this request's `inputResponses`.
+        client sends can replace), plus this request's `inputResponses`; and, apart, the
+        sealed confirmation state and this round's answer to the confirmation question.
 
         Answers without a state are taken as the spec allows (a client may answer up front,
-        and stateless servers need no state); keys the route never asks are simply unused."""
-        answers: dict[str, Any] = {}
+        and stateless servers need no state); keys the route never asks are simply unused.
+        Keys the confirmation gate owns are never taken from the client, so an answer sent
+        before the question was asked cannot be sealed as if the user had given it."""
+        sealed: dict[str, Any] = {}
         if "requestState" in params:
-            answers = self._sealer.open(params["requestState"], binding)
+            sealed = self._sealer.open(params["requestState"], binding)
         responses = params.get("inputResponses")
-        if isinstance(responses, dict):
-            for key, response in responses.items():
+        responses = responses if isinstance(responses, dict) else {}
+        answers = {key: value for key, value in sealed.items() if not is_reserved(key)}
+        for key, response in responses.items():
+            if not is_reserved(key):
                 answers.setdefault(key, response)
-        return answers
+        return answers, (sealed.get(STATE_KEY), responses.get(QUESTION_KEY))
 
 
 def _binding(sealer: RequestStateSealer, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> Binding:
     """What a requestState is bound to: the caller's credentials, the tool, the arguments."""
     return sealer.binding(ctx.credentials, tool, arguments)
-
-
-async def _ask_user(call: ToolCall, ask: InputRequest) -> _Ran | None:
-    """Ask the user through the client, in a session: `None` when they accept."""
-    try:
-        answer = await call.ask_client(ask)
-    except ToolContextError as exc:
-        return refused_result(f"the call was not confirmed: {exc}.", retry=False), "not_confirmed", None
-    if accepted(answer):
-        return None
-    return refused_result("the user declined this call.", retry=False), "not_confirmed", None
-
-
-def _asked(tool: Tool, planned: Mapping[str, Any]) -> dict[str, Any]:
-    ask = question(tool.name, planned)
-    return {"method": ask.method, "params": dict(ask.params)}
 
 
 def _progress_token(params: Mapping[str, Any]) -> str | int | None:

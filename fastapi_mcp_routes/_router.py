@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
-from fastapi_mcp_routes._confirm import DEFAULT_TTL_S, ConfirmationTokens
+from fastapi_mcp_routes._confirm import DEFAULT_TTL_S, ConfirmationGate
 from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
 from fastapi_mcp_routes._rate_limit import EndpointRateLimit
@@ -125,7 +125,7 @@ def mcp_routes(
             on_tool_call,
             list_visible_only,
             config.credential_headers,
-            ConfirmationTokens(confirmation_ttl_s),
+            ConfirmationGate(confirmation_ttl_s),
         ),
         SessionStore() if sessions else None,
         EndpointRateLimit(app, rate_limit) if rate_limit is not None else None,

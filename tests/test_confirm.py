@@ -4,6 +4,8 @@ client (elicitation in a session, an input request in the stateless revision).""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -15,7 +17,7 @@ from mcp import Client, types
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
-from fastapi_mcp_routes._confirm import ConfirmationTokens, gated_output_schema
+from fastapi_mcp_routes._confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore, gated_output_schema
 from fastapi_mcp_routes._registry import ToolRegistry
 from tests.conftest import serve
 
@@ -78,6 +80,12 @@ def make_app(**options: Any) -> FastAPI:
         ledger.answers.append(answer.content)
         return {"name": (answer.content or {}).get("name")}
 
+    @mcp_tool(confirm=False)
+    @app.post("/sneaky")
+    async def sneaky(ctx: Annotated[ToolContext, Depends()]) -> dict[str, str]:
+        answer = await ctx.elicit("Go?", {"type": "object", "properties": {}}, key="fastapi-mcp-routes/confirm")
+        return {"action": answer.action}
+
     return app
 
 
@@ -133,34 +141,56 @@ class Clock:
         return self.now
 
 
+def refusal(store: TokenStore, token: object, caller: bytes, tool: str, digest: str, kind: Kind = "model") -> str:
+    with pytest.raises(Refused) as refused:
+        store.redeem(token, caller, tool, digest, kind)
+    return str(refused.value)
+
+
 def test_a_token_runs_one_call_of_the_tool_and_arguments_it_was_issued_for() -> None:
-    tokens = ConfirmationTokens()
-    token = tokens.issue(b"alice", "place_order", "d1")
-    assert "issued to another caller" in (tokens.redeem(token, b"mallory", "place_order", "d1") or "")
-    assert "issued for another tool" in (tokens.redeem(token, b"alice", "cancel_order", "d1") or "")
-    assert "other arguments" in (tokens.redeem(token, b"alice", "place_order", "d2") or "")
-    assert tokens.redeem(token, b"alice", "place_order", "d1") is None
-    assert "already used" in (tokens.redeem(token, b"alice", "place_order", "d1") or "")
+    store = TokenStore()
+    token = store.issue(b"alice", "place_order", "d1", "model", expires=2e9)
+    assert "issued for another tool" in refusal(store, token, b"alice", "cancel_order", "d1")
+    assert "other arguments" in refusal(store, token, b"alice", "place_order", "d2")
+    assert store.redeem(token, b"alice", "place_order", "d1", "model").expires == 2e9
+    assert "already used" in refusal(store, token, b"alice", "place_order", "d1")
 
 
-def test_a_token_expires_and_a_forged_one_is_unknown() -> None:
+def test_a_foreign_expired_forged_or_other_kind_of_token_is_answered_alike() -> None:
     clock = Clock()
-    tokens = ConfirmationTokens(ttl_s=300, clock=clock)
-    token = tokens.issue(b"alice", "t", "d")
+    store = TokenStore(clock)
+    token = store.issue(b"alice", "t", "d", "model", expires=clock.now + 300)
+    question = store.issue(b"alice", "t", "d", "question", expires=clock.now + 300)
+    unknown = refusal(store, "forged-token", b"alice", "t", "d")
+    assert refusal(store, token, b"mallory", "t", "d") == unknown  # says nothing of its owner
+    assert refusal(store, question, b"alice", "t", "d", "model") == unknown  # a question's token is no argument
+    assert refusal(store, ["not", "a", "string"], b"alice", "t", "d") == unknown
     clock.now += 301
-    assert "expired" in (tokens.redeem(token, b"alice", "t", "d") or "")
-    assert "not valid" in (tokens.redeem("forged-token", b"alice", "t", "d") or "")
-    assert "not valid" in (tokens.redeem(["not", "a", "string"], b"alice", "t", "d") or "")
+    assert refusal(store, token, b"alice", "t", "d") == unknown
 
 
-def test_a_full_store_drops_its_oldest_token_which_then_cannot_run() -> None:
-    tokens = ConfirmationTokens(capacity=2)
-    first = tokens.issue(b"a", "t", "d")
-    second = tokens.issue(b"a", "t", "d")
-    third = tokens.issue(b"a", "t", "d")
-    assert tokens.redeem(first, b"a", "t", "d") is not None
-    assert tokens.redeem(second, b"a", "t", "d") is None
-    assert tokens.redeem(third, b"a", "t", "d") is None
+def test_a_revoked_token_cannot_run_anything() -> None:
+    store = TokenStore()
+    token = store.issue(b"alice", "t", "d", "question", expires=2e9)
+    store.revoke(token)
+    assert "already used" in refusal(store, token, b"alice", "t", "d", "question")
+
+
+def test_a_full_store_drops_the_callers_own_oldest_token_first() -> None:
+    store = TokenStore(capacity=3, per_caller=2)
+    alice = store.issue(b"alice", "t", "d", "model", expires=2e9)
+    first, second, third = (store.issue(b"mallory", "t", "d", "model", expires=2e9) for _ in range(3))
+    assert "not valid" in refusal(store, first, b"mallory", "t", "d")  # mallory's own went first
+    assert store.redeem(alice, b"alice", "t", "d", "model")
+    assert store.redeem(third, b"mallory", "t", "d", "model")
+    for _ in range(3):
+        store.issue(b"eve", "t", "d", "model", expires=2e9)
+    assert "not valid" in refusal(store, second, b"mallory", "t", "d")  # then the oldest of all
+
+
+def test_store_bounds_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        TokenStore(capacity=0)
 
 
 # -- what tools/list publishes -----------------------------------------------------------------
@@ -237,7 +267,7 @@ def test_the_token_runs_the_call_once(base_url: str) -> None:
     ("attempt", "message"),
     [
         ("other arguments", "issued for other arguments"),
-        ("another caller", "issued to another caller"),
+        ("another caller", "not valid"),
         ("another tool", "issued for another tool"),
         ("forged", "not valid"),
     ],
@@ -393,3 +423,121 @@ def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
         stateless(http, "place_order", {**ORDER, "confirmationToken": token})
     assert [outcome for outcome, _ in events] == ["confirmation_required", "ok", "not_confirmed"]
     assert len({digest for _, digest in events}) == 1  # the token is not part of the arguments
+
+
+CAPABLE = {"elicitation": {}}
+
+
+def sealed_state(request_state: str) -> dict[str, Any]:
+    """What a requestState carries: it is signed, not encrypted."""
+    payload = request_state.split(".")[0]
+    sealed: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["a"]
+    return sealed
+
+
+def test_a_declined_stateless_confirmation_cannot_be_accepted_later(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
+        state = asked["requestState"]
+        declined = stateless(
+            http,
+            "place_order",
+            ORDER,
+            CAPABLE,
+            requestState=state,
+            inputResponses={QUESTION_KEY: {"action": "decline"}},
+        )
+        accepted = stateless(
+            http, "place_order", ORDER, CAPABLE, requestState=state, inputResponses={QUESTION_KEY: {"action": "accept"}}
+        )
+    assert declined["content"][0]["text"] == "Not run: the user declined this call."
+    assert accepted["isError"] is True
+    assert "already used" in accepted["content"][0]["text"]
+    assert ledger.orders == []
+
+
+def test_the_token_behind_a_stateless_question_is_no_confirmation_token(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
+        token = sealed_state(asked["requestState"])[STATE_KEY]["token"]
+        refused = stateless(http, "place_order", {**ORDER, "confirmationToken": token})
+    assert refused["isError"] is True
+    assert "not valid" in refused["content"][0]["text"]
+    assert ledger.orders == []
+
+
+def test_an_answer_sent_before_the_question_was_asked_counts_for_nothing(base_url: str) -> None:
+    early = {QUESTION_KEY: {"action": "accept"}, STATE_KEY: {"token": "x", "kind": "confirmed"}}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        asked = stateless(http, "place_order", ORDER, CAPABLE, inputResponses=early)
+        state = asked["requestState"]
+        declined = stateless(
+            http,
+            "place_order",
+            ORDER,
+            CAPABLE,
+            requestState=state,
+            inputResponses={QUESTION_KEY: {"action": "decline"}},
+        )
+    assert asked["resultType"] == "input_required"
+    assert QUESTION_KEY not in sealed_state(state)
+    assert declined["content"][0]["text"] == "Not run: the user declined this call."
+    assert ledger.orders == []
+
+
+def test_a_route_cannot_ask_under_the_confirmations_keys(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        result = stateless(http, "sneaky", {}, CAPABLE, inputResponses={QUESTION_KEY: {"action": "accept"}})
+    assert result["isError"] is True
+    assert "internal error" in result["content"][0]["text"]
+
+
+def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        first, second = open_session(http), open_session(http)
+        token = session_call(http, first, "place_order", ORDER)["structuredContent"]["token"]
+        refused = session_call(http, second, "place_order", {**ORDER, "confirmationToken": token})
+        done = session_call(http, first, "place_order", {**ORDER, "confirmationToken": token})
+    assert "not valid" in refused["content"][0]["text"]
+    assert done["structuredContent"]["shop"] == "north"
+
+
+def test_a_2025_03_26_session_is_never_sent_an_elicitation(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        old = open_session(http, "2025-03-26", CAPABLE)
+        result = session_call(http, old, "place_order", ORDER)
+    assert result["structuredContent"]["pending"] is True
+
+
+def test_the_stateless_question_is_audited_as_a_confirmation() -> None:
+    events: list[str] = []
+    with (
+        serve(make_app(on_tool_call=lambda event: events.append(event.outcome))) as url,
+        httpx.Client(base_url=url) as http,
+    ):
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
+        retry = {"requestState": asked["requestState"], "inputResponses": {QUESTION_KEY: {"action": "cancel"}}}
+        cancelled = stateless(http, "place_order", ORDER, CAPABLE, **retry)
+    assert cancelled["content"][0]["text"] == "Not run: the user cancelled this call."
+    assert events == ["confirmation_required", "not_confirmed"]
+
+
+def open_session(
+    http: httpx.Client, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None
+) -> dict[str, str]:
+    headers = {**SESSION_HEADERS, "mcp-protocol-version": version}
+    params = {
+        "protocolVersion": version,
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    opened = http.post(
+        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
+    )
+    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+
+
+def session_call(http: httpx.Client, headers: dict[str, str], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    result: dict[str, Any] = http.post("/mcp", json=body, headers=headers).json()["result"]
+    return result

@@ -154,7 +154,7 @@ def confirmation_token_from_another_caller(peer: Peer) -> None:
     token = pending_token(peer, peer.open("alice"), ORDER)
     refused = peer.call(peer.open("mallory"), "place_order", {**ORDER, "confirmationToken": token})
     assert refused["isError"] is True
-    assert "another caller" in refused["content"][0]["text"]
+    assert "not issued to this caller" in refused["content"][0]["text"]
 
 
 def confirmation_token_forged(peer: Peer) -> None:
