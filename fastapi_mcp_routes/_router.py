@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, params
+from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
@@ -139,10 +141,19 @@ def mcp_routes(
         # reaches an auth check, a rate limit or an audit record.
         endpoint.refuse_foreign_origin(request)
 
+    served_first: list[Route] = []
+
     @asynccontextmanager
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
         registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
-        yield
+        if served_first == [] and (first := _route_first(app, plain_route, mcp_endpoint)) is not None:
+            served_first.append(first)
+        try:
+            yield
+        finally:
+            for route in served_first:
+                app.router.routes.remove(route)
+            served_first.clear()
 
     router = APIRouter(lifespan=discover_at_startup)
     if protected_resource is not None:
@@ -166,7 +177,26 @@ def mcp_routes(
         # A plain Starlette route: with no dependencies to solve, FastAPI's request handler would
         # only add work to every MCP request (about a third of the endpoint's own cost).
         router.add_route(path, mcp_endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
+    plain_route = router.routes[-1] if auth is None and not dependencies else None
     return router
+
+
+def _route_first(app: FastAPI, route: Any, endpoint: Callable[[Request], Awaitable[Response]]) -> Route | None:
+    """Serve a plain endpoint route from the front of the app's own route table as well.
+
+    An included router's routes are reached through FastAPI's inclusion layer and after every
+    route ahead of them, which together cost about a fifth of a tool call. The copy has the
+    path the inclusion gave the route (its prefix included) and the same endpoint; it is added
+    at startup, so an app that never includes the router never serves it, and removed at
+    shutdown. Routes with dependencies are left where they are: an inclusion may add its own."""
+    if route is None:
+        return None
+    for context in iter_route_contexts(app.routes):
+        if context.original_route is route and isinstance(context.path, str):
+            first = Route(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
+            app.router.routes.insert(0, first)
+            return first
+    return None
 
 
 def _check_options(path: str, max_body_bytes: int, max_stream_seconds: float | None) -> None:

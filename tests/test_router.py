@@ -156,3 +156,23 @@ def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error()
         result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
     assert "isError" not in result
     assert result["content"][0]["text"] == '{"orders":1}'
+
+
+def test_the_endpoint_is_served_from_the_front_of_the_route_table_at_its_included_path() -> None:
+    app = FastAPI()
+
+    @app.post("/{anything:path}")
+    def catch_all(anything: str) -> dict[str, str]:  # added first: it would shadow /v1/mcp
+        return {"caught": anything}
+
+    router = mcp_routes(app)
+    v1 = FastAPI()
+    app.include_router(router, prefix="/v1")
+    with TestClient(app) as client:
+        first = app.router.routes[0]
+        assert getattr(first, "path", None) == "/v1/mcp"
+        assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 200
+        assert client.post("/mcp", json=INITIALIZE, headers=HEADERS).json() == {"caught": "mcp"}
+    assert first not in app.router.routes  # removed at shutdown
+    with TestClient(v1) as client:  # an app that never included the router does not serve it
+        assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 404
