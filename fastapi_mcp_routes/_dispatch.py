@@ -70,9 +70,10 @@ class ServerIdentity:
     instructions: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallContext:
-    """What a method handler may know about a message besides its params."""
+    """What a method handler may know about a message besides its params (one per POST; not
+    frozen, which keeps its construction cheap on every request)."""
 
     protocol_version: str
     caller: Caller

@@ -56,9 +56,9 @@ class Envelope:
     param_headers: Mapping[str, str]  # the Mcp-Param-* headers, by lower-case name
 
 
-def is_modern(headers: Headers, first: Any) -> bool:
+def is_modern(version_header: str | None, first: Any) -> bool:
     """Whether a POST speaks the stateless revision: its header or its envelope says so."""
-    if headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
+    if version_header in MODERN_VERSIONS:
         return True
     params = first.get("params") if isinstance(first, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None

@@ -8,7 +8,6 @@ in `_refusal`, so no step builds an error response itself.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from fastapi_mcp_routes._wire import (
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
+_HEADERS_KEY = "fastapi_mcp_routes.headers"
 _JSON_TYPES = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
 _SSE_TYPES = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
 
@@ -96,7 +96,7 @@ class StreamableHTTPEndpoint:
                 self._rate_limit.check(request)
             if request.method == "POST":
                 return await self._post(request)
-            if request.headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
+            if _header(request, c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
                 # The stateless revision has no GET stream and no session to delete.
                 raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": "POST"})
             if request.method == "DELETE" and self._sessions is not None:
@@ -121,33 +121,32 @@ class StreamableHTTPEndpoint:
 
     def _check_origin(self, request: Request) -> None:
         policy = self._config.origin_policy
-        headers = request.headers
-        host = headers.get(c.HEADER_HOST)
+        host = _header(request, c.HEADER_HOST)
         server = request.scope.get("server")
         if not policy.host_allowed(host, server[0] if server else None):
             raise HttpError(403, InvalidRequest("Forbidden: this Host is not allowed."))
-        if not policy.origin_allowed(headers.get(c.HEADER_ORIGIN), host, request.scope.get("scheme", "http")):
+        if not policy.origin_allowed(_header(request, c.HEADER_ORIGIN), host, request.scope.get("scheme", "http")):
             raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
 
     async def _post(self, request: Request) -> Response:
         accepts = _check_media_types(request)
         body = await _read_body(request, self._config.max_body_bytes)
         parsed = _parse(body)
-        if is_modern(request.headers, parsed.first):
+        if is_modern(_header(request, c.HEADER_PROTOCOL_VERSION), parsed.first):
             return self._post_stateless(request, parsed, accepts)
         first = parsed.messages[0]
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
         # An initialize needs no session, even when its params are wrong (then it gets -32602).
         opening = parsed.methods[0] == "initialize"
-        session = None if opening else self._resolve_session(request)
+        identity = caller_identity(request, self._config)
+        session = None if opening or self._sessions is None else _require_session(request, self._sessions, identity)
         version = _protocol_version(request, session, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
         caller = caller_from_scope(request.scope, self._config.forward_headers)
         principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
-        credentials = caller_identity(request, self._config)
-        ctx = CallContext(version, caller, session, credentials=credentials, principal=principal)
+        ctx = CallContext(version, caller, session, credentials=identity, principal=principal)
         if opening and isinstance(first, RpcRequest):
             return await self._initialize(request, first, ctx)
         return _Answer(self, parsed, ctx, accepts)
@@ -187,7 +186,7 @@ class StreamableHTTPEndpoint:
             return Response(encode_error(initialize.id, error), media_type=c.MEDIA_JSON)
         headers = {}
         if self._sessions is not None:
-            binding = _binding(request, self._sessions, self._config)
+            binding = self._sessions.binding([caller_identity(request, self._config)])
             params = initialize.params
             version = negotiate_version(str(params["protocolVersion"]))
             opened = self._sessions.open(binding, version, params.get("clientInfo"), params.get("capabilities"))
@@ -195,18 +194,18 @@ class StreamableHTTPEndpoint:
         return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
 
     def _delete(self, request: Request, sessions: SessionStore) -> Response:
-        session = _require_session(request, sessions, self._config)
+        session = _require_session(request, sessions, caller_identity(request, self._config))
         _protocol_version(request, session, opening=False)
         sessions.close(session.id, session.binding)
         return Response(status_code=204)
 
     def _listen(self, request: Request, sessions: SessionStore) -> Response:
         """Open the session's GET stream for notifications not tied to a request."""
-        if _accepted_types(request.headers.get(c.HEADER_ACCEPT, "")).isdisjoint(_SSE_TYPES):
+        if _accepted_types(_header(request, c.HEADER_ACCEPT) or "").isdisjoint(_SSE_TYPES):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
-        session = _require_session(request, sessions, self._config)
+        session = _require_session(request, sessions, caller_identity(request, self._config))
         _protocol_version(request, session, opening=False)  # an invalid header is refused here too
-        last_event_id = request.headers.get(c.HEADER_LAST_EVENT_ID)
+        last_event_id = _header(request, c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
             found = session.stream_logs.find(last_event_id) if session.stream_logs is not None else None
             if found is None:
@@ -231,11 +230,6 @@ class StreamableHTTPEndpoint:
             session.listening = False
 
         return ListenStream(poll, close)
-
-    def _resolve_session(self, request: Request) -> Session | None:
-        if self._sessions is None:
-            return None
-        return _require_session(request, self._sessions, self._config)
 
     async def answer(self, entry: Message | McpError, entry_id: RequestId | None, ctx: CallContext) -> bytes | None:
         """The encoded response to one message; `None` for notifications, replies and
@@ -280,16 +274,19 @@ class _Answer(Response):
         stream = ResponseStream(send, self._accepts.sse, self._accepts.json, logs, self._max_open_s)
         # Messages about a call go on its stream only when the client reads SSE; batches
         # (2025-03-26 only) are answered as one JSON array, without streaming.
-        base = self._ctx
-        streams = self._accepts.sse and not parsed.batch
-        ctx = dataclasses.replace(base, emit=stream.emit) if streams else base
-        replies = [
-            await self._endpoint.answer(entry, entry_id, ctx)
-            for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
-        ]
-        bodies = [reply for reply in replies if reply is not None]
+        ctx = self._ctx
+        if self._accepts.sse and not parsed.batch:
+            ctx.emit = stream.emit
+        if parsed.batch:
+            replies = [
+                await self._endpoint.answer(entry, entry_id, ctx)
+                for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
+            ]
+            bodies = [reply for reply in replies if reply is not None]
+            body = b"[" + b",".join(bodies) + b"]" if bodies else None
+        else:
+            body = await self._endpoint.answer(parsed.messages[0], parsed.ids[0], ctx)
         answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
-        body = None if not bodies else b"[" + b",".join(bodies) + b"]" if parsed.batch else bodies[0]
         await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
@@ -323,20 +320,16 @@ def _resume(session: Session, log: StreamLog, seen: int) -> Response:
     return ListenStream(poll, lambda: None)
 
 
-def _require_session(request: Request, sessions: SessionStore, config: TransportConfig) -> Session:
+def _require_session(request: Request, sessions: SessionStore, identity: bytes) -> Session:
     """The caller's live session named by the request: 400 without an id, 404 for any other."""
-    session_id = request.headers.get(c.HEADER_SESSION_ID)
+    session_id = _header(request, c.HEADER_SESSION_ID)
     if not session_id:
         raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
-    session = sessions.find(session_id, _binding(request, sessions, config))
+    session = sessions.find(session_id, sessions.binding([identity]))
     if session is None:
         logger.info("refused unknown, expired or foreign session %s", truncate(session_id))
         raise HttpError(404, InvalidRequest("Session not found."))
     return session
-
-
-def _binding(request: Request, sessions: SessionStore, config: TransportConfig) -> bytes:
-    return sessions.binding([caller_identity(request, config)])
 
 
 def caller_identity(request: Request, config: TransportConfig) -> bytes:
@@ -358,10 +351,10 @@ class _Accepts:
 
 
 def _check_media_types(request: Request) -> _Accepts:
-    content_type = request.headers.get(c.HEADER_CONTENT_TYPE, "")
+    content_type = _header(request, c.HEADER_CONTENT_TYPE) or ""
     if content_type.split(";", 1)[0].strip().lower() != c.MEDIA_JSON:
         raise HttpError(415, InvalidRequest("Unsupported Media Type: the body must be application/json."))
-    accepts = _accepts(request.headers.get(c.HEADER_ACCEPT, ""))
+    accepts = _accepts(_header(request, c.HEADER_ACCEPT) or "")
     if not (accepts.json or accepts.sse):
         raise HttpError(406, InvalidRequest("Not Acceptable: accept application/json or text/event-stream."))
     return accepts
@@ -387,17 +380,20 @@ def _accepted_types(accept: str) -> set[str]:
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
-    too_large = HttpError(413, InvalidRequest(f"Payload Too Large: the body may be at most {limit} bytes."))
-    declared = request.headers.get(c.HEADER_CONTENT_LENGTH, "")
+    declared = _header(request, c.HEADER_CONTENT_LENGTH) or ""
     if declared.isdigit() and int(declared) > limit:
-        raise too_large
+        raise _too_large(limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise too_large  # stop reading: never buffer more than the cap
+            raise _too_large(limit)  # stop reading: never buffer more than the cap
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(limit: int) -> HttpError:
+    return HttpError(413, InvalidRequest(f"Payload Too Large: the body may be at most {limit} bytes."))
 
 
 def _parse(body: bytes) -> _Parsed:
@@ -427,7 +423,7 @@ def _protocol_version(request: Request, session: Session | None, opening: bool) 
     """The version a request is handled under: its session's, else its header's, else the
     spec's fallback. An unsupported header is refused; a supported one that differs from the
     session's is tolerated (clients only SHOULD send the negotiated version)."""
-    header = request.headers.get(c.HEADER_PROTOCOL_VERSION)
+    header = _header(request, c.HEADER_PROTOCOL_VERSION)
     if header is None or opening:
         return session.protocol_version if session is not None else c.FALLBACK_VERSION
     if header not in c.SESSION_ERA_VERSIONS:
@@ -439,6 +435,19 @@ def _protocol_version(request: Request, session: Session | None, opening: bool) 
             ),
         )
     return session.protocol_version if session is not None else header
+
+
+def _header(request: Request, name: str) -> str | None:
+    """A request header's first value. Starlette's `Headers.get` scans the whole list on every
+    call; a POST looks up about eight headers, so they are read into a dict once per request,
+    kept in the request's scope under a key of ours."""
+    scope = request.scope
+    table: dict[bytes, bytes] | None = scope.get(_HEADERS_KEY)
+    if table is None:
+        raw = list(scope["headers"])
+        table = scope[_HEADERS_KEY] = dict(reversed(raw))  # reversed: the first copy wins
+    value = table.get(name.encode("latin-1"))
+    return None if value is None else value.decode("latin-1")
 
 
 def _refusal(refusal: HttpError) -> Response:
