@@ -317,6 +317,7 @@ def ratio_of_rounds(comparison: Comparison) -> float:
 
 @dataclass(slots=True)
 class Results:
+    impls: tuple[str, ...] = IMPLS
     versions: dict[str, str] = field(default_factory=dict)
     credential_forwarded: dict[str, bool] = field(default_factory=dict)
     calls: list[Comparison] = field(default_factory=list)
@@ -336,10 +337,10 @@ def tool_arm(label: str, server: Server, sessions: Sequence[str], name: str, arg
 
 
 def call_comparisons(
-    servers: Mapping[tuple[str, int], Server], sessions: Mapping[Server, list[str]]
+    servers: Mapping[tuple[str, int], Server], sessions: Mapping[Server, list[str]], impls: Sequence[str]
 ) -> list[Comparison]:
     comparisons = []
-    for impl in IMPLS:
+    for impl in impls:
         server = servers[(impl, TOOL_COUNTS[0])]
         get_rest = rest_arm(f"{impl} GET REST", server, http_request(server.port, "GET", "/items/42?q=hello"))
         post = http_request(server.port, "POST", "/items", body=POST_ARGUMENTS)
@@ -354,10 +355,10 @@ def call_comparisons(
 
 
 def flat_comparisons(
-    servers: Mapping[tuple[str, int], Server], sessions: Mapping[Server, list[str]]
+    servers: Mapping[tuple[str, int], Server], sessions: Mapping[Server, list[str]], impls: Sequence[str]
 ) -> list[Comparison]:
     comparisons = []
-    for impl in IMPLS:
+    for impl in impls:
         small, large = (servers[(impl, tools)] for tools in (TOOL_COUNTS[0], TOOL_COUNTS[-1]))
         arms = [
             tool_arm(f"{impl} get_item ({s.tools})", s, sessions[s], "get_item", GET_ARGUMENTS) for s in (small, large)
@@ -434,15 +435,15 @@ async def measure(servers: Mapping[tuple[str, int], Server], options: argparse.N
             if server.tools == TOOL_COUNTS[0]:
                 results.credential_forwarded[server.impl] = await verify(connections[0], server, sessions[server][0])
         print("timing tool calls ...", file=sys.stderr)
-        results.calls = call_comparisons(servers, sessions)
+        results.calls = call_comparisons(servers, sessions, results.impls)
         await run_rounds(results.calls, options.rounds, options.requests, options.warmup, pools)
-        results.flat = flat_comparisons(servers, sessions)
+        results.flat = flat_comparisons(servers, sessions, results.impls)
         await run_rounds(results.flat, options.rounds, options.requests, options.warmup, pools)
         print("timing tools/list ...", file=sys.stderr)
         for (impl, tools), server in servers.items():
             results.lists[(impl, tools)] = await measure_lists(server, pools, options.list_repeats)
         print("opening sessions ...", file=sys.stderr)
-        for impl in IMPLS:
+        for impl in results.impls:
             results.rss_per_session[impl] = await rss_per_session(
                 servers[(impl, TOOL_COUNTS[0])], pools, options.sessions
             )
@@ -455,15 +456,15 @@ async def measure(servers: Mapping[tuple[str, int], Server], options: argparse.N
 
 def render(results: Results, options: argparse.Namespace) -> Iterator[str]:
     names = {OURS: "fastapi-mcp-routes", "fastapi-mcp": "fastapi-mcp", "fastmcp": "FastMCP"}
-    yield "| figure | " + " | ".join(names[i] for i in IMPLS) + " | target |"
-    yield "|---|" + "--:|" * len(IMPLS) + "---|"
+    yield "| figure | " + " | ".join(names[i] for i in results.impls) + " | target |"
+    yield "|---|" + "--:|" * len(results.impls) + "---|"
 
     def row(figure: str, values: Sequence[str], target: str = "") -> str:
         return f"| {figure} | " + " | ".join(values) + f" | {target} |"
 
     by = {(c.figure, c.impl): c for c in results.calls}
     for method in ("GET", "POST"):
-        seq = [by[(f"{method}, sequential", impl)] for impl in IMPLS]
+        seq = [by[(f"{method}, sequential", impl)] for impl in results.impls]
         yield row(f"{method} tools/call p50 vs REST", [f"{ratio_of_rounds(c):.2f}x" for c in seq], TARGETS["p50"])
         yield row(
             f"{method} tools/call p99 vs REST",
@@ -475,7 +476,7 @@ def render(results: Results, options: argparse.Namespace) -> Iterator[str]:
             TARGETS["cpu"],
         )
         for clients in CONCURRENCY:
-            cases = [by[(f"{method}, {clients} clients", impl)] for impl in IMPLS]
+            cases = [by[(f"{method}, {clients} clients", impl)] for impl in results.impls]
             yield row(
                 f"{method} throughput, {clients} clients, vs REST",
                 [f"{ratio_of_rounds(c):.2f}x" for c in cases],
@@ -483,32 +484,37 @@ def render(results: Results, options: argparse.Namespace) -> Iterator[str]:
             )
     flat = {c.impl: c for c in results.flat}
     yield row(
-        "tools/call p50 at 1000 routes vs 10", [f"{ratio_of_rounds(flat[i]):.2f}x" for i in IMPLS], TARGETS["flat"]
+        "tools/call p50 at 1000 routes vs 10",
+        [f"{ratio_of_rounds(flat[i]):.2f}x" for i in results.impls],
+        TARGETS["flat"],
     )
     for tools in TOOL_COUNTS:
         yield row(
             f"initialize + tools/list, {tools} tools",
-            [f"{results.lists[(i, tools)][0]:.1f} ms, {results.lists[(i, tools)][1] / 1024:,.0f} KB" for i in IMPLS],
+            [
+                f"{results.lists[(i, tools)][0]:.1f} ms, {results.lists[(i, tools)][1] / 1024:,.0f} KB"
+                for i in results.impls
+            ],
         )
     yield row(
         f"warm tools/list server CPU, {TOOL_COUNTS[-1]} tools",
-        [f"{results.lists[(i, TOOL_COUNTS[-1])][2]:.1f} ms" for i in IMPLS],
+        [f"{results.lists[(i, TOOL_COUNTS[-1])][2]:.1f} ms" for i in results.impls],
         TARGETS["list"],
     )
     yield row(
         f"RSS per open session (after {options.sessions})",
-        [f"{results.rss_per_session[i] / 1024:.1f} KB" for i in IMPLS],
+        [f"{results.rss_per_session[i] / 1024:.1f} KB" for i in results.impls],
         TARGETS["rss"],
     )
     bare = results.startup["rest"]
     yield row(
         f"startup over the bare app, {TOOL_COUNTS[-1]} routes",
-        [f"{results.startup[i] - bare:+.2f} s" for i in IMPLS],
+        [f"{results.startup[i] - bare:+.2f} s" for i in results.impls],
         TARGETS["startup"],
     )
     yield row(
         "the caller's credential reaches the route's guard",
-        ["yes" if results.credential_forwarded[i] else "no" for i in IMPLS],
+        ["yes" if results.credential_forwarded[i] else "no" for i in results.impls],
     )
     yield ""
     yield "Absolute figures (REST on the same server / tool call):"
@@ -534,6 +540,7 @@ def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, help="warm-up requests per arm (default 100; 20 with --quick)")
     parser.add_argument("--sessions", type=int, help=f"sessions opened for RSS (default {SESSIONS}; 100 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--only", action="append", choices=IMPLS, help="measure only this implementation (repeatable)")
     options = parser.parse_args(argv)
     quick = options.quick
     options.rounds = options.rounds if options.rounds is not None else (2 if quick else 5)
@@ -556,10 +563,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for impl in PEER_PACKAGES:
             results.versions[impl] = installed_version(impl, impl)
         print("timing startup ...", file=sys.stderr)
-        for impl in ("rest", *IMPLS):
+        results.impls = tuple(options.only or IMPLS)
+        for impl in ("rest", *results.impls):
             results.startup[impl] = time_startup(impl, TOOL_COUNTS[-1], options.startup_repeats)
         with ExitStack() as stack:
-            servers = {(impl, tools): spawn(stack, impl, tools) for impl in IMPLS for tools in TOOL_COUNTS}
+            servers = {(impl, tools): spawn(stack, impl, tools) for impl in results.impls for tools in TOOL_COUNTS}
             deadline = time.monotonic() + START_TIMEOUT_S
             for server in servers.values():
                 server.process.wait_listening(deadline)

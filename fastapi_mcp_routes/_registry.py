@@ -1,9 +1,12 @@
 """Tool discovery: which routes are tools, their definitions, and a cache that follows the app.
 
-Discovery is lazy and cached. The cache is keyed by the identity of the app's routes, so a
-route added (or removed) at runtime is noticed by the next `tools/list`; `tools/call` trusts
-the cache and refreshes it only for a name it does not know, keeping the call path free of
-work proportional to the size of the route table.
+Discovery is lazy and cached. The cache is keyed by the identity of the app's routes. A route
+added to (or removed from) the app itself is noticed by the next `tools/list`. Routes inside
+included routers, which FastAPI keeps live, are compared in full at most once a second, since
+walking a large route table costs more than the list itself (half a millisecond at 1,000
+routes): a route added to an included router at runtime shows up within a second, and at once
+when called by name. `tools/call` trusts the cache and refreshes it only for a name it does not
+know, keeping the call path free of work proportional to the size of the route table.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import inspect
 import logging
 import operator
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,6 +39,7 @@ _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
 _PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
 _PLACEHOLDER: Final = re.compile(r"{([^}]+)}")
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+FULL_CHECK_S: Final = 1.0  # how often included routers are walked for changes
 
 # Hints derived from the HTTP method (documented in the README): what a REST author promises
 # by choosing the method. Explicit `mcp_tool` options override each one.
@@ -106,20 +111,34 @@ class _Marked:
 class ToolRegistry:
     """Discovers the app's tools and keeps them in step with its route table."""
 
-    def __init__(self, app: FastAPI, caller_headers: frozenset[str], confirm_mutations: bool = False) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        caller_headers: frozenset[str],
+        confirm_mutations: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._app = app
         self._caller_headers = caller_headers  # headers that are never tool arguments
         self._confirm_mutations = confirm_mutations  # gate tools that are not read-only
+        self._clock = clock
         self._table: ToolTable | None = None
+        self._top: tuple[Any, ...] = ()  # the app's own routes when the table was last checked
+        self._walk_due = 0.0
 
-    def table(self) -> ToolTable:
-        """The current tools, rebuilt when the app's routes changed since the last look."""
-        # Included routers stay live in FastAPI, so their views are read afresh each time.
-        routes = list(iter_route_contexts(self._app.routes))
-        originals = tuple(_original(route) for route in routes)
+    def table(self, *, walk: bool = False) -> ToolTable:
+        """The current tools, rebuilt when the app's routes changed since the last look;
+        `walk` looks inside included routers now rather than at most once a second."""
+        top = tuple(self._app.routes)
         table = self._table
+        if table is not None and not walk and _same_routes(self._top, top) and self._clock() < self._walk_due:
+            return table
+        # Included routers stay live in FastAPI, so their views are read afresh.
+        routes = list(iter_route_contexts(top))
+        originals = tuple(_original(route) for route in routes)
         if table is None or not _same_routes(table.routes, originals):
             table = self._table = self._rebuild(routes, originals)
+        self._top, self._walk_due = top, self._clock() + FULL_CHECK_S
         return table
 
     def _rebuild(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
@@ -148,7 +167,7 @@ class ToolRegistry:
         table = self._table or self.table()
         tool = table.by_name.get(name)
         if tool is None and self._table is not None:
-            tool = self.table().by_name.get(name)
+            tool = self.table(walk=True).by_name.get(name)
         return tool
 
 

@@ -428,3 +428,28 @@ def test_multi_method_route_with_an_explicit_name_raises() -> None:
 
     with pytest.raises(ValueError, match=re.escape("one tool name 'widgets' cannot serve 2 methods")):
         registry_of(app).table()
+
+
+def test_included_routers_are_walked_at_most_once_a_second_for_tools_list() -> None:
+    now = [100.0]
+    app = FastAPI()
+    router = APIRouter()
+    app.include_router(router)
+    registry = ToolRegistry(app, CREDENTIALS, clock=lambda: now[0])
+    assert registry.table().by_name == {}
+
+    @mcp_tool()
+    @router.get("/late")
+    def late_tool() -> None:
+        return None
+
+    assert registry.table().by_name == {}  # the included router was walked less than a second ago
+    now[0] += 1.5
+    assert list(registry.table().by_name) == ["late_tool"]
+
+    @mcp_tool()
+    @app.get("/top")
+    def top_tool() -> None:
+        return None
+
+    assert list(registry.table().by_name) == ["late_tool", "top_tool"]  # the app's own routes: at once
