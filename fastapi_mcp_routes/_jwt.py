@@ -21,7 +21,6 @@ from typing import Any, Final
 import anyio
 from fastapi import HTTPException
 from fastapi.security import SecurityScopes
-from jose import JWTError, jwk, jwt
 from starlette.requests import Request
 
 WELL_KNOWN_RESOURCE: Final = "/.well-known/oauth-protected-resource"
@@ -110,6 +109,10 @@ class JWTBearer:
         return principal
 
     async def _verify(self, token: str, request: Request, wanted: set[str] | frozenset[str]) -> Principal:
+        # Imported on first use: python-jose and its crypto backend take tens of milliseconds
+        # to import, which an app that never verifies a JWT should not pay at startup.
+        from jose import JWTError, jwt
+
         try:
             header = jwt.get_unverified_header(token)
             algorithm = header.get("alg")
@@ -129,6 +132,8 @@ class JWTBearer:
         return Principal(str(claims["sub"]), _scopes(claims), claims)
 
     async def _key_for(self, kid: object, algorithm: str) -> Any:
+        from jose import JWTError, jwk
+
         if self._key is not None:
             key = jwk.construct(self._key, algorithm)
         else:

@@ -32,7 +32,7 @@ from fastapi_mcp_routes._confirm import TOKEN_ARGUMENT, TOKEN_PROPERTY, gated_ou
 from fastapi_mcp_routes._json import RawJSON, dumps
 from fastapi_mcp_routes._jwt import JWTBearer
 from fastapi_mcp_routes._metadata import ToolOptions, read_tool_options
-from fastapi_mcp_routes._schema import ToolSchema, build_tool_schema
+from fastapi_mcp_routes._schema import Definitions, ToolSchema, build_tool_schema
 
 logger = logging.getLogger("fastapi_mcp_routes")
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
@@ -186,10 +186,11 @@ def _build_table(
     _check_names(marked)
     operations = _operations(app, marked)
     components = operations.get("components", {}).get("schemas", {})
+    definitions: Definitions = {}
     tools = []
     for entry in marked:
         operation = operations["paths"][entry.route.path_format][entry.method.lower()]
-        schema = build_tool_schema(operation, components, caller_headers, entry.where)
+        schema = build_tool_schema(operation, components, caller_headers, entry.where, definitions)
         tools.append(_tool(entry, schema, confirm_mutations))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI, params
 from fastapi.routing import iter_route_contexts
@@ -17,12 +17,14 @@ from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes._confirm import DEFAULT_TTL_S, ConfirmationGate
 from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes._origin import OriginPolicy
-from fastapi_mcp_routes._rate_limit import EndpointRateLimit
 from fastapi_mcp_routes._registry import ToolRegistry
 from fastapi_mcp_routes._request_state import RequestStateSealer
 from fastapi_mcp_routes._resource import ProtectedResource, add_metadata_routes
 from fastapi_mcp_routes._sessions import SessionStore
 from fastapi_mcp_routes._transport import StreamableHTTPEndpoint, TransportConfig
+
+if TYPE_CHECKING:
+    from fastapi_mcp_routes._rate_limit import EndpointRateLimit
 
 # Always the caller's own: never taken from a model's arguments, always forwarded to the route.
 _ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_COOKIE)
@@ -130,7 +132,7 @@ def mcp_routes(
             ConfirmationGate(confirmation_ttl_s),
         ),
         SessionStore() if sessions else None,
-        EndpointRateLimit(app, rate_limit) if rate_limit is not None else None,
+        _endpoint_rate_limit(app, rate_limit),
     )
 
     async def mcp_endpoint(request: Request) -> Response:
@@ -197,6 +199,15 @@ def _route_first(app: FastAPI, route: Any, endpoint: Callable[[Request], Awaitab
             app.router.routes.insert(0, first)
             return first
     return None
+
+
+def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None) -> EndpointRateLimit | None:
+    if rate_limit is None:
+        return None
+    # Imported when asked for: the `limits` library takes tens of milliseconds to import.
+    from fastapi_mcp_routes._rate_limit import EndpointRateLimit
+
+    return EndpointRateLimit(app, rate_limit)
 
 
 def _check_options(path: str, max_body_bytes: int, max_stream_seconds: float | None) -> None:

@@ -49,13 +49,20 @@ class ToolSchema:
     body_media_type: str | None
 
 
+# Component schemas rewritten to `$defs` form, with the names they reference, by name. One per
+# table build: tools share models, and rewriting each once keeps discovery of 1,000 routes fast.
+Definitions = dict[str, tuple[Any, tuple[str, ...]]]
+
+
 def build_tool_schema(
     operation: Mapping[str, Any],
     components: Mapping[str, Any],
     caller_headers: frozenset[str],
     where: str,
+    definitions: Definitions | None = None,
 ) -> ToolSchema:
     """Build a tool's schemas and argument places from one OpenAPI operation."""
+    definitions = {} if definitions is None else definitions
     properties: dict[str, Any] = {}
     required: list[str] = []
     arguments: dict[str, Argument] = {}
@@ -115,8 +122,8 @@ def build_tool_schema(
     input_schema["additionalProperties"] = False
     # A hand-written body schema (openapi_extra) may use all of JSON Schema 2020-12: its
     # $schema, $defs, allOf/anyOf and if/then/else stay with the fields they constrain.
-    input_schema = _with_defs({**keywords, **input_schema}, components)
-    output_schema, wrapped = _output_schema(operation, components)
+    input_schema = _with_defs({**keywords, **input_schema}, components, definitions)
+    output_schema, wrapped = _output_schema(operation, components, definitions)
     return ToolSchema(input_schema, output_schema, wrapped, arguments, body_mode, media_type)
 
 
@@ -181,15 +188,17 @@ def _refuse_file_fields(schema: Mapping[str, Any], components: Mapping[str, Any]
             raise ValueError(f"{where}: the file upload field {name!r} cannot be a tool argument")
 
 
-def _output_schema(operation: Mapping[str, Any], components: Mapping[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+def _output_schema(
+    operation: Mapping[str, Any], components: Mapping[str, Any], definitions: Definitions
+) -> tuple[dict[str, Any] | None, bool]:
     schema = _success_json_schema(operation.get("responses", {}))
     if not schema:
         return None, False
     resolved = _resolve(schema, components)
     if resolved.get("type") == "object":
-        return _with_defs(dict(resolved), components), False
+        return _with_defs(dict(resolved), components, definitions), False
     wrapped = {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}
-    return _with_defs(wrapped, components), True
+    return _with_defs(wrapped, components, definitions), True
 
 
 def _success_json_schema(responses: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -201,7 +210,7 @@ def _success_json_schema(responses: Mapping[str, Any]) -> Mapping[str, Any] | No
     return None
 
 
-def _with_defs(schema: dict[str, Any], components: Mapping[str, Any]) -> dict[str, Any]:
+def _with_defs(schema: dict[str, Any], components: Mapping[str, Any], definitions: Definitions) -> dict[str, Any]:
     """Rewrite component references to `$defs` and attach every definition they reach."""
     rewritten: dict[str, Any] = _rewrite_refs(schema)
     own = rewritten.get("$defs", {})  # definitions the schema brings itself, not components
@@ -211,8 +220,11 @@ def _with_defs(schema: dict[str, Any], components: Mapping[str, Any]) -> dict[st
         name = pending.pop()
         if name in defs:
             continue
-        defs[name] = _rewrite_refs(components[name])
-        pending.extend(n for n in _referenced_names(defs[name]) if n not in own)
+        if name not in definitions:
+            definition = _rewrite_refs(components[name])
+            definitions[name] = (definition, tuple(_referenced_names(definition)))
+        defs[name], references = definitions[name]
+        pending.extend(n for n in references if n not in own)
     if defs:
         rewritten["$defs"] = {name: defs[name] for name in sorted(defs)}
     return rewritten

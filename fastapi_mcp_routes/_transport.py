@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -25,7 +25,6 @@ from fastapi_mcp_routes._invoke import caller_from_scope
 from fastapi_mcp_routes._json import dumps, loads
 from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._origin import OriginPolicy
-from fastapi_mcp_routes._rate_limit import EndpointRateLimit
 from fastapi_mcp_routes._replay import StreamLog, StreamLogs
 from fastapi_mcp_routes._sessions import Session, SessionStore
 from fastapi_mcp_routes._stateless import MODERN_VERSIONS, check_request, is_modern, status_for
@@ -47,6 +46,9 @@ from fastapi_mcp_routes._wire import (
 from fastapi_mcp_routes._wire import (
     Request as RpcRequest,
 )
+
+if TYPE_CHECKING:
+    from fastapi_mcp_routes._rate_limit import EndpointRateLimit
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
