@@ -23,7 +23,7 @@ from fastapi_mcp_routes._errors import CallCancelled, McpError
 from fastapi_mcp_routes._json import dumps
 from fastapi_mcp_routes._listen import ListenStream
 from fastapi_mcp_routes._stateless import META_SUBSCRIPTION_ID, status_for
-from fastapi_mcp_routes._stream import ResponseStream, sse_event
+from fastapi_mcp_routes._stream import KeepAlive, ResponseStream, sse_event
 from fastapi_mcp_routes._wire import Request, RequestId, encode_error, encode_result, internal_error
 
 SUBSCRIBE: Final = "subscriptions/listen"
@@ -35,7 +35,10 @@ _SUBSCRIBABLE: Final = {"toolsListChanged": "notifications/tools/list_changed"}
 class StatelessAnswer(Response):
     """Answers one 2026-07-28 request while its response is sent; the client's leaving cancels it."""
 
-    def __init__(self, dispatcher: Dispatcher, request: Request, ctx: CallContext, sse: bool, json: bool) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, request: Request, ctx: CallContext, sse: bool, json: bool, keep_alive: KeepAlive
+    ) -> None:
+        self._keep_alive = keep_alive
         # Not Response.__init__: this response writes itself, it renders no body or headers.
         self.background = None  # FastAPI attaches background tasks here when it has any
         self._dispatcher = dispatcher
@@ -45,7 +48,7 @@ class StatelessAnswer(Response):
         self._json = json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        stream = ResponseStream(send, self._sse, self._json)
+        stream = ResponseStream(send, self._sse, self._json, self._keep_alive)
         base = self._ctx
         calls: dict[RequestId, anyio.CancelScope] = {}
         emit = stream.emit if self._sse else None

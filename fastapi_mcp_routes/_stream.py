@@ -6,11 +6,13 @@ message switches the response to `text/event-stream`: the headers go out, then e
 an event, then the result, then the end of the stream. A lock keeps events whole when a route
 sends from several tasks.
 
-Keep-alive: for a client that reads SSE, a timer runs while the answer is pending. If it fires
-before the answer, the response becomes a stream (if it was not one yet) and a comment line
-goes out, so proxies do not close a long call's quiet connection. It is a timer on the event
-loop rather than a task group per request because a task group would cost every call several
-microseconds; it is disarmed when the answer goes out, so nothing outlives the request.
+Keep-alive: for a client that reads SSE, a pending answer is watched by the endpoint's
+`KeepAlive`. When it has been quiet for `KEEP_ALIVE_S`, the response becomes a stream (if it was
+not one yet) and a comment line goes out, so proxies do not close a long call's quiet
+connection. One timer per event loop serves every pending answer, ticking only while some
+answer is pending: a timer or a task group per request would cost every call microseconds
+(a timer that is armed and cancelled also stays in the loop's heap until it is due). An answer
+is unwatched when it goes out, so nothing outlives the request.
 
 Early close: with `max_open_s`, a resumable stream (2025-11-25) is ended after that long, as
 the spec allows; the call runs on, its events go to the stream's log, and the client fetches
@@ -45,6 +47,48 @@ KEEP_ALIVE_S = 15.0
 KEEP_ALIVE_COMMENT: Final = b": keep-alive\n\n"
 
 
+class KeepAlive:
+    """Pending SSE answers, and one ticking timer per event loop that keeps them alive."""
+
+    def __init__(self) -> None:
+        self._due: dict[ResponseStream, tuple[asyncio.AbstractEventLoop, float]] = {}
+        self._timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
+
+    def watch(self, stream: ResponseStream) -> None:
+        loop = asyncio.get_running_loop()
+        self._due[stream] = (loop, loop.time() + KEEP_ALIVE_S)
+        timer = self._timers.get(loop)
+        tick_at = loop.time() + _tick_s()
+        if timer is None or timer.when() > tick_at:  # none yet, or one too late for this stream
+            if timer is not None:
+                timer.cancel()
+            self._timers[loop] = loop.call_at(tick_at, self._tick, loop)
+
+    def unwatch(self, stream: ResponseStream) -> None:
+        self._due.pop(stream, None)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        del self._timers[loop]
+        now = loop.time()
+        pending = False
+        for stream, (owner, due) in list(self._due.items()):
+            if owner is not loop:
+                continue
+            if due <= now:
+                del self._due[stream]  # the stream watches itself again once the comment is out
+                stream.keep_alive_due()
+            else:
+                pending = True
+        if pending:
+            self._timers[loop] = loop.call_later(_tick_s(), self._tick, loop)
+
+
+def _tick_s() -> float:
+    # A comment goes out between KEEP_ALIVE_S and a quarter more; read at each tick, since
+    # tests shorten KEEP_ALIVE_S.
+    return KEEP_ALIVE_S / 4
+
+
 class ResponseStream:
     """Writes one POST's answer to the ASGI `send`, as JSON or, once needed, as SSE."""
 
@@ -53,10 +97,12 @@ class ResponseStream:
         send: Send,
         sse_allowed: bool,
         json_allowed: bool,
+        keep_alive: KeepAlive,
         logs: StreamLogs | None = None,
         max_open_s: float | None = None,
     ) -> None:
         self._send = send
+        self._keep_alive_watch = keep_alive
         self._max_open_s = max_open_s
         self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
@@ -67,13 +113,12 @@ class ResponseStream:
         self._made_lock: anyio.Lock | None = None
         self._streaming = False
         self._finished = False
-        self._timer: asyncio.TimerHandle | None = None
         self._pinging: asyncio.Task[None] | None = None
         self._closer: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._detached = False  # ended early: events go to the log only
         if sse_allowed:
-            self._arm()
+            keep_alive.watch(self)
 
     async def emit(self, message: Mapping[str, Any]) -> None:
         """Send a message before the answer: the response becomes an SSE stream."""
@@ -129,11 +174,9 @@ class ResponseStream:
             self._made_lock = anyio.Lock(fast_acquire=True)
         return self._made_lock
 
-    def _arm(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(KEEP_ALIVE_S, self._keep_alive_due)
-
     def _disarm(self) -> None:
-        for handle in (self._timer, self._pinging, self._closer, self._closing):
+        self._keep_alive_watch.unwatch(self)
+        for handle in (self._pinging, self._closer, self._closing):
             if handle is not None:
                 handle.cancel()
 
@@ -146,7 +189,8 @@ class ResponseStream:
                 await self._write(b"", more=False)
                 self._detached = True
 
-    def _keep_alive_due(self) -> None:
+    def keep_alive_due(self) -> None:
+        """The answer has been quiet for `KEEP_ALIVE_S`: send a comment (called by `KeepAlive`)."""
         self._pinging = asyncio.ensure_future(self._keep_alive())
 
     async def _keep_alive(self) -> None:
@@ -155,7 +199,7 @@ class ResponseStream:
                 return
             await self._start_streaming()
             await self._write(KEEP_ALIVE_COMMENT, more=True)
-        self._arm()
+        self._keep_alive_watch.watch(self)
 
     def _event(self, data: bytes) -> bytes:
         """Frame a message; on a resumable stream give it an id and keep it for a resume."""

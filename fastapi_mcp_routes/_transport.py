@@ -29,7 +29,7 @@ from fastapi_mcp_routes._replay import StreamLog, StreamLogs
 from fastapi_mcp_routes._sessions import Session, SessionStore
 from fastapi_mcp_routes._stateless import MODERN_VERSIONS, check_request, is_modern, status_for
 from fastapi_mcp_routes._stateless_http import SUBSCRIBE, StatelessAnswer, subscription
-from fastapi_mcp_routes._stream import ResponseStream, sse_event
+from fastapi_mcp_routes._stream import KeepAlive, ResponseStream, sse_event
 from fastapi_mcp_routes._wire import (
     Message,
     Notification,
@@ -90,6 +90,7 @@ class StreamableHTTPEndpoint:
         self._dispatcher = dispatcher
         self._sessions = sessions
         self.max_stream_seconds = config.max_stream_seconds
+        self.keep_alive = KeepAlive()
 
     async def __call__(self, request: Request) -> Response:
         try:
@@ -179,7 +180,7 @@ class StreamableHTTPEndpoint:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
             return subscription(self._dispatcher, entry)
-        return StatelessAnswer(self._dispatcher, entry, ctx, accepts.sse, accepts.json)
+        return StatelessAnswer(self._dispatcher, entry, ctx, accepts.sse, accepts.json, self.keep_alive)
 
     async def _initialize(self, request: Request, initialize: RpcRequest, ctx: CallContext) -> Response:
         try:
@@ -273,7 +274,8 @@ class _Answer(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed = self._parsed
         logs = _stream_logs_of(self._ctx.session)
-        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, logs, self._max_open_s)
+        keep_alive = self._endpoint.keep_alive
+        stream = ResponseStream(send, self._accepts.sse, self._accepts.json, keep_alive, logs, self._max_open_s)
         # Messages about a call go on its stream only when the client reads SSE; batches
         # (2025-03-26 only) are answered as one JSON array, without streaming.
         ctx = self._ctx

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI
@@ -155,3 +156,31 @@ def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives(
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.text.startswith(": keep-alive")
     assert data_events(response.text)[-1]["result"]["structuredContent"] == {"done": True}
+
+
+class _Quiet:
+    """Stands in for a pending answer: counts the keep-alives it is asked for."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def keep_alive_due(self) -> None:
+        self.asked += 1
+
+
+@pytest.mark.anyio
+async def test_one_timer_keeps_every_pending_answer_alive_and_stops_when_none_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.02)
+    keep_alive = _stream.KeepAlive()
+    first, second, answered = _Quiet(), _Quiet(), _Quiet()
+    for stream in (first, second, answered):
+        keep_alive.watch(stream)  # type: ignore[arg-type]
+    keep_alive.unwatch(answered)  # type: ignore[arg-type]
+    with anyio.fail_after(WAIT_S):
+        while not (first.asked and second.asked):
+            await anyio.sleep(0.01)
+        await anyio.sleep(0.05)
+    assert (first.asked, second.asked, answered.asked) == (1, 1, 0)  # they did not watch again
+    assert keep_alive._timers == {}  # nothing pending: the loop has no timer of ours
