@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck conformance unit bench clean
+.PHONY: run token test lint typecheck conformance unit bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ test: lint typecheck conformance unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tool_call_vs_rest.py
+
+# This library against fastapi-mcp and FastMCP (installs each peer into .tools/bench/ first).
+bench-peers: $(STAMP)
+	$(BIN)/python benchmarks/peers.py
 
 clean:
 	rm -rf $(VENV)

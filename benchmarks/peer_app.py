@@ -4,8 +4,8 @@ uvicorn loads it with `--factory peer_app:create_app`, in the virtualenv of the 
 named by the environment variable `FMR_PEER_IMPL`:
 
 - `rest`: the bare app, no MCP at all (the startup floor);
-- `fastapi-mcp-routes`: this library, its router included first as its README advises, every
-  route marked (the peers expose every route), mutations unconfirmed (the peers have no gate);
+- `fastapi-mcp-routes`: this library, its router included before the routes, every route
+  marked (the peers expose every route), mutations unconfirmed (the peers have no gate);
 - `fastapi-mcp`: `FastApiMCP(app, headers=[...]).mount_http()`, forwarding the credential
   header as well as Authorization (its default forwards only Authorization);
 - `fastmcp`: `FastMCP.from_fastapi(app)`, its Streamable-HTTP app mounted into the same app

@@ -26,8 +26,7 @@ API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
 jwt_bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=public_key_pem())
 
 app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, exposed over REST and MCP.")
-# Included first so a POST to /mcp never scans the rest of the route table; the routes below
-# are still found, because tools are discovered lazily.
+# The routes below are found too: tools are discovered lazily.
 app.include_router(
     mcp_routes(
         app,

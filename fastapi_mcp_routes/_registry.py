@@ -97,6 +97,9 @@ class ToolTable:
     by_name: Mapping[str, Tool]
     pages: tuple[RawJSON, ...]
     restricted: bool = False  # some tool is not listed for every caller
+    # (route, method, name, path) of every marked route: a route table that changed only in
+    # routes that are not tools needs no new table.
+    marked: tuple[tuple[Any, str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,9 @@ class ToolRegistry:
         if previous is None:
             return self._build(routes, originals)  # at startup, a misdeclared tool stops the app
         try:
+            marked = _marked_routes(routes)
+            if _same_marks(previous.marked, _marks(marked)):
+                return dataclasses.replace(previous, routes=originals)  # no tool changed
             table = self._build(routes, originals)
         except ValueError:
             # A route added at runtime is misdeclared: keep serving the last good tools, and
@@ -195,7 +201,16 @@ def _build_table(
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
     restricted = any(tool.access is not None for tool in tools)
-    return ToolTable(originals, 0, by_name, _pages([tool.definition for tool in tools]), restricted)
+    pages = _pages([tool.definition for tool in tools])
+    return ToolTable(originals, 0, by_name, pages, restricted, _marks(marked))
+
+
+def _marks(marked: list[_Marked]) -> tuple[tuple[Any, str, str, str], ...]:
+    return tuple((_original(entry.route), entry.method, entry.name, entry.route.path_format) for entry in marked)
+
+
+def _same_marks(before: tuple[tuple[Any, str, str, str], ...], now: tuple[tuple[Any, str, str, str], ...]) -> bool:
+    return len(before) == len(now) and all(a[0] is b[0] and a[1:] == b[1:] for a, b in zip(before, now, strict=True))
 
 
 def _marked_routes(routes: list[Any]) -> list[_Marked]:

@@ -147,10 +147,11 @@ def mcp_routes(
 
     @asynccontextmanager
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
-        registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
-        if served_first == [] and (first := _route_first(app, plain_route, mcp_endpoint)) is not None:
-            served_first.append(first)
         try:
+            # First the route, then the tools: moving the route changes the route table.
+            if served_first == [] and (first := _route_first(app, plain_route, mcp_endpoint)) is not None:
+                served_first.append(first)
+            registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
             yield
         finally:
             for route in served_first:

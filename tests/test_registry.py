@@ -453,3 +453,24 @@ def test_included_routers_are_walked_at_most_once_a_second_for_tools_list() -> N
         return None
 
     assert list(registry.table().by_name) == ["late_tool", "top_tool"]  # the app's own routes: at once
+
+
+def test_a_route_that_is_not_a_tool_added_at_runtime_costs_no_rebuild() -> None:
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.get("/widgets")
+    def list_widgets() -> None:
+        return None
+
+    registry = registry_of(app)
+    before = registry.table()
+
+    @app.get("/health")
+    def health() -> None:
+        return None
+
+    after = registry.table()
+    assert after is not before  # it knows the new route table
+    assert after.pages is before.pages  # and kept the tools as they were
+    assert after.generation == before.generation
