@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 HOST: Final = "127.0.0.1"
 STOP_TIMEOUT_S: Final = 10.0
@@ -172,3 +172,26 @@ def http_request(
         payload = json.dumps(body, separators=(",", ":")).encode()
         lines += ["content-type: application/json", f"content-length: {len(payload)}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+class Listening(Protocol):
+    @property
+    def port(self) -> int: ...
+
+
+class Pools:
+    """Keep-alive connections per server, opened on first use and reused by every batch."""
+
+    def __init__(self) -> None:
+        self._pools: dict[int, list[Connection]] = {}
+
+    async def get(self, server: Listening, count: int) -> list[Connection]:
+        pool = self._pools.setdefault(server.port, [])
+        while len(pool) < count:
+            pool.append(await Connection.open(server.port))
+        return pool[:count]
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            for connection in pool:
+                connection.close()

@@ -16,35 +16,13 @@ from __future__ import annotations
 import os
 from typing import Annotated, Final
 
-from fastapi import FastAPI, Path, Query, status
-from pydantic import BaseModel, Field
+from fastapi import FastAPI, Query, status
+from peer_app import CreatedItem, Item, ItemId, ItemIn
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 
 EXTRA_ROUTES_ENV: Final = "FMR_BENCH_EXTRA_ROUTES"
 DEFAULT_EXTRA_ROUTES: Final = 10
-
-
-class Item(BaseModel):
-    id: int
-    name: str
-    q: str | None = Field(description="The query string echoed back.")
-    price: float
-    tags: list[str]
-
-
-class ItemIn(BaseModel):
-    name: str = Field(min_length=1, max_length=100, description="What the item is called.")
-    price: float = Field(ge=0, description="Unit price in euros.")
-    tags: list[str] = Field(default_factory=list, max_length=20)
-
-
-class CreatedItem(ItemIn):
-    id: int
-    price_with_tax: float
-
-
-ItemId = Annotated[int, Path(ge=1, description="The item's id.")]
 
 
 def create_app() -> FastAPI:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from _http import BenchmarkError, Connection, Process, http_request, uvicorn_process
+from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
 from peer_app import API_KEY, CREDENTIAL_HEADER, ENDPOINTS, EXTRA_ROUTES_ENV, IMPL_ENV
 
 HERE: Final = Path(__file__).resolve().parent
@@ -225,24 +225,6 @@ class Tally:
     def p99_us(self) -> float:
         ordered = sorted(self.latencies_ns)
         return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)] / 1000
-
-
-class Pools:
-    """Keep-alive connections per server, opened on first use and reused."""
-
-    def __init__(self) -> None:
-        self._pools: dict[int, list[Connection]] = {}
-
-    async def get(self, server: Server, count: int) -> list[Connection]:
-        pool = self._pools.setdefault(server.port, [])
-        while len(pool) < count:
-            pool.append(await Connection.open(server.port))
-        return pool[:count]
-
-    def close(self) -> None:
-        for pool in self._pools.values():
-            for connection in pool:
-                connection.close()
 
 
 async def run_batch(arm: Arm, connections: Sequence[Connection], count: int, tally: Tally | None) -> None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from _http import BenchmarkError, Connection, Process, http_request, uvicorn_process
+from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
 
 PROTOCOL_VERSION: Final = "2025-11-25"
 APP_FACTORY: Final = "bench_app:create_app"
@@ -186,24 +186,6 @@ async def run_batch(arm: Arm, connections: Sequence[Connection], count: int, tal
     tally.cpu_s += cpu
     tally.requests += count
     tally.body_bytes = body_bytes
-
-
-class Pools:
-    """Keep-alive connections per server, opened on first use and reused by every batch."""
-
-    def __init__(self) -> None:
-        self._pools: dict[int, list[Connection]] = {}
-
-    async def get(self, server: Server, count: int) -> list[Connection]:
-        pool = self._pools.setdefault(server.port, [])
-        while len(pool) < count:
-            pool.append(await Connection.open(server.port))
-        return pool[:count]
-
-    def close(self) -> None:
-        for pool in self._pools.values():
-            for connection in pool:
-                connection.close()
 
 
 async def run_rounds(cases: Sequence[Case], rounds: int, warmup: int, pools: Pools) -> list[tuple[Tally, Tally]]:

@@ -20,6 +20,7 @@ from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes._confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore, gated_output_schema
 from fastapi_mcp_routes._registry import ToolRegistry
 from tests.conftest import serve
+from tests.test_streaming_edges import open_session
 
 pytestmark = pytest.mark.anyio
 WAIT_S = 20.0
@@ -504,7 +505,7 @@ def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_ur
 
 def test_a_2025_03_26_session_is_never_sent_an_elicitation(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        old = open_session(http, "2025-03-26", CAPABLE)
+        old = open_session(http, version="2025-03-26", capabilities=CAPABLE)
         result = session_call(http, old, "place_order", ORDER)
     assert result["structuredContent"]["pending"] is True
 
@@ -520,21 +521,6 @@ def test_the_stateless_question_is_audited_as_a_confirmation() -> None:
         cancelled = stateless(http, "place_order", ORDER, CAPABLE, **retry)
     assert cancelled["content"][0]["text"] == "Not run: the user cancelled this call."
     assert events == ["confirmation_required", "not_confirmed"]
-
-
-def open_session(
-    http: httpx.Client, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None
-) -> dict[str, str]:
-    headers = {**SESSION_HEADERS, "mcp-protocol-version": version}
-    params = {
-        "protocolVersion": version,
-        "capabilities": capabilities or {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
-    opened = http.post(
-        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
-    )
-    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
 
 
 def session_call(http: httpx.Client, headers: dict[str, str], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
