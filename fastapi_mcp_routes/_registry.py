@@ -1,12 +1,10 @@
 """Tool discovery: which routes are tools, their definitions, and a cache that follows the app.
 
-Discovery is lazy and cached. The cache is keyed by the identity of the app's routes. A route
-added to (or removed from) the app itself is noticed by the next `tools/list`. Routes inside
-included routers, which FastAPI keeps live, are compared in full at most once a second, since
-walking a large route table costs more than the list itself (half a millisecond at 1,000
-routes): a route added to an included router at runtime shows up within a second, and at once
-when called by name. `tools/call` trusts the cache and refreshes it only for a name it does not
-know, keeping the call path free of work proportional to the size of the route table.
+Discovery is lazy and cached. The cache is keyed by the identity of the app's routes, so a
+route added (or removed) at runtime is noticed by the next `tools/list`; a change that touches
+no tool keeps the tools as they are. `tools/call` trusts the cache and refreshes it only for a
+name it does not know, keeping the call path free of work proportional to the size of the
+route table.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import inspect
 import logging
 import operator
 import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,7 +36,6 @@ _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
 _PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
 _PLACEHOLDER: Final = re.compile(r"{([^}]+)}")
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
-FULL_CHECK_S: Final = 1.0  # how often included routers are walked for changes
 
 # Hints derived from the HTTP method (documented in the README): what a REST author promises
 # by choosing the method. Explicit `mcp_tool` options override each one.
@@ -88,18 +84,22 @@ class Access:
     visible: Callable[[Any], bool] | None  # mcp_tool(visible=...)
 
 
+# A marked route as discovered: the route, its effective dependant, method, tool name, path.
+_Mark = tuple[Any, Any, str, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolTable:
     """All tools of one state of the route table, with the `tools/list` pages pre-encoded."""
 
-    routes: tuple[Any, ...]  # the routes it was built from, held so identity checks stay sound
+    routes: tuple[Any, ...]  # what it was built from (`_identities`), held so identity checks stay sound
     generation: int  # goes up whenever the tool list itself changes
     by_name: Mapping[str, Tool]
     pages: tuple[RawJSON, ...]
     restricted: bool = False  # some tool is not listed for every caller
-    # (route, method, name, path) of every marked route: a route table that changed only in
-    # routes that are not tools needs no new table.
-    marked: tuple[tuple[Any, str, str, str], ...] = ()
+    # What each marked route was built from: a route table that changed only in routes that
+    # are not tools needs no new table.
+    marked: tuple[_Mark, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,34 +114,20 @@ class _Marked:
 class ToolRegistry:
     """Discovers the app's tools and keeps them in step with its route table."""
 
-    def __init__(
-        self,
-        app: FastAPI,
-        caller_headers: frozenset[str],
-        confirm_mutations: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, app: FastAPI, caller_headers: frozenset[str], confirm_mutations: bool = False) -> None:
         self._app = app
         self._caller_headers = caller_headers  # headers that are never tool arguments
         self._confirm_mutations = confirm_mutations  # gate tools that are not read-only
-        self._clock = clock
         self._table: ToolTable | None = None
-        self._top: tuple[Any, ...] = ()  # the app's own routes when the table was last checked
-        self._walk_due = 0.0
 
-    def table(self, *, walk: bool = False) -> ToolTable:
-        """The current tools, rebuilt when the app's routes changed since the last look;
-        `walk` looks inside included routers now rather than at most once a second."""
-        top = tuple(self._app.routes)
+    def table(self) -> ToolTable:
+        """The current tools, rebuilt when the app's tools changed since the last look."""
+        # Included routers stay live in FastAPI, so their views are read afresh each time.
+        routes = list(iter_route_contexts(self._app.routes))
+        originals = _identities(routes)
         table = self._table
-        if table is not None and not walk and _same_routes(self._top, top) and self._clock() < self._walk_due:
-            return table
-        # Included routers stay live in FastAPI, so their views are read afresh.
-        routes = list(iter_route_contexts(top))
-        originals = tuple(_original(route) for route in routes)
         if table is None or not _same_routes(table.routes, originals):
             table = self._table = self._rebuild(routes, originals)
-        self._top, self._walk_due = top, self._clock() + FULL_CHECK_S
         return table
 
     def _rebuild(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
@@ -173,8 +159,14 @@ class ToolRegistry:
         table = self._table or self.table()
         tool = table.by_name.get(name)
         if tool is None and self._table is not None:
-            tool = self.table(walk=True).by_name.get(name)
+            tool = self.table().by_name.get(name)
         return tool
+
+
+def _identities(routes: list[Any]) -> tuple[Any, ...]:
+    """What tells one route table from another: each route, and the dependant its inclusion
+    gave it (the same route included again with other dependencies is another tool)."""
+    return tuple(part for route in routes for part in (_original(route), getattr(route, "dependant", None)))
 
 
 def _original(route: Any) -> Any:
@@ -205,12 +197,24 @@ def _build_table(
     return ToolTable(originals, 0, by_name, pages, restricted, _marks(marked))
 
 
-def _marks(marked: list[_Marked]) -> tuple[tuple[Any, str, str, str], ...]:
-    return tuple((_original(entry.route), entry.method, entry.name, entry.route.path_format) for entry in marked)
+def _marks(marked: list[_Marked]) -> tuple[_Mark, ...]:
+    # The dependant tells an inclusion with other dependencies (another visibility) apart.
+    return tuple(
+        (
+            _original(entry.route),
+            getattr(entry.route, "dependant", None),
+            entry.method,
+            entry.name,
+            entry.route.path_format,
+        )
+        for entry in marked
+    )
 
 
-def _same_marks(before: tuple[tuple[Any, str, str, str], ...], now: tuple[tuple[Any, str, str, str], ...]) -> bool:
-    return len(before) == len(now) and all(a[0] is b[0] and a[1:] == b[1:] for a, b in zip(before, now, strict=True))
+def _same_marks(before: tuple[_Mark, ...], now: tuple[_Mark, ...]) -> bool:
+    return len(before) == len(now) and all(
+        a[0] is b[0] and a[1] is b[1] and a[2:] == b[2:] for a, b in zip(before, now, strict=True)
+    )
 
 
 def _marked_routes(routes: list[Any]) -> list[_Marked]:

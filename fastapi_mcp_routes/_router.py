@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -149,19 +150,22 @@ def mcp_routes(
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
         try:
             # First the route, then the tools: moving the route changes the route table.
-            if served_first == [] and (first := _route_first(app, plain_route, mcp_endpoint)) is not None:
-                served_first.append(first)
+            if plain_guards_only and not served_first:
+                plain = _serve_plainly(app, route, guards, mcp_endpoint)
+                if plain is not None:
+                    served_first.append(plain)
             registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
             yield
         finally:
-            for route in served_first:
-                app.router.routes.remove(route)
+            for served in served_first:
+                app.router.routes.remove(served)
             served_first.clear()
 
     router = APIRouter(lifespan=discover_at_startup)
     if protected_resource is not None:
         add_metadata_routes(router, protected_resource, path)
     guards = [Depends(origin_first), *(dependencies or ())]
+    served_endpoint: Callable[..., Awaitable[Response]] = mcp_endpoint
     if auth is not None:
         principal_of = auth if isinstance(auth, params.Depends) else Depends(auth)
 
@@ -169,36 +173,39 @@ def mcp_routes(
             request.scope[c.PRINCIPAL_SCOPE_KEY] = principal
             return await endpoint(request)
 
-        router.add_api_route(
-            path, authenticated_endpoint, methods=_METHODS, include_in_schema=False, dependencies=guards, name="mcp"
-        )
-    elif dependencies:
-        router.add_api_route(
-            path, mcp_endpoint, methods=_METHODS, include_in_schema=False, dependencies=guards, name="mcp"
-        )
-    else:
-        # A plain Starlette route: with no dependencies to solve, FastAPI's request handler would
-        # only add work to every MCP request (about a third of the endpoint's own cost).
-        router.add_route(path, mcp_endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
-    plain_route = router.routes[-1] if auth is None and not dependencies else None
+        served_endpoint = authenticated_endpoint
+    # A FastAPI route, so the dependencies of the app, of parent routers and of the inclusion
+    # guard the endpoint as they guard every other route.
+    router.add_api_route(
+        path, served_endpoint, methods=_METHODS, include_in_schema=False, dependencies=guards, name="mcp"
+    )
+    route = router.routes[-1]
+    plain_guards_only = auth is None and not dependencies
     return router
 
 
-def _route_first(app: FastAPI, route: Any, endpoint: Callable[[Request], Awaitable[Response]]) -> Route | None:
-    """Serve a plain endpoint route from the front of the app's own route table as well.
+def _serve_plainly(
+    app: FastAPI, route: Any, guards: list[params.Depends], endpoint: Callable[[Request], Awaitable[Response]]
+) -> Route | None:
+    """Serve the endpoint as a plain Starlette route, where nothing but the Origin check guards it.
 
-    An included router's routes are reached through FastAPI's inclusion layer and after every
-    route ahead of them, which together cost about a fifth of a tool call. The copy has the
-    path the inclusion gave the route (its prefix included) and the same endpoint; it is added
-    at startup, so an app that never includes the router never serves it, and removed at
-    shutdown. Routes with dependencies are left where they are: an inclusion may add its own."""
-    if route is None:
-        return None
-    for context in iter_route_contexts(app.routes):
-        if context.original_route is route and isinstance(context.path, str):
-            first = Route(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
-            app.router.routes.insert(0, first)
-            return first
+    FastAPI's request handler and inclusion layer cost about a fifth of a tool call, and have
+    nothing to do when no dependency and no body limit applies: the endpoint checks the Origin
+    itself and caps its body by `max_body_bytes`. So when the inclusion (and the app and the
+    routers around it) added neither, a plain route with the same path and endpoint is put just
+    before the inclusion, and so is matched first, in the same order as before. It is added at
+    startup, so an app that never includes the router never serves it, and removed at shutdown."""
+    for index, top in enumerate(app.routes):
+        for context in iter_route_contexts([top]):
+            if context.original_route is not route or not isinstance(context.path, str):
+                continue
+            dependencies = list(getattr(context, "dependencies", None) or ())
+            own = len(dependencies) == len(guards) and all(map(operator.is_, dependencies, guards))
+            if not own or getattr(context, "max_body_size", None) is not None:
+                return None
+            plain = Route(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
+            app.router.routes.insert(index, plain)
+            return plain
     return None
 
 

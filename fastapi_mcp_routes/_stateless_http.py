@@ -54,24 +54,27 @@ class StatelessAnswer(Response):
         emit = stream.emit if self._sse else None
         ctx = dataclasses.replace(base, emit=emit, cancel_scopes=calls)
         answer: tuple[bytes, int] | None = None
-        async with anyio.create_task_group() as tasks:
+        try:
+            async with anyio.create_task_group() as tasks:
 
-            async def watch() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                # The client left: the call is cancelled (its context sees it), nothing is sent.
-                for scope in calls.values():
-                    scope.cancel()
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    # The client left: the call is cancelled (its context sees it), nothing is sent.
+                    for scope in calls.values():
+                        scope.cancel()
+                    tasks.cancel_scope.cancel()
+
+                tasks.start_soon(watch)
+                answer = await self._answer(ctx)
                 tasks.cancel_scope.cancel()
-
-            tasks.start_soon(watch)
-            answer = await self._answer(ctx)
-            tasks.cancel_scope.cancel()
+            if answer is not None:
+                body, status = answer
+                await stream.finish(body, answered_request=True, status=status)
+        finally:
+            stream.abandon()  # no keep-alive or anything else once the request is over
         if answer is None:
-            stream.abandon()  # no keep-alive or anything else for a cancelled request
             return
-        body, status = answer
-        await stream.finish(body, answered_request=True, status=status)
         if self.background is not None:
             await self.background()
 

@@ -53,9 +53,12 @@ class KeepAlive:
     def __init__(self) -> None:
         self._due: dict[ResponseStream, tuple[asyncio.AbstractEventLoop, float]] = {}
         self._timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
+        self._pending: dict[asyncio.AbstractEventLoop, int] = {}  # streams watched, per loop
 
     def watch(self, stream: ResponseStream) -> None:
         loop = asyncio.get_running_loop()
+        if stream not in self._due:
+            self._pending[loop] = self._pending.get(loop, 0) + 1
         self._due[stream] = (loop, loop.time() + KEEP_ALIVE_S)
         timer = self._timers.get(loop)
         tick_at = loop.time() + _tick_s()
@@ -65,21 +68,27 @@ class KeepAlive:
             self._timers[loop] = loop.call_at(tick_at, self._tick, loop)
 
     def unwatch(self, stream: ResponseStream) -> None:
-        self._due.pop(stream, None)
+        watched = self._due.pop(stream, None)
+        if watched is None:
+            return
+        loop = watched[0]
+        self._pending[loop] -= 1
+        if not self._pending[loop]:
+            # Nothing left to keep alive here: no timer stays behind, and no reference to a
+            # loop that may be closed next.
+            del self._pending[loop]
+            timer = self._timers.pop(loop, None)
+            if timer is not None:
+                timer.cancel()
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         del self._timers[loop]
         now = loop.time()
-        pending = False
         for stream, (owner, due) in list(self._due.items()):
-            if owner is not loop:
-                continue
-            if due <= now:
-                del self._due[stream]  # the stream watches itself again once the comment is out
+            if owner is loop and due <= now:
+                self.unwatch(stream)  # the stream watches itself again once the comment is out
                 stream.keep_alive_due()
-            else:
-                pending = True
-        if pending:
+        if loop in self._pending and loop not in self._timers:
             self._timers[loop] = loop.call_later(_tick_s(), self._tick, loop)
 
 

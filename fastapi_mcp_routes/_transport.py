@@ -281,17 +281,22 @@ class _Answer(Response):
         ctx = self._ctx
         if self._accepts.sse and not parsed.batch:
             ctx.emit = stream.emit
-        if parsed.batch:
-            replies = [
-                await self._endpoint.answer(entry, entry_id, ctx)
-                for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
-            ]
-            bodies = [reply for reply in replies if reply is not None]
-            body = b"[" + b",".join(bodies) + b"]" if bodies else None
-        else:
-            body = await self._endpoint.answer(parsed.messages[0], parsed.ids[0], ctx)
-        answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
-        await stream.finish(body, answered_request=answered_request)
+        try:
+            if parsed.batch:
+                replies = [
+                    await self._endpoint.answer(entry, entry_id, ctx)
+                    for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
+                ]
+                bodies = [reply for reply in replies if reply is not None]
+                body = b"[" + b",".join(bodies) + b"]" if bodies else None
+            else:
+                body = await self._endpoint.answer(parsed.messages[0], parsed.ids[0], ctx)
+            answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
+            await stream.finish(body, answered_request=answered_request)
+        finally:
+            # An answer cancelled from outside (a server shutdown, a middleware's timeout)
+            # leaves no keep-alive behind to write to a response that has ended.
+            stream.abandon()
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 

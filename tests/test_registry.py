@@ -430,29 +430,24 @@ def test_multi_method_route_with_an_explicit_name_raises() -> None:
         registry_of(app).table()
 
 
-def test_included_routers_are_walked_at_most_once_a_second_for_tools_list() -> None:
-    now = [100.0]
+def test_a_router_included_again_with_other_dependencies_is_a_new_tool_list() -> None:
+    def tenant(tenant: Annotated[str, Query()]) -> None:
+        return None
+
     app = FastAPI()
     router = APIRouter()
+
+    @mcp_tool()
+    @router.get("/widgets")
+    def list_widgets() -> None:
+        return None
+
     app.include_router(router)
-    registry = ToolRegistry(app, CREDENTIALS, clock=lambda: now[0])
-    assert registry.table().by_name == {}
-
-    @mcp_tool()
-    @router.get("/late")
-    def late_tool() -> None:
-        return None
-
-    assert registry.table().by_name == {}  # the included router was walked less than a second ago
-    now[0] += 1.5
-    assert list(registry.table().by_name) == ["late_tool"]
-
-    @mcp_tool()
-    @app.get("/top")
-    def top_tool() -> None:
-        return None
-
-    assert list(registry.table().by_name) == ["late_tool", "top_tool"]  # the app's own routes: at once
+    registry = registry_of(app)
+    assert registry.table().restricted is False
+    app.router.routes.pop()  # the inclusion, replaced by one that asks for a tenant
+    app.include_router(router, dependencies=[Depends(tenant)])
+    assert "tenant" in registry.table().by_name["list_widgets"].definition["inputSchema"]["properties"]
 
 
 def test_a_route_that_is_not_a_tool_added_at_runtime_costs_no_rebuild() -> None:

@@ -158,21 +158,43 @@ def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error()
     assert result["content"][0]["text"] == '{"orders":1}'
 
 
-def test_the_endpoint_is_served_from_the_front_of_the_route_table_at_its_included_path() -> None:
+def test_the_plain_endpoint_sits_just_before_its_inclusion_at_the_included_path() -> None:
     app = FastAPI()
 
-    @app.post("/{anything:path}")
-    def catch_all(anything: str) -> dict[str, str]:  # added first: it would shadow /v1/mcp
+    @app.post("/v1/mcp/{anything:path}")
+    def declared_first(anything: str) -> dict[str, str]:  # ahead of the inclusion: it still comes first
         return {"caught": anything}
 
-    router = mcp_routes(app)
+    app.include_router(mcp_routes(app), prefix="/v1")
     v1 = FastAPI()
-    app.include_router(router, prefix="/v1")
     with TestClient(app) as client:
-        first = app.router.routes[0]
-        assert getattr(first, "path", None) == "/v1/mcp"
+        plain = [route for route in app.router.routes if type(route).__name__ == "Route" and route.path == "/v1/mcp"]
+        assert len(plain) == 1
+        assert app.router.routes.index(plain[0]) == 5  # after the docs routes and the route declared first
         assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 200
-        assert client.post("/mcp", json=INITIALIZE, headers=HEADERS).json() == {"caught": "mcp"}
-    assert first not in app.router.routes  # removed at shutdown
+        assert client.post("/v1/mcp/x", json=INITIALIZE, headers=HEADERS).json() == {"caught": "x"}
+    assert plain[0] not in app.router.routes  # removed at shutdown
     with TestClient(v1) as client:  # an app that never included the router does not serve it
         assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 404
+
+
+def test_dependencies_of_the_app_and_the_inclusion_guard_the_endpoint_too() -> None:
+    def refuse() -> None:
+        raise HTTPException(401, "the app's own guard")
+
+    guarded_app = FastAPI(dependencies=[Depends(refuse)])
+    guarded_app.include_router(mcp_routes(guarded_app))
+    guarded_inclusion = FastAPI()
+    guarded_inclusion.include_router(mcp_routes(guarded_inclusion), dependencies=[Depends(refuse)])
+    for app in (guarded_app, guarded_inclusion):
+        with TestClient(app) as client:
+            refused = client.post("/mcp", json=INITIALIZE, headers=HEADERS)
+        assert refused.status_code == 401
+        assert refused.json() == {"detail": "the app's own guard"}
+
+
+def test_a_body_limit_of_the_inclusion_applies_to_the_endpoint() -> None:
+    app = FastAPI()
+    app.include_router(mcp_routes(app), max_body_size=64)
+    with TestClient(app) as client:
+        assert client.post("/mcp", json=INITIALIZE, headers=HEADERS).status_code == 413

@@ -184,3 +184,14 @@ async def test_one_timer_keeps_every_pending_answer_alive_and_stops_when_none_is
         await anyio.sleep(0.05)
     assert (first.asked, second.asked, answered.asked) == (1, 1, 0)  # they did not watch again
     assert keep_alive._timers == {}  # nothing pending: the loop has no timer of ours
+    assert keep_alive._pending == {}
+
+
+@pytest.mark.anyio
+async def test_the_last_answer_out_takes_its_loops_timer_with_it() -> None:
+    keep_alive = _stream.KeepAlive()
+    answer = _Quiet()
+    keep_alive.watch(answer)  # type: ignore[arg-type]
+    assert keep_alive._timers != {}
+    keep_alive.unwatch(answer)  # type: ignore[arg-type]
+    assert (keep_alive._timers, keep_alive._pending) == ({}, {})  # nothing holds the loop now
