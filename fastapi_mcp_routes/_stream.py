@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -48,48 +49,50 @@ KEEP_ALIVE_COMMENT: Final = b": keep-alive\n\n"
 
 
 class KeepAlive:
-    """Pending SSE answers, and one ticking timer per event loop that keeps them alive."""
+    """Pending SSE answers, and one ticking timer per event loop that keeps them alive.
+
+    A loop's ticks stop at the first tick that finds nothing pending there. The next tick of
+    each loop is known by its time alone, held weakly: nothing here keeps a closed loop alive.
+    """
 
     def __init__(self) -> None:
         self._due: dict[ResponseStream, tuple[asyncio.AbstractEventLoop, float]] = {}
-        self._timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
-        self._pending: dict[asyncio.AbstractEventLoop, int] = {}  # streams watched, per loop
+        self._next_tick: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, float] = weakref.WeakKeyDictionary()
 
     def watch(self, stream: ResponseStream) -> None:
         loop = asyncio.get_running_loop()
-        if stream not in self._due:
-            self._pending[loop] = self._pending.get(loop, 0) + 1
-        self._due[stream] = (loop, loop.time() + KEEP_ALIVE_S)
-        timer = self._timers.get(loop)
-        tick_at = loop.time() + _tick_s()
-        if timer is None or timer.when() > tick_at:  # none yet, or one too late for this stream
-            if timer is not None:
-                timer.cancel()
-            self._timers[loop] = loop.call_at(tick_at, self._tick, loop)
+        now = loop.time()
+        self._due[stream] = (loop, now + KEEP_ALIVE_S)
+        tick_at = now + _tick_s()
+        planned = self._next_tick.get(loop)
+        if planned is None or planned > tick_at:  # no tick yet, or one too late for this stream
+            self._schedule(loop, tick_at)
 
     def unwatch(self, stream: ResponseStream) -> None:
-        watched = self._due.pop(stream, None)
-        if watched is None:
-            return
-        loop = watched[0]
-        self._pending[loop] -= 1
-        if not self._pending[loop]:
-            # Nothing left to keep alive here: no timer stays behind, and no reference to a
-            # loop that may be closed next.
-            del self._pending[loop]
-            timer = self._timers.pop(loop, None)
-            if timer is not None:
-                timer.cancel()
+        self._due.pop(stream, None)
 
-    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        del self._timers[loop]
+    def _schedule(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        self._next_tick[loop] = at
+        loop.call_at(at, self._tick, at)
+
+    def _tick(self, at: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self._next_tick.get(loop) != at:
+            return  # an earlier tick took this one's place
         now = loop.time()
+        pending = False
         for stream, (owner, due) in list(self._due.items()):
-            if owner is loop and due <= now:
+            if owner is not loop:
+                continue
+            if due <= now:
                 self.unwatch(stream)  # the stream watches itself again once the comment is out
                 stream.keep_alive_due()
-        if loop in self._pending and loop not in self._timers:
-            self._timers[loop] = loop.call_later(_tick_s(), self._tick, loop)
+            else:
+                pending = True
+        if pending:
+            self._schedule(loop, now + _tick_s())
+        else:
+            del self._next_tick[loop]
 
 
 def _tick_s() -> float:

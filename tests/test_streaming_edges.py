@@ -3,7 +3,10 @@ the call ended, JSON-only clients, long streams, malformed cancellations and res
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -183,15 +186,21 @@ async def test_one_timer_keeps_every_pending_answer_alive_and_stops_when_none_is
             await anyio.sleep(0.01)
         await anyio.sleep(0.05)
     assert (first.asked, second.asked, answered.asked) == (1, 1, 0)  # they did not watch again
-    assert keep_alive._timers == {}  # nothing pending: the loop has no timer of ours
-    assert keep_alive._pending == {}
+    assert dict(keep_alive._next_tick) == {}  # nothing pending: no tick planned
 
 
-@pytest.mark.anyio
-async def test_the_last_answer_out_takes_its_loops_timer_with_it() -> None:
+def test_keep_alive_holds_no_closed_loop() -> None:
     keep_alive = _stream.KeepAlive()
     answer = _Quiet()
-    keep_alive.watch(answer)  # type: ignore[arg-type]
-    assert keep_alive._timers != {}
-    keep_alive.unwatch(answer)  # type: ignore[arg-type]
-    assert (keep_alive._timers, keep_alive._pending) == ({}, {})  # nothing holds the loop now
+
+    async def one_answer() -> None:
+        keep_alive.watch(answer)  # type: ignore[arg-type]
+        keep_alive.unwatch(answer)  # type: ignore[arg-type]
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(one_answer())
+    loop.close()
+    alive = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert alive() is None
