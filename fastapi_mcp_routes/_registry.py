@@ -123,8 +123,9 @@ class ToolRegistry:
     def table(self) -> ToolTable:
         """The current tools, rebuilt when the app's tools changed since the last look."""
         # Included routers stay live in FastAPI, so their views are read afresh each time.
-        routes = list(iter_route_contexts(self._app.routes))
-        originals = _identities(routes)
+        top = self._app.routes
+        routes = list(iter_route_contexts(top))
+        originals = _identities(top, routes)
         table = self._table
         if table is None or not _same_routes(table.routes, originals):
             table = self._table = self._rebuild(routes, originals)
@@ -163,10 +164,10 @@ class ToolRegistry:
         return tool
 
 
-def _identities(routes: list[Any]) -> tuple[Any, ...]:
-    """What tells one route table from another: each route, and the dependant its inclusion
-    gave it (the same route included again with other dependencies is another tool)."""
-    return tuple(part for route in routes for part in (_original(route), getattr(route, "dependant", None)))
+def _identities(top: list[Any], routes: list[Any]) -> tuple[Any, ...]:
+    """What tells one route table from another: the app's own entries (a router included
+    again, say with other dependencies, is a new entry) and every route inside them."""
+    return (*top, *map(_original, routes))
 
 
 def _original(route: Any) -> Any:
