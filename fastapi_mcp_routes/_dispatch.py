@@ -271,7 +271,10 @@ class Dispatcher:
             stateless=stateless,
             principal=ctx.principal,
         )
-        running = ctx.session.running if ctx.session is not None else ctx.cancel_scopes or {}
+        if ctx.session is not None:
+            running = ctx.session.running
+        else:  # (an empty map is still the request's own: `or` would replace it)
+            running = ctx.cancel_scopes if ctx.cancel_scopes is not None else {}
         if request.id in running:
             # Ids of requests in flight must be unique, or a cancellation could not name one.
             raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")

@@ -3,13 +3,16 @@
 A request is checked (envelope, routing headers, version), answered through the shared
 dispatcher, and written as JSON or, once the call has something to say first, as SSE. Closing
 the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation), so a
-watcher task waits for the client to go away. `subscriptions/listen` holds a stream open for
-list-change notifications, tagged with the subscription's id.
+watcher task waits for the client to go away. The watcher starts only once a request has run
+for `WATCH_AFTER_S`: a task per request, and the event-loop turns that cancelling it at the
+answer takes, cost a quick call about as much as the call itself. A client that leaves sooner
+is noticed when the watcher starts. `subscriptions/listen` holds a stream open for list-change
+notifications, tagged with the subscription's id.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -27,6 +30,7 @@ from fastapi_mcp_routes._stream import KeepAlive, ResponseStream, sse_event
 from fastapi_mcp_routes._wire import Request, RequestId, encode_error, encode_result, internal_error
 
 SUBSCRIBE: Final = "subscriptions/listen"
+WATCH_AFTER_S: Final = 0.25  # a request running this long gets a watcher for the client leaving
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 # What a listener can opt in to, and the notification each one brings.
 _SUBSCRIBABLE: Final = {"toolsListChanged": "notifications/tools/list_changed"}
@@ -49,29 +53,35 @@ class StatelessAnswer(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = ResponseStream(send, self._sse, self._json, self._keep_alive)
-        base = self._ctx
         calls: dict[RequestId, anyio.CancelScope] = {}
-        emit = stream.emit if self._sse else None
-        ctx = dataclasses.replace(base, emit=emit, cancel_scopes=calls)
+        ctx = self._ctx
+        ctx.emit = stream.emit if self._sse else None
+        ctx.cancel_scopes = calls
+        loop = asyncio.get_running_loop()
+        watcher: asyncio.Task[None] | None = None
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            # The client left: the call is cancelled (its context sees it), nothing is sent.
+            for scope in calls.values():
+                scope.cancel()
+
+        def start_watching() -> None:
+            nonlocal watcher
+            watcher = loop.create_task(watch())
+
         answer: tuple[bytes, int] | None = None
+        timer = loop.call_later(WATCH_AFTER_S, start_watching)
         try:
-            async with anyio.create_task_group() as tasks:
-
-                async def watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    # The client left: the call is cancelled (its context sees it), nothing is sent.
-                    for scope in calls.values():
-                        scope.cancel()
-                    tasks.cancel_scope.cancel()
-
-                tasks.start_soon(watch)
-                answer = await self._answer(ctx)
-                tasks.cancel_scope.cancel()
+            answer = await self._answer(ctx)
             if answer is not None:
                 body, status = answer
                 await stream.finish(body, answered_request=True, status=status)
         finally:
+            timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
             stream.abandon()  # no keep-alive or anything else once the request is over
         if answer is None:
             return
