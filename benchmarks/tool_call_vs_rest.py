@@ -38,6 +38,7 @@ from typing import Any, Final
 from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
 
 PROTOCOL_VERSION: Final = "2025-11-25"
+STATELESS_VERSION: Final = "2026-07-28"
 APP_FACTORY: Final = "bench_app:create_app"
 EXTRA_ROUTES_ENV: Final = "FMR_BENCH_EXTRA_ROUTES"  # read by bench_app.create_app
 MEASURED_TOOLS: Final = 2  # get_item and create_item; the rest are generated
@@ -96,6 +97,27 @@ def mcp_request(port: int, session_id: str | None, method: str, params: Mapping[
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         message |= {"id": 1, "params": params}
+    return http_request(port, "POST", "/mcp", headers, message)
+
+
+def stateless_call(port: int, name: str, arguments: Mapping[str, Any]) -> bytes:
+    """A 2026-07-28 tools/call: no session, its version and routing in headers and `_meta`."""
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": STATELESS_VERSION,
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+    }
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": meta},
+    }
     return http_request(port, "POST", "/mcp", headers, message)
 
 
@@ -271,9 +293,15 @@ def build_tables(small: Server, large: Server, sessions: Mapping[Server, str], r
     get_tool = tool_call(small, "get_item", GET_ARGUMENTS)
     post_rest = Arm("POST REST", small, http_request(small.port, "POST", "/items", body=POST_ARGUMENTS), 201)
     post_tool = tool_call(small, "create_item", POST_ARGUMENTS)
+    get_stateless = Arm("get_item tool (2026-07-28)", small, stateless_call(small.port, "get_item", GET_ARGUMENTS))
+    post_stateless = Arm(
+        "create_item tool (2026-07-28)", small, stateless_call(small.port, "create_item", POST_ARGUMENTS)
+    )
     main = [
         Case("GET /items/{id}?q=, sequential", 1, requests, (get_rest, get_tool)),
         Case("POST /items, sequential", 1, requests, (post_rest, post_tool)),
+        Case("GET, 2026-07-28 (no session), sequential", 1, requests, (get_rest, get_stateless)),
+        Case("POST, 2026-07-28 (no session), sequential", 1, requests, (post_rest, post_stateless)),
     ]
     main += [
         Case(f"{label}, {clients} clients", clients, requests, arms)

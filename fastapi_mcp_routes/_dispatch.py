@@ -259,7 +259,7 @@ class Dispatcher:
         confirmation: tuple[object, object] = (None, None)
         if ctx.envelope is not None:
             check_param_headers(tool.header_params, arguments, ctx.envelope.param_headers)
-            answers, confirmation = self._answers(params, _binding(self._sealer, ctx, name, arguments))
+            answers, confirmation = self._answers(params, ctx, name, arguments)
             envelope = ctx.envelope
             stateless = StatelessInput(envelope.capabilities, envelope.log_level, answers, envelope.client_info)
         call = ToolCall(
@@ -365,7 +365,9 @@ class Dispatcher:
         digest = arguments_sha256(arguments)
         return GatedCall(tool.name, tool.method, path, arguments, digest, caller, token, call, state, answer)
 
-    def _answers(self, params: Mapping[str, Any], binding: Binding) -> tuple[dict[str, Any], tuple[object, object]]:
+    def _answers(
+        self, params: Mapping[str, Any], ctx: CallContext, tool: str, arguments: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], tuple[object, object]]:
         """The client's answers so far: those sealed in requestState (which nothing the
         client sends can replace), plus this request's `inputResponses`; and, apart, the
         sealed confirmation state and this round's answer to the confirmation question.
@@ -375,8 +377,8 @@ class Dispatcher:
         Keys the confirmation gate owns are never taken from the client, so an answer sent
         before the question was asked cannot be sealed as if the user had given it."""
         sealed: dict[str, Any] = {}
-        if "requestState" in params:
-            sealed = self._sealer.open(params["requestState"], binding)
+        if "requestState" in params:  # the binding (a digest and an HMAC) only when there is one
+            sealed = self._sealer.open(params["requestState"], _binding(self._sealer, ctx, tool, arguments))
         responses = params.get("inputResponses")
         responses = responses if isinstance(responses, dict) else {}
         answers = {key: value for key, value in sealed.items() if not is_reserved(key)}

@@ -12,11 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-
-from starlette.datastructures import Headers
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._context import LOG_LEVELS
@@ -33,6 +31,7 @@ META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 HEADER_METHOD: Final = "mcp-method"
 HEADER_NAME: Final = "mcp-name"
+_ROUTING_HEADERS: Final = frozenset({c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME})
 # The parameter that Mcp-Name must repeat, for the methods that have one.
 NAME_PARAMS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 # Results a client may cache; they carry `ttlMs` and `cacheScope` (server/utilities/caching).
@@ -69,12 +68,21 @@ def status_for(error: McpError) -> int:
     return _STATUS.get(error.code, 200)
 
 
-def check_request(request: Request, headers: Headers) -> Envelope:
-    """Validate a request's envelope and routing headers; raises the error the spec names."""
-    for name in (c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME):
-        if len(headers.getlist(name)) > 1:
-            # Two copies could route differently in a proxy and here: refused, as the SDK does.
-            raise HeaderMismatch(f"Header mismatch: {name} appears more than once.")
+def check_request(request: Request, raw_headers: Iterable[tuple[bytes, bytes]]) -> Envelope:
+    """Validate a request's envelope and routing headers; raises the error the spec names.
+
+    `raw_headers`: the ASGI scope's header list (lower-case names), read in one pass."""
+    headers: dict[str, str] = {}
+    param_headers: dict[str, str] = {}
+    for key, raw in raw_headers:
+        name = key.decode("latin-1")
+        if name in _ROUTING_HEADERS:
+            if name in headers:
+                # Two copies could route differently in a proxy and here: refused, as the SDK does.
+                raise HeaderMismatch(f"Header mismatch: {name} appears more than once.")
+            headers[name] = raw.decode("latin-1")
+        elif name.startswith(c.PARAM_HEADER_PREFIX):
+            param_headers[name] = raw.decode("latin-1")
     meta = request.params.get("_meta")
     if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
         raise InvalidParams(f"Invalid params: params._meta must carry {META_VERSION!r} and {META_CAPABILITIES!r}.")
@@ -102,7 +110,7 @@ def check_request(request: Request, headers: Headers) -> Envelope:
         capabilities,
         client_info if isinstance(client_info, dict) else None,
         level if level in LOG_LEVELS else None,  # an unknown level is as good as none
-        {name: value for name, value in headers.items() if name.startswith(c.PARAM_HEADER_PREFIX)},
+        param_headers,
     )
 
 

@@ -166,7 +166,7 @@ class StreamableHTTPEndpoint:
         if isinstance(entry, McpError):
             raise HttpError(400, entry, request_id=parsed.ids[0])
         try:
-            envelope = check_request(entry, request.headers)
+            envelope = check_request(entry, request.scope["headers"])
         except McpError as error:
             raise HttpError(status_for(error), error, request_id=entry.id) from None
         caller = caller_from_scope(request.scope, self._config.forward_headers)
