@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI, params
 from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from fastapi_mcp_routes import _constants as c
 from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
@@ -204,9 +204,27 @@ def _serve_plainly(
             if not own or getattr(context, "max_body_size", None) is not None:
                 return None
             plain = Route(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
-            app.router.routes.insert(index, plain)
+            # At the very front when no route ahead could take a request for it: the same
+            # order of matching, without testing those routes on every MCP request.
+            ahead = app.routes[:index]
+            app.router.routes.insert(0 if not _any_takes(ahead, context.path) else index, plain)
             return plain
     return None
+
+
+def _any_takes(routes: Sequence[Any], path: str) -> bool:
+    """Whether one of these routes fully matches a request for `path` with one of our methods
+    (a partial match, another method, never wins over a full one). In doubt: yes."""
+    for method in _METHODS:
+        scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": [], "query_string": b""}
+        for route in routes:
+            try:
+                match, _ = route.matches(scope)
+            except Exception:
+                return True
+            if match is Match.FULL:
+                return True
+    return False
 
 
 def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None) -> EndpointRateLimit | None:

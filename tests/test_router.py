@@ -158,23 +158,27 @@ def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error()
     assert result["content"][0]["text"] == '{"orders":1}'
 
 
-def test_the_plain_endpoint_sits_just_before_its_inclusion_at_the_included_path() -> None:
+def test_the_plain_endpoint_keeps_the_order_of_matching_at_its_included_path() -> None:
     app = FastAPI()
 
-    @app.post("/v1/mcp/{anything:path}")
-    def declared_first(anything: str) -> dict[str, str]:  # ahead of the inclusion: it still comes first
-        return {"caught": anything}
+    @app.get("/v1/mcp")
+    def declared_first() -> dict[str, str]:  # ahead of the inclusion, so it answers GET first
+        return {"caught": "GET"}
 
     app.include_router(mcp_routes(app), prefix="/v1")
-    v1 = FastAPI()
-    with TestClient(app) as client:
+    front = FastAPI()
+    front.include_router(mcp_routes(front), prefix="/v1")
+    with TestClient(app) as client, TestClient(front):
         plain = [route for route in app.router.routes if type(route).__name__ == "Route" and route.path == "/v1/mcp"]
         assert len(plain) == 1
-        assert app.router.routes.index(plain[0]) == 5  # after the docs routes and the route declared first
+        assert app.router.routes.index(plain[0]) == 5  # just before the inclusion, after the GET
+        assert type(front.router.routes[0]).__name__ == "Route"  # nothing ahead could take it
+        assert front.router.routes[0].path == "/v1/mcp"  # type: ignore[attr-defined]
+        assert client.get("/v1/mcp").json() == {"caught": "GET"}
         assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 200
-        assert client.post("/v1/mcp/x", json=INITIALIZE, headers=HEADERS).json() == {"caught": "x"}
     assert plain[0] not in app.router.routes  # removed at shutdown
-    with TestClient(v1) as client:  # an app that never included the router does not serve it
+    other = FastAPI()
+    with TestClient(other) as client:  # an app that never included the router does not serve it
         assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 404
 
 
