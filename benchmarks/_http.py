@@ -195,3 +195,51 @@ class Pools:
         for pool in self._pools.values():
             for connection in pool:
                 connection.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one batch of requests took."""
+
+    latencies_ns: list[int]
+    cpu_s: float  # the server's CPU time over the batch
+    elapsed_s: float
+    body_bytes: int  # the size of the last answer
+
+
+async def send_batch(
+    process: Process,
+    connections: Sequence[Connection],
+    requests: Sequence[bytes],
+    count: int,
+    status: int,
+    label: str,
+    timeout_s: float,
+) -> Batch:
+    """Send `count` requests over the connections, each one request at a time; the i-th
+    connection sends `requests[i]`. An answer with another status, or an `isError` result
+    (a byte search, cheap on the client), fails the batch."""
+    remaining = count
+    latencies: list[int] = []
+    body_bytes = 0
+
+    async def worker(connection: Connection, request: bytes) -> None:
+        nonlocal remaining, body_bytes
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter_ns()
+            reply = await connection.send(request)
+            latencies.append(time.perf_counter_ns() - started)
+            if reply.status != status or b'"isError":true' in reply.body:
+                raise BenchmarkError(f"{label} answered HTTP {reply.status}: {reply.body[:200]!r}")
+            body_bytes = len(reply.body)
+
+    cpu_before = process.cpu_seconds()
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s), asyncio.TaskGroup() as group:
+            for connection, request in zip(connections, requests, strict=False):
+                group.create_task(worker(connection, request))
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None  # the first worker's failure says it all
+    return Batch(latencies, process.cpu_seconds() - cpu_before, time.perf_counter() - started, body_bytes)

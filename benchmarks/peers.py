@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
+from _http import BenchmarkError, Connection, Pools, Process, http_request, send_batch, uvicorn_process
 from peer_app import API_KEY, CREDENTIAL_HEADER, ENDPOINTS, EXTRA_ROUTES_ENV, IMPL_ENV
 
 HERE: Final = Path(__file__).resolve().parent
@@ -228,34 +228,17 @@ class Tally:
 
 
 async def run_batch(arm: Arm, connections: Sequence[Connection], count: int, tally: Tally | None) -> None:
-    """Send `count` requests over the connections, each connection one request at a time."""
-    remaining = count
-    latencies: list[int] = []
-
-    async def worker(connection: Connection, request: bytes) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter_ns()
-            reply = await connection.send(request)
-            latencies.append(time.perf_counter_ns() - started)
-            if reply.status != arm.status or b'"isError":true' in reply.body:
-                raise BenchmarkError(f"{arm.label} answered HTTP {reply.status}: {reply.body[:200]!r}")
-
-    cpu_before = arm.server.process.cpu_seconds()
-    started = time.perf_counter()
-    try:
-        async with asyncio.timeout(BATCH_TIMEOUT_S), asyncio.TaskGroup() as group:
-            for connection, request in zip(connections, arm.requests, strict=False):
-                group.create_task(worker(connection, request))
-    except ExceptionGroup as failed:
-        raise failed.exceptions[0] from None
-    elapsed = time.perf_counter() - started
+    """Send `count` requests over the connections and add what they took to the tally."""
+    batch = await send_batch(
+        arm.server.process, connections, arm.requests, count, arm.status, arm.label, BATCH_TIMEOUT_S
+    )
     if tally is not None:
         sequential = len(connections) == 1
-        tally.round_values.append(statistics.median(latencies) / 1000 if sequential else count / elapsed)
-        tally.latencies_ns += latencies
-        tally.cpu_s += arm.server.process.cpu_seconds() - cpu_before
+        tally.round_values.append(
+            statistics.median(batch.latencies_ns) / 1000 if sequential else count / batch.elapsed_s
+        )
+        tally.latencies_ns += batch.latencies_ns
+        tally.cpu_s += batch.cpu_s
         tally.requests += count
 
 

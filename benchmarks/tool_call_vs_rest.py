@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
+from _http import BenchmarkError, Connection, Pools, Process, http_request, send_batch, uvicorn_process
 
 PROTOCOL_VERSION: Final = "2025-11-25"
 STATELESS_VERSION: Final = "2026-07-28"
@@ -65,9 +65,6 @@ class Server:
     @property
     def port(self) -> int:
         return self.process.port
-
-    def cpu_seconds(self) -> float:
-        return self.process.cpu_seconds()
 
 
 @contextmanager
@@ -174,40 +171,17 @@ class Tally:
 
 
 async def run_batch(arm: Arm, connections: Sequence[Connection], count: int, tally: Tally | None) -> None:
-    """Send `count` requests over the connections, each connection one at a time."""
-    remaining = count
-    latencies: list[int] = []
-    body_bytes = 0
-
-    async def worker(connection: Connection) -> None:
-        nonlocal remaining, body_bytes
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter_ns()
-            reply = await connection.send(arm.request)
-            latencies.append(time.perf_counter_ns() - started)
-            # isError results are HTTP 200 too; the check is a byte search, cheap on the client.
-            if reply.status != arm.status or b'"isError":true' in reply.body:
-                raise BenchmarkError(f"{arm.label} answered HTTP {reply.status}: {reply.body[:200]!r}")
-            body_bytes = len(reply.body)
-
-    cpu_before = arm.server.cpu_seconds()
-    started = time.perf_counter()
-    try:
-        async with asyncio.timeout(BATCH_TIMEOUT_S), asyncio.TaskGroup() as group:
-            for connection in connections:
-                group.create_task(worker(connection))
-    except ExceptionGroup as failed:
-        raise failed.exceptions[0] from None  # the first worker's failure says it all
-    elapsed = time.perf_counter() - started
-    cpu = arm.server.cpu_seconds() - cpu_before
+    """Send `count` requests over the connections and add what they took to the tally."""
+    requests = [arm.request] * len(connections)
+    batch = await send_batch(arm.server.process, connections, requests, count, arm.status, arm.label, BATCH_TIMEOUT_S)
     if tally is None:
         return
-    tally.round_values.append(statistics.median(latencies) / 1000 if len(connections) == 1 else count / elapsed)
-    tally.latencies_ns += latencies
-    tally.cpu_s += cpu
+    sequential = len(connections) == 1
+    tally.round_values.append(statistics.median(batch.latencies_ns) / 1000 if sequential else count / batch.elapsed_s)
+    tally.latencies_ns += batch.latencies_ns
+    tally.cpu_s += batch.cpu_s
     tally.requests += count
-    tally.body_bytes = body_bytes
+    tally.body_bytes = batch.body_bytes
 
 
 async def run_rounds(cases: Sequence[Case], rounds: int, warmup: int, pools: Pools) -> list[tuple[Tally, Tally]]:

@@ -186,6 +186,15 @@ class ConfirmationAsked(InputRequired):
 
 
 @dataclass(frozen=True, slots=True)
+class Offered:
+    """What a call brings toward its confirmation; each part may be absent (None)."""
+
+    token: object = None  # the `confirmationToken` argument
+    state: object = None  # the sealed state of a stateless confirmation, from requestState
+    answer: object = None  # the client's answer to the stateless question, this round
+
+
+@dataclass(frozen=True, slots=True)
 class GatedCall:
     """What the gate needs to know about one call of a gated tool."""
 
@@ -195,10 +204,8 @@ class GatedCall:
     arguments: Mapping[str, Any]
     digest: str
     caller: bytes  # the caller's identity, plus its session where there is one
-    token: object  # the `confirmationToken` argument, None when absent
+    offered: Offered
     call: ToolCall
-    state: object = None  # the sealed state of a stateless confirmation, from requestState
-    answer: object = None  # the client's answer to the stateless question, this round
 
 
 class ConfirmationGate:
@@ -211,14 +218,14 @@ class ConfirmationGate:
 
     async def check(self, gated: GatedCall) -> Confirmed | Held:
         """Confirmed, held with an answer, or `ConfirmationAsked` (stateless question)."""
-        if isinstance(gated.state, Mapping):
+        if isinstance(gated.offered.state, Mapping):
             try:
-                return self._stateless_retry(gated, gated.state)
+                return self._stateless_retry(gated, gated.offered.state)
             except Refused as refused:
                 return Held(_refusal(f"{refused} Call the tool again to be asked again."), "not_confirmed")
-        if gated.token is not None:
+        if gated.offered.token is not None:
             try:
-                return self._redeem(gated, gated.token, "model")
+                return self._redeem(gated, gated.offered.token, "model")
             except Refused as refused:
                 retry = f"Call the tool again without {TOKEN_ARGUMENT} to get a new plan and token."
                 return Held(_refusal(f"{refused} {retry}"), "not_confirmed")
@@ -245,12 +252,12 @@ class ConfirmationGate:
         token = state.get("token")
         if state.get("kind") == "confirmed":
             return self._redeem(gated, token, "confirmed")
-        if gated.answer is None:  # retried without an answer: ask again
+        if gated.offered.answer is None:  # retried without an answer: ask again
             answers = gated.call.stateless.answers if gated.call.stateless is not None else {}
             raise ConfirmationAsked({QUESTION_KEY: _request(question(gated))}, {**answers, STATE_KEY: dict(state)})
-        if not accepted(gated.answer):
+        if not accepted(gated.offered.answer):
             self._tokens.revoke(token)  # the user said no: the same state cannot say yes later
-            return Held(_refusal(_no(gated.answer)), "not_confirmed")
+            return Held(_refusal(_no(gated.offered.answer)), "not_confirmed")
         return self._redeem(gated, token, "question")
 
     def _ask_stateless(self, gated: GatedCall, stateless: StatelessInput, ask: InputRequest) -> None:

@@ -28,6 +28,7 @@ from fastapi_mcp_routes._confirm import (
     Confirmed,
     GatedCall,
     Held,
+    Offered,
     is_reserved,
 )
 from fastapi_mcp_routes._context import (
@@ -256,10 +257,11 @@ class Dispatcher:
             arguments = dict(arguments)
             token = arguments.pop(TOKEN_ARGUMENT)
         stateless = None
-        confirmation: tuple[object, object] = (None, None)
+        offered = Offered(token)
         if ctx.envelope is not None:
             check_param_headers(tool.header_params, arguments, ctx.envelope.param_headers)
-            answers, confirmation = self._answers(params, ctx, name, arguments)
+            answers, state, answer = self._answers(params, ctx, name, arguments)
+            offered = Offered(token, state, answer)
             envelope = ctx.envelope
             stateless = StatelessInput(envelope.capabilities, envelope.log_level, answers, envelope.client_info)
         call = ToolCall(
@@ -283,7 +285,7 @@ class Dispatcher:
         outcome: Outcome = "cancelled"
         status: int | None = None
         try:
-            result, outcome, status = await self._run(tool, arguments, (token, *confirmation), call, ctx)
+            result, outcome, status = await self._run(tool, arguments, offered, call, ctx)
             return result
         except McpError:
             outcome = "refused"
@@ -301,20 +303,17 @@ class Dispatcher:
         self,
         tool: Tool,
         arguments: dict[str, Any],
-        confirmation: tuple[object, object, object],
+        offered: Offered,
         call: ToolCall,
         ctx: CallContext,
     ) -> _Ran:
-        """Run the route for one call, once confirmed where the tool asks for confirmation.
-
-        `confirmation`: the call's `confirmationToken` argument, and in the stateless revision
-        the sealed confirmation state and the client's answer to the confirmation question."""
+        """Run the route for one call, once confirmed where the tool asks for confirmation."""
         gated: GatedCall | None = None
         confirmed: Confirmed | None = None
         try:
             with call.cancel_scope:
                 if tool.confirm:
-                    gated = self._gated(tool, arguments, confirmation, call, ctx)
+                    gated = self._gated(tool, arguments, offered, call, ctx)
                     verdict = await self._gate.check(gated)
                     if isinstance(verdict, Held):
                         return verdict.result, verdict.outcome, None
@@ -349,25 +348,19 @@ class Dispatcher:
         return result, "error" if result.get("isError") else "ok", response.status
 
     def _gated(
-        self,
-        tool: Tool,
-        arguments: dict[str, Any],
-        confirmation: tuple[object, object, object],
-        call: ToolCall,
-        ctx: CallContext,
+        self, tool: Tool, arguments: dict[str, Any], offered: Offered, call: ToolCall, ctx: CallContext
     ) -> GatedCall:
         """The call as the confirmation gate sees it; `ToolError` for arguments that cannot make
         a request at all, before anyone is asked to confirm it."""
-        token, state, answer = confirmation
         # In a session, the session too: callers without credentials are then told apart.
         caller = ctx.credentials + (b"\x00session\x00" + ctx.session.id.encode() if ctx.session else b"")
         path = planned_path(tool, arguments)
         digest = arguments_sha256(arguments)
-        return GatedCall(tool.name, tool.method, path, arguments, digest, caller, token, call, state, answer)
+        return GatedCall(tool.name, tool.method, path, arguments, digest, caller, offered, call)
 
     def _answers(
         self, params: Mapping[str, Any], ctx: CallContext, tool: str, arguments: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], tuple[object, object]]:
+    ) -> tuple[dict[str, Any], object, object]:
         """The client's answers so far: those sealed in requestState (which nothing the
         client sends can replace), plus this request's `inputResponses`; and, apart, the
         sealed confirmation state and this round's answer to the confirmation question.
@@ -385,7 +378,7 @@ class Dispatcher:
         for key, response in responses.items():
             if not is_reserved(key):
                 answers.setdefault(key, response)
-        return answers, (sealed.get(STATE_KEY), responses.get(QUESTION_KEY))
+        return answers, sealed.get(STATE_KEY), responses.get(QUESTION_KEY)
 
 
 def _binding(sealer: RequestStateSealer, ctx: CallContext, tool: str, arguments: Mapping[str, Any]) -> Binding:

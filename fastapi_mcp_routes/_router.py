@@ -192,9 +192,10 @@ def _serve_plainly(
     FastAPI's request handler and inclusion layer cost about a fifth of a tool call, and have
     nothing to do when no dependency and no body limit applies: the endpoint checks the Origin
     itself and caps its body by `max_body_bytes`. So when the inclusion (and the app and the
-    routers around it) added neither, a plain route with the same path and endpoint is put just
-    before the inclusion, and so is matched first, in the same order as before. It is added at
-    startup, so an app that never includes the router never serves it, and removed at shutdown."""
+    routers around it) added neither, a plain route with the same path and endpoint is put at
+    the front, or just before the inclusion when a route ahead could take its path: routes match
+    in the same order as before. It is added at startup, so an app that never includes the
+    router never serves it, and removed at shutdown."""
     for index, top in enumerate(app.routes):
         for context in iter_route_contexts([top]):
             if context.original_route is not route or not isinstance(context.path, str):
