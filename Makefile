@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck conformance unit bench bench-peers clean
+.PHONY: run token test lint typecheck imports conformance unit bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
 
+# The layers' import direction (pyproject.toml, [tool.importlinter]).
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
 # The official MCP conformance suite against example_app.conformance:app (installs Node 22 and
 # the suite into .tools/ on first use).
 conformance: $(STAMP)
@@ -35,7 +39,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 
 # pytest runs last so its summary closes the output.
-test: lint typecheck conformance unit
+test: lint typecheck imports conformance unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tool_call_vs_rest.py

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi_mcp_routes._audit import ToolCallEvent
-from fastapi_mcp_routes._content import (
+from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
+from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
+from fastapi_mcp_routes.router import mcp_routes
+from fastapi_mcp_routes.server.audit import ToolCallEvent
+from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
+from fastapi_mcp_routes.tools.content import (
     ContentResponse,
     audio_content,
     image_content,
     resource_content,
     text_content,
 )
-from fastapi_mcp_routes._context import ElicitationResult, InputRequest, ToolContext, ToolContextError
-from fastapi_mcp_routes._jwt import JWTBearer, Principal
-from fastapi_mcp_routes._metadata import mcp_tool
-from fastapi_mcp_routes._resource import ProtectedResource
-from fastapi_mcp_routes._router import mcp_routes
+from fastapi_mcp_routes.tools.marking import mcp_tool
 
 __all__ = [
     "ContentResponse",

@@ -15,10 +15,10 @@ from pydantic import BaseModel
 from starlette.requests import Request as StarletteRequest
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes._errors import ToolError
-from fastapi_mcp_routes._invoke import Caller, CapturedResponse, build_request, invoke
-from fastapi_mcp_routes._registry import Tool, ToolRegistry
-from fastapi_mcp_routes._results import tool_result
+from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, build_request, invoke
+from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.results import tool_result
+from fastapi_mcp_routes.wire.errors import ToolError
 
 # The credential headers `mcp_routes` uses by default.
 CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})

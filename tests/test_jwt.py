@@ -16,8 +16,8 @@ from fastapi import Depends, FastAPI, Security
 from fastapi.testclient import TestClient
 from jose import jwk, jwt
 
-from fastapi_mcp_routes import _jwt
-from fastapi_mcp_routes._jwt import JWTBearer, Principal
+from fastapi_mcp_routes.auth import jwt as _jwt
+from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from tests.conftest import serve
 
 ISSUER = "https://issuer.example"

@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes._registry import ToolRegistry
+from fastapi_mcp_routes.tools.registry import ToolRegistry
 
 # The credential headers `mcp_routes` uses by default.
 CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})

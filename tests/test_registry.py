@@ -9,8 +9,9 @@ from typing import Annotated, Any
 import pytest
 from fastapi import APIRouter, Depends, FastAPI, Query
 
-from fastapi_mcp_routes import _constants, mcp_tool
-from fastapi_mcp_routes._registry import ToolRegistry, decode_cursor
+from fastapi_mcp_routes import mcp_tool
+from fastapi_mcp_routes.tools.registry import ToolRegistry, decode_cursor
+from fastapi_mcp_routes.wire import constants as _constants
 
 # The credential headers `mcp_routes` uses by default.
 CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})

@@ -9,7 +9,8 @@ from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Re
 from fastapi.testclient import TestClient
 
 import fastapi_mcp_routes
-from fastapi_mcp_routes import _invoke, mcp_routes, mcp_tool
+from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes.tools import invoke as _invoke
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INITIALIZE = {

@@ -13,8 +13,8 @@ from fastapi import Body, Cookie, FastAPI, File, Form, Header, Path, Query, Uplo
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes._registry import Tool, ToolRegistry
-from fastapi_mcp_routes._schema import Argument, BodyMode
+from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.schema import Argument, BodyMode
 
 # The credential headers `mcp_routes` uses by default.
 CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})

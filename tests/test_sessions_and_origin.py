@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastapi_mcp_routes._origin import OriginPolicy
-from fastapi_mcp_routes._sessions import SessionStore
+from fastapi_mcp_routes.server.sessions import SessionStore
+from fastapi_mcp_routes.transport.origin import OriginPolicy
 
 VERSION = "2025-11-25"
 IDLE_S = 60.0

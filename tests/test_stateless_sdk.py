@@ -15,7 +15,7 @@ from fastapi import FastAPI, Query
 from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
-from fastapi_mcp_routes._registry import ToolRegistry
+from fastapi_mcp_routes.tools.registry import ToolRegistry
 from tests.conftest import serve
 from tests.test_streaming_sdk import WAIT_S, make_app, observed
 

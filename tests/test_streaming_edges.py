@@ -15,7 +15,8 @@ import httpx
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI
 
-from fastapi_mcp_routes import _stream, mcp_routes
+from fastapi_mcp_routes import mcp_routes
+from fastapi_mcp_routes.transport import response_stream as _stream
 from tests.conftest import serve
 from tests.test_streaming_sdk import WAIT_S, make_app, observed
 

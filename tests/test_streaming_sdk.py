@@ -17,7 +17,8 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from fastapi_mcp_routes import ToolContext, ToolContextError, _stream, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
+from fastapi_mcp_routes.transport import response_stream as _stream
 from tests.conftest import serve
 
 pytestmark = pytest.mark.anyio

@@ -16,9 +16,9 @@ from typing import Any, Final
 import anyio
 from starlette.requests import Request
 
-from fastapi_mcp_routes._constants import ELICITATION_SINCE, JSONRPC_VERSION, RESERVED_KEY_PREFIX
-from fastapi_mcp_routes._errors import MissingClientCapability
-from fastapi_mcp_routes._sessions import PendingReply, Session
+from fastapi_mcp_routes.server.sessions import PendingReply, Session
+from fastapi_mcp_routes.wire.constants import ELICITATION_SINCE, JSONRPC_VERSION, RESERVED_KEY_PREFIX
+from fastapi_mcp_routes.wire.errors import MissingClientCapability
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
 CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"

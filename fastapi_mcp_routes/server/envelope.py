@@ -16,11 +16,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._context import LOG_LEVELS
-from fastapi_mcp_routes._errors import HeaderMismatch, InvalidParams, McpError, UnsupportedProtocolVersion
-from fastapi_mcp_routes._json import RawJSON, dumps
-from fastapi_mcp_routes._wire import Request
+from fastapi_mcp_routes.server.context import LOG_LEVELS
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import HeaderMismatch, InvalidParams, McpError, UnsupportedProtocolVersion
+from fastapi_mcp_routes.wire.json import RawJSON, dumps
+from fastapi_mcp_routes.wire.jsonrpc import Request
 
 MODERN_VERSIONS: Final = ("2026-07-28",)
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"

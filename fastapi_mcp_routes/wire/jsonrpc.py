@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._errors import InvalidParams, InvalidRequest, McpError
-from fastapi_mcp_routes._json import RawJSON, dumps
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import InvalidParams, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.json import RawJSON, dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 

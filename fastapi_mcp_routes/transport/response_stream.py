@@ -30,9 +30,9 @@ from typing import Any, Final
 import anyio
 from starlette.types import Send
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._json import dumps
-from fastapi_mcp_routes._replay import StreamLog, StreamLogs, priming_event
+from fastapi_mcp_routes.store.replay import StreamLog, StreamLogs, priming_event
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.json import dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 

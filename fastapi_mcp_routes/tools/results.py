@@ -7,13 +7,13 @@ import logging
 import uuid
 from typing import Any, Final
 
-from fastapi_mcp_routes._constants import MEDIA_JSON
-from fastapi_mcp_routes._content import MEDIA_CONTENT
-from fastapi_mcp_routes._errors import ParseError
-from fastapi_mcp_routes._invoke import CapturedResponse
-from fastapi_mcp_routes._json import dumps, loads
-from fastapi_mcp_routes._registry import Tool
-from fastapi_mcp_routes._schema import BodyMode
+from fastapi_mcp_routes.tools.content import MEDIA_CONTENT
+from fastapi_mcp_routes.tools.invoke import CapturedResponse
+from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.schema import BodyMode
+from fastapi_mcp_routes.wire.constants import MEDIA_JSON
+from fastapi_mcp_routes.wire.errors import ParseError
+from fastapi_mcp_routes.wire.json import dumps, loads
 
 logger = logging.getLogger("fastapi_mcp_routes")
 

@@ -20,14 +20,14 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._dispatch import CallContext, Dispatcher
-from fastapi_mcp_routes._errors import CallCancelled, McpError
-from fastapi_mcp_routes._json import dumps
-from fastapi_mcp_routes._listen import ListenStream
-from fastapi_mcp_routes._stateless import META_SUBSCRIPTION_ID, status_for
-from fastapi_mcp_routes._stream import KeepAlive, ResponseStream, sse_event
-from fastapi_mcp_routes._wire import Request, RequestId, encode_error, encode_result, internal_error
+from fastapi_mcp_routes.server.dispatch import CallContext, Dispatcher
+from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.transport.listen import ListenStream
+from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream, sse_event
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import CallCancelled, McpError
+from fastapi_mcp_routes.wire.json import dumps
+from fastapi_mcp_routes.wire.jsonrpc import Request, RequestId, encode_error, encode_result, internal_error
 
 SUBSCRIBE: Final = "subscriptions/listen"
 WATCH_AFTER_S: Final = 0.25  # a request running this long gets a watcher for the client leaving

@@ -20,8 +20,8 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 from starlette.requests import Request
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._errors import HttpError, InvalidRequest
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest
 
 _NAMESPACE: Final = "fastapi_mcp_routes.endpoint"
 

@@ -17,12 +17,11 @@ from urllib.parse import quote, urlencode
 import anyio
 from starlette.types import ASGIApp, Message, Scope
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._context import CALL_SCOPE_KEY, ToolCall
-from fastapi_mcp_routes._errors import ToolError
-from fastapi_mcp_routes._json import dumps
-from fastapi_mcp_routes._registry import Tool
-from fastapi_mcp_routes._schema import BodyMode
+from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.schema import BodyMode
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import ToolError
+from fastapi_mcp_routes.wire.json import dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -80,12 +79,13 @@ def caller_from_scope(scope: Scope, forward_headers: frozenset[bytes]) -> Caller
 
 
 async def invoke(
-    app: ASGIApp, tool: Tool, arguments: Mapping[str, Any], caller: Caller, call: ToolCall | None = None
+    app: ASGIApp, tool: Tool, arguments: Mapping[str, Any], caller: Caller, extra_scope: Mapping[str, Any] | None = None
 ) -> CapturedResponse:
-    """Run the tool's route with these arguments as the caller's HTTP request."""
+    """Run the tool's route with these arguments as the caller's HTTP request; `extra_scope`
+    holds our own scope keys (the running call a route's `ToolContext` reaches)."""
     scope, body = build_request(tool, arguments, caller)
-    if call is not None:
-        scope[CALL_SCOPE_KEY] = call  # what the route's ToolContext reaches
+    if extra_scope:
+        scope.update(extra_scope)
     return await call_app(app, scope, body)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from starlette.responses import Response
 
-from fastapi_mcp_routes._json import dumps
+from fastapi_mcp_routes.wire.json import dumps
 
 MEDIA_CONTENT: Final = "application/vnd.mcp.content+json"
 

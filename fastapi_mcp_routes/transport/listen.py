@@ -14,7 +14,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes._stream import KEEP_ALIVE_COMMENT, KEEP_ALIVE_S, SSE_HEADERS
+from fastapi_mcp_routes.transport.response_stream import KEEP_ALIVE_COMMENT, KEEP_ALIVE_S, SSE_HEADERS
 
 POLL_S: Final = 0.5
 

@@ -16,7 +16,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from fastapi_mcp_routes._jwt import WELL_KNOWN_RESOURCE
+from fastapi_mcp_routes.auth.jwt import WELL_KNOWN_RESOURCE
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pydantic_core
 
-from fastapi_mcp_routes._errors import ParseError
+from fastapi_mcp_routes.wire.errors import ParseError
 
 
 @dataclass(frozen=True, slots=True)

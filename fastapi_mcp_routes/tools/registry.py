@@ -24,12 +24,12 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.security.base import SecurityBase
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._confirm import TOKEN_ARGUMENT, TOKEN_PROPERTY, gated_output_schema
-from fastapi_mcp_routes._json import RawJSON, dumps
-from fastapi_mcp_routes._jwt import JWTBearer
-from fastapi_mcp_routes._metadata import ToolOptions, read_tool_options
-from fastapi_mcp_routes._schema import Definitions, ToolSchema, build_tool_schema
+from fastapi_mcp_routes.auth.jwt import JWTBearer
+from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
+from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
+from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.json import RawJSON, dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
@@ -282,7 +282,7 @@ def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
     if title:
         definition["title"] = title
     definition["description"] = _description(entry)
-    definition["inputSchema"] = _gated_input(schema.input_schema, entry.where) if confirm else schema.input_schema
+    definition["inputSchema"] = gated_input_schema(schema.input_schema, entry.where) if confirm else schema.input_schema
     if schema.output_schema is not None:
         output = schema.output_schema
         definition["outputSchema"] = gated_output_schema(output) if confirm else output
@@ -302,17 +302,6 @@ def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
         access=_access(route, options),
         confirm=confirm,
     )
-
-
-def _gated_input(input_schema: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The inputSchema of a tool whose calls are confirmed: the token is one more argument."""
-    properties = input_schema.get("properties", {})
-    if TOKEN_ARGUMENT in properties:
-        raise ValueError(
-            f"{where}: the argument {TOKEN_ARGUMENT!r} is taken by mutation confirmation; rename the "
-            "route's parameter, or turn confirmation off for this tool with mcp_tool(confirm=False)"
-        )
-    return {**input_schema, "properties": {**properties, TOKEN_ARGUMENT: dict(TOKEN_PROPERTY)}}
 
 
 def _access(route: Any, options: ToolOptions) -> Access | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes.wire import constants as c
 
 
 class McpError(Exception):

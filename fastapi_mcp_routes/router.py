@@ -13,19 +13,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._audit import ToolCallEvent, log_tool_call
-from fastapi_mcp_routes._confirm import DEFAULT_TTL_S, ConfirmationGate
-from fastapi_mcp_routes._dispatch import Dispatcher, ServerIdentity
-from fastapi_mcp_routes._origin import OriginPolicy
-from fastapi_mcp_routes._registry import ToolRegistry
-from fastapi_mcp_routes._request_state import RequestStateSealer
-from fastapi_mcp_routes._resource import ProtectedResource, add_metadata_routes
-from fastapi_mcp_routes._sessions import SessionStore
-from fastapi_mcp_routes._transport import StreamableHTTPEndpoint, TransportConfig
+from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
+from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
+from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate
+from fastapi_mcp_routes.server.dispatch import Dispatcher, ServerIdentity
+from fastapi_mcp_routes.server.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.sessions import SessionStore
+from fastapi_mcp_routes.tools.registry import ToolRegistry
+from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
+from fastapi_mcp_routes.transport.origin import OriginPolicy
+from fastapi_mcp_routes.wire import constants as c
 
 if TYPE_CHECKING:
-    from fastapi_mcp_routes._rate_limit import EndpointRateLimit
+    from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
 # Always the caller's own: never taken from a model's arguments, always forwarded to the route.
 _ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_COOKIE)
@@ -232,7 +232,7 @@ def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None) -> EndpointRateLi
     if rate_limit is None:
         return None
     # Imported when asked for: the `limits` library takes tens of milliseconds to import.
-    from fastapi_mcp_routes._rate_limit import EndpointRateLimit
+    from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
     return EndpointRateLimit(app, rate_limit)
 

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes._errors import InvalidParams
-from fastapi_mcp_routes._json import dumps, loads
+from fastapi_mcp_routes.wire.errors import InvalidParams
+from fastapi_mcp_routes.wire.json import dumps, loads
 
 STATE_TTL_S: Final = 600.0  # a person answering a form may take a while; ten minutes
 

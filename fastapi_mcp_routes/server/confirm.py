@@ -27,8 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from fastapi_mcp_routes._constants import RESERVED_KEY_PREFIX
-from fastapi_mcp_routes._context import (
+from fastapi_mcp_routes.server.context import (
     InputRequest,
     InputRequired,
     StatelessInput,
@@ -36,10 +35,10 @@ from fastapi_mcp_routes._context import (
     ToolContextError,
     declares,
 )
-from fastapi_mcp_routes._json import dumps
+from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
+from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
+from fastapi_mcp_routes.wire.json import dumps
 
-# The argument a gated tool's inputSchema declares for the token.
-TOKEN_ARGUMENT: Final = "confirmationToken"
 # Keys of the stateless question and of its sealed state. `ToolContext` refuses this prefix
 # and the dispatcher drops it from a client's inputResponses, so only the server sets them.
 QUESTION_KEY: Final = RESERVED_KEY_PREFIX + "confirm"
@@ -53,28 +52,6 @@ _MESSAGE_ARGUMENTS: Final = 500  # characters of the arguments shown in the ques
 
 Kind = Literal["model", "question", "confirmed"]
 Outcome = Literal["confirmation_required", "not_confirmed"]
-
-TOKEN_PROPERTY: Final[Mapping[str, Any]] = {
-    "type": "string",
-    "description": (
-        "Leave out on the first call: this tool changes data, so that call only returns a plan and "
-        "a token. Pass the token here, with the same arguments, to run it."
-    ),
-}
-# What a pending call's structuredContent holds; gated tools' outputSchema admits it.
-PENDING_SCHEMA: Final[Mapping[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "pending": {"const": True},
-        "token": {"type": "string"},
-        "plan": {
-            "type": "object",
-            "properties": {"method": {"type": "string"}, "path": {"type": "string"}, "arguments": {"type": "object"}},
-            "required": ["method", "path", "arguments"],
-        },
-    },
-    "required": ["pending", "token", "plan"],
-}
 
 
 class Refused(Exception):
@@ -322,11 +299,3 @@ def _request(ask: InputRequest) -> dict[str, Any]:
 
 def is_reserved(key: object) -> bool:
     return isinstance(key, str) and key.startswith(RESERVED_KEY_PREFIX)
-
-
-def gated_output_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A gated tool's outputSchema: the route's result, or a pending confirmation."""
-    own = {key: value for key, value in schema.items() if key not in ("$defs", "$schema")}
-    union: dict[str, Any] = {key: schema[key] for key in ("$schema", "$defs") if key in schema}
-    union.update({"type": "object", "anyOf": [own, dict(PENDING_SCHEMA)]})
-    return union

@@ -17,12 +17,10 @@ from typing import Any, Final
 import anyio
 from starlette.types import ASGIApp
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
-from fastapi_mcp_routes._confirm import (
+from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
+from fastapi_mcp_routes.server.confirm import (
     QUESTION_KEY,
     STATE_KEY,
-    TOKEN_ARGUMENT,
     ConfirmationAsked,
     ConfirmationGate,
     Confirmed,
@@ -31,7 +29,8 @@ from fastapi_mcp_routes._confirm import (
     Offered,
     is_reserved,
 )
-from fastapi_mcp_routes._context import (
+from fastapi_mcp_routes.server.context import (
+    CALL_SCOPE_KEY,
     CANCELLED,
     LOG_LEVELS,
     Emit,
@@ -40,7 +39,15 @@ from fastapi_mcp_routes._context import (
     ToolCall,
     ToolContextError,
 )
-from fastapi_mcp_routes._errors import (
+from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, Envelope, ResultShaper, check_param_headers
+from fastapi_mcp_routes.server.request_state import Binding, RequestStateSealer, arguments_sha256
+from fastapi_mcp_routes.server.sessions import Session
+from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
+from fastapi_mcp_routes.tools.invoke import Caller, invoke, planned_path
+from fastapi_mcp_routes.tools.registry import Access, Tool, ToolRegistry, decode_cursor
+from fastapi_mcp_routes.tools.results import crash_result, error_result, tool_result
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import (
     CallCancelled,
     InvalidParams,
     InvalidRequest,
@@ -48,14 +55,8 @@ from fastapi_mcp_routes._errors import (
     MethodNotFound,
     ToolError,
 )
-from fastapi_mcp_routes._invoke import Caller, invoke, planned_path
-from fastapi_mcp_routes._json import RawJSON
-from fastapi_mcp_routes._registry import Access, Tool, ToolRegistry, decode_cursor
-from fastapi_mcp_routes._request_state import Binding, RequestStateSealer, arguments_sha256
-from fastapi_mcp_routes._results import crash_result, error_result, tool_result
-from fastapi_mcp_routes._sessions import Session
-from fastapi_mcp_routes._stateless import MODERN_VERSIONS, Envelope, ResultShaper, check_param_headers
-from fastapi_mcp_routes._wire import Reply, Request, RequestId, is_request_id, truncate
+from fastapi_mcp_routes.wire.json import RawJSON
+from fastapi_mcp_routes.wire.jsonrpc import Reply, Request, RequestId, is_request_id, truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 Result = Mapping[str, Any] | RawJSON
@@ -318,7 +319,7 @@ class Dispatcher:
                     if isinstance(verdict, Held):
                         return verdict.result, verdict.outcome, None
                     confirmed = verdict
-                response = await invoke(self._app, tool, arguments, ctx.caller, call)
+                response = await invoke(self._app, tool, arguments, ctx.caller, {CALL_SCOPE_KEY: call})
         except InputRequired as needed:
             answers = dict(needed.answers)
             if gated is not None and confirmed is not None:

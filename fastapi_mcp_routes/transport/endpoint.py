@@ -18,19 +18,19 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._dispatch import CallContext, Dispatcher, negotiate_version
-from fastapi_mcp_routes._errors import CallCancelled, HttpError, InvalidRequest, McpError
-from fastapi_mcp_routes._invoke import caller_from_scope
-from fastapi_mcp_routes._json import dumps, loads
-from fastapi_mcp_routes._listen import ListenStream
-from fastapi_mcp_routes._origin import OriginPolicy
-from fastapi_mcp_routes._replay import StreamLog, StreamLogs
-from fastapi_mcp_routes._sessions import Session, SessionStore
-from fastapi_mcp_routes._stateless import MODERN_VERSIONS, check_request, is_modern, status_for
-from fastapi_mcp_routes._stateless_http import SUBSCRIBE, StatelessAnswer, subscription
-from fastapi_mcp_routes._stream import KeepAlive, ResponseStream, sse_event
-from fastapi_mcp_routes._wire import (
+from fastapi_mcp_routes.server.dispatch import CallContext, Dispatcher, negotiate_version
+from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
+from fastapi_mcp_routes.server.sessions import Session, SessionStore
+from fastapi_mcp_routes.store.replay import StreamLog, StreamLogs
+from fastapi_mcp_routes.tools.invoke import caller_from_scope
+from fastapi_mcp_routes.transport.listen import ListenStream
+from fastapi_mcp_routes.transport.origin import OriginPolicy
+from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream, sse_event
+from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import CallCancelled, HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.json import dumps, loads
+from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
     Notification,
     ParamsNotObject,
@@ -43,12 +43,12 @@ from fastapi_mcp_routes._wire import (
     request_id_of,
     truncate,
 )
-from fastapi_mcp_routes._wire import (
+from fastapi_mcp_routes.wire.jsonrpc import (
     Request as RpcRequest,
 )
 
 if TYPE_CHECKING:
-    from fastapi_mcp_routes._rate_limit import EndpointRateLimit
+    from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
 logger = logging.getLogger("fastapi_mcp_routes")
 

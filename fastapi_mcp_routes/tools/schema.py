@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from fastapi_mcp_routes import _constants as c
+from fastapi_mcp_routes.wire import constants as c
 
 _COMPONENT_PREFIX: Final = "#/components/schemas/"
 _DEFS_PREFIX: Final = "#/$defs/"

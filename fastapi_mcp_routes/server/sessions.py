@@ -17,8 +17,8 @@ from typing import Any
 
 import anyio
 
-from fastapi_mcp_routes import _constants as c
-from fastapi_mcp_routes._replay import StreamLogs
+from fastapi_mcp_routes.store.replay import StreamLogs
+from fastapi_mcp_routes.wire import constants as c
 
 
 @dataclass(slots=True)
