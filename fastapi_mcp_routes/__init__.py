@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
+from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.router import mcp_routes
-from fastapi_mcp_routes.server.audit import ToolCallEvent
+from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
 from fastapi_mcp_routes.tools.content import (
     ContentResponse,
@@ -21,13 +22,16 @@ __all__ = [
     "ElicitationResult",
     "InputRequest",
     "JWTBearer",
+    "Limits",
     "Principal",
     "ProtectedResource",
+    "Sessions",
     "ToolCallEvent",
     "ToolContext",
     "ToolContextError",
     "audio_content",
     "image_content",
+    "log_tool_call",
     "mcp_routes",
     "mcp_tool",
     "resource_content",

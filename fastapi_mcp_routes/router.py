@@ -14,11 +14,17 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
+from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
-from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate
+from fastapi_mcp_routes.server.channel import Channels
+from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.dispatch import Dispatcher, ServerIdentity
+from fastapi_mcp_routes.server.envelope import ResultShaper
+from fastapi_mcp_routes.server.listing import ToolLister
+from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
-from fastapi_mcp_routes.server.sessions import SessionStore
+from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
@@ -45,8 +51,8 @@ def mcp_routes(
     instructions: str | None = None,
     allowed_origins: Iterable[str] | None = None,
     allowed_hosts: Iterable[str] | None = None,
-    sessions: bool = True,
-    max_body_bytes: int = c.DEFAULT_MAX_BODY_BYTES,
+    sessions: bool | Sessions = True,
+    limits: Limits | None = None,
     forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
     dependencies: Sequence[params.Depends] | None = None,
     max_stream_seconds: float | None = None,
@@ -72,8 +78,11 @@ def mcp_routes(
         allowed_origins: browser origins allowed besides the server's own; `["*"]` allows all.
         allowed_hosts: Host values a loopback-bound server accepts besides loopback names,
             for a reverse proxy on the same machine.
-        sessions: issue and require `Mcp-Session-Id`; `False` serves without sessions.
-        max_body_bytes: the largest request body read; larger ones are answered 413.
+        sessions: issue and require `Mcp-Session-Id` (session-era clients); `False` serves
+            them without sessions; `Sessions(idle_s=..., max_sessions=..., max_per_caller=...)`
+            sets how sessions live.
+        limits: `Limits(...)`: the bounds on bodies, responses, list pages, keep-alive,
+            confirmation tokens and resumable streams.
         forward_headers: request headers passed from the MCP caller to the routes besides
             `Authorization` and `Cookie`; they are credentials, never tool arguments.
         dependencies: FastAPI dependencies run on every request to the endpoint.
@@ -104,36 +113,48 @@ def mcp_routes(
             per tool. Turn it off where an approval layer of your own confirms calls.
         confirmation_ttl_s: how long a confirmation token stays usable.
     """
-    _check_options(path, max_body_bytes, max_stream_seconds)
+    _check_options(path, max_stream_seconds)
     _check_seconds("confirmation_ttl_s", confirmation_ttl_s)
+    session_options = _session_options(sessions)
+    limits = limits if limits is not None else Limits()
+    if not isinstance(limits, Limits):
+        raise ValueError(f"limits must be a Limits(...), got {limits!r}")
     forwarded = _header_names(forward_headers)
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
     caller_headers = credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS)
-    registry = ToolRegistry(app, caller_headers, require_confirmation_for_mutations)
+    registry = ToolRegistry(app, caller_headers, require_confirmation_for_mutations, page_size=limits.page_size)
     identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
     config = TransportConfig(
         origin_policy=OriginPolicy.build(allowed_origins, allowed_hosts),
-        max_body_bytes=max_body_bytes,
+        limits=limits,
         forward_headers=frozenset(h.encode() for h in credentials | frozenset(_CONTEXT_HEADERS)),
         # Not Cookie: clients keep whatever cookies the app sets (CSRF, load-balancer affinity),
         # so the Cookie header changes within a session without the caller changing.
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
         max_stream_seconds=max_stream_seconds,
     )
+    store = MemoryStore()
+    tokens = TokenStore(store, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
+    calls = ToolCallPipeline(
+        app=app,
+        registry=registry,
+        gate=ConfirmationGate(tokens=tokens, ttl_s=confirmation_ttl_s),
+        on_tool_call=on_tool_call,
+        max_response_bytes=limits.max_response_bytes,
+    )
+    lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
+    session_manager = SessionManager(options=session_options, store=store) if session_options else None
     endpoint = StreamableHTTPEndpoint(
-        config,
-        Dispatcher(
-            app,
-            registry,
-            identity,
-            RequestStateSealer(request_state_key),
-            on_tool_call,
-            list_visible_only,
-            config.credential_headers,
-            ConfirmationGate(confirmation_ttl_s),
+        config=config,
+        dispatcher=Dispatcher(identity=identity, tools=lister, calls=calls),
+        channels=Channels(
+            sessions=session_manager,
+            sealer=RequestStateSealer(request_state_key),
+            shaper=ResultShaper({"name": identity.name, "version": identity.version}),
         ),
-        SessionStore() if sessions else None,
-        _endpoint_rate_limit(app, rate_limit),
+        store=store,
+        sessions=session_manager,
+        rate_limit=_endpoint_rate_limit(app, rate_limit),
     )
 
     async def mcp_endpoint(request: Request) -> Response:
@@ -191,7 +212,7 @@ def _serve_plainly(
 
     FastAPI's request handler and inclusion layer cost about a fifth of a tool call, and have
     nothing to do when no dependency and no body limit applies: the endpoint checks the Origin
-    itself and caps its body by `max_body_bytes`. So when the inclusion (and the app and the
+    itself and caps its body by `Limits.max_body_bytes`. So when the inclusion (and the app and the
     routers around it) added neither, a plain route with the same path and endpoint is put at
     the front, or just before the inclusion when a route ahead could take its path: routes match
     in the same order as before. It is added at startup, so an app that never includes the
@@ -237,13 +258,19 @@ def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None) -> EndpointRateLi
     return EndpointRateLimit(app, rate_limit)
 
 
-def _check_options(path: str, max_body_bytes: int, max_stream_seconds: float | None) -> None:
+def _check_options(path: str, max_stream_seconds: float | None) -> None:
     if max_stream_seconds is not None:
         _check_seconds("max_stream_seconds", max_stream_seconds, " or None")
     if not isinstance(path, str) or not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise ValueError(f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}")
+
+
+def _session_options(sessions: bool | Sessions) -> Sessions | None:
+    if isinstance(sessions, Sessions):
+        return sessions
+    if isinstance(sessions, bool):
+        return Sessions() if sessions else None
+    raise ValueError(f"sessions must be True, False or a Sessions(...), got {sessions!r}")
 
 
 def _check_seconds(name: str, value: object, alternative: str = "") -> None:

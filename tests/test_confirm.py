@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore
+from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from tests.conftest import serve
@@ -143,56 +144,73 @@ class Clock:
         return self.now
 
 
-def refusal(store: TokenStore, token: object, caller: bytes, tool: str, digest: str, kind: Kind = "model") -> str:
+def token_store(clock: Clock | None = None, capacity: int = 100, per_caller: int = 10) -> TokenStore:
+    clock = clock or Clock()
+    return TokenStore(MemoryStore(clock), capacity=capacity, per_caller=per_caller, clock=clock)
+
+
+async def refusal(store: TokenStore, token: object, caller: bytes, tool: str, digest: str, kind: Kind = "model") -> str:
     with pytest.raises(Refused) as refused:
-        store.redeem(token, caller, tool, digest, kind)
+        await store.redeem(token, caller, tool, digest, kind)
     return str(refused.value)
 
 
-def test_a_token_runs_one_call_of_the_tool_and_arguments_it_was_issued_for() -> None:
-    store = TokenStore()
-    token = store.issue(b"alice", "place_order", "d1", "model", expires=2e9)
-    assert "issued for another tool" in refusal(store, token, b"alice", "cancel_order", "d1")
-    assert "other arguments" in refusal(store, token, b"alice", "place_order", "d2")
-    assert store.redeem(token, b"alice", "place_order", "d1", "model").expires == 2e9
-    assert "already used" in refusal(store, token, b"alice", "place_order", "d1")
+@pytest.mark.anyio
+async def test_a_token_runs_one_call_of_the_tool_and_arguments_it_was_issued_for() -> None:
+    store = token_store()
+    token = await store.issue(b"alice", "place_order", "d1", "model", expires=2e9)
+    assert "issued for another tool" in await refusal(store, token, b"alice", "cancel_order", "d1")
+    assert "other arguments" in await refusal(store, token, b"alice", "place_order", "d2")
+    await store.redeem(token, b"alice", "place_order", "d1", "model")
+    assert "already used" in await refusal(store, token, b"alice", "place_order", "d1")
 
 
-def test_a_foreign_expired_forged_or_other_kind_of_token_is_answered_alike() -> None:
+@pytest.mark.anyio
+async def test_a_foreign_expired_forged_or_other_kind_of_token_is_answered_alike() -> None:
     clock = Clock()
-    store = TokenStore(clock)
-    token = store.issue(b"alice", "t", "d", "model", expires=clock.now + 300)
-    question = store.issue(b"alice", "t", "d", "question", expires=clock.now + 300)
-    unknown = refusal(store, "forged-token", b"alice", "t", "d")
-    assert refusal(store, token, b"mallory", "t", "d") == unknown  # says nothing of its owner
-    assert refusal(store, question, b"alice", "t", "d", "model") == unknown  # a question's token is no argument
-    assert refusal(store, ["not", "a", "string"], b"alice", "t", "d") == unknown
+    store = token_store(clock)
+    token = await store.issue(b"alice", "t", "d", "model", expires=clock.now + 300)
+    question = await store.issue(b"alice", "t", "d", "question", expires=clock.now + 300)
+    unknown = await refusal(store, "forged-token", b"alice", "t", "d")
+    assert await refusal(store, token, b"mallory", "t", "d") == unknown  # says nothing of its owner
+    assert await refusal(store, question, b"alice", "t", "d", "model") == unknown  # no argument
+    assert await refusal(store, ["not", "a", "string"], b"alice", "t", "d") == unknown
     clock.now += 301
-    assert refusal(store, token, b"alice", "t", "d") == unknown
+    assert await refusal(store, token, b"alice", "t", "d") == unknown
 
 
-def test_a_revoked_token_cannot_run_anything() -> None:
-    store = TokenStore()
-    token = store.issue(b"alice", "t", "d", "question", expires=2e9)
-    store.revoke(token)
-    assert "already used" in refusal(store, token, b"alice", "t", "d", "question")
+@pytest.mark.anyio
+async def test_a_foreign_attempt_does_not_burn_the_owners_token() -> None:
+    store = token_store()
+    token = await store.issue(b"alice", "t", "d", "model", expires=2e9)
+    assert "not valid" in await refusal(store, token, b"mallory", "t", "d")
+    await store.redeem(token, b"alice", "t", "d", "model")
 
 
-def test_a_full_store_drops_the_callers_own_oldest_token_first() -> None:
-    store = TokenStore(capacity=3, per_caller=2)
-    alice = store.issue(b"alice", "t", "d", "model", expires=2e9)
-    first, second, third = (store.issue(b"mallory", "t", "d", "model", expires=2e9) for _ in range(3))
-    assert "not valid" in refusal(store, first, b"mallory", "t", "d")  # mallory's own went first
-    assert store.redeem(alice, b"alice", "t", "d", "model")
-    assert store.redeem(third, b"mallory", "t", "d", "model")
+@pytest.mark.anyio
+async def test_a_revoked_token_cannot_run_anything() -> None:
+    store = token_store()
+    token = await store.issue(b"alice", "t", "d", "question", expires=2e9)
+    await store.revoke(token, b"alice")
+    assert "already used" in await refusal(store, token, b"alice", "t", "d", "question")
+
+
+@pytest.mark.anyio
+async def test_a_full_store_drops_the_callers_own_oldest_token_first() -> None:
+    store = token_store(capacity=3, per_caller=2)
+    alice = await store.issue(b"alice", "t", "d", "model", expires=2e9)
+    first, second, third = [await store.issue(b"mallory", "t", "d", "model", expires=2e9) for _ in range(3)]
+    assert "not valid" in await refusal(store, first, b"mallory", "t", "d")  # mallory's own went first
+    await store.redeem(alice, b"alice", "t", "d", "model")
+    await store.redeem(third, b"mallory", "t", "d", "model")
     for _ in range(3):
-        store.issue(b"eve", "t", "d", "model", expires=2e9)
-    assert "not valid" in refusal(store, second, b"mallory", "t", "d")  # then the oldest of all
+        await store.issue(b"eve", "t", "d", "model", expires=2e9)
+    assert "not valid" in await refusal(store, second, b"mallory", "t", "d")  # then the oldest of all
 
 
 def test_store_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="must be positive"):
-        TokenStore(capacity=0)
+        TokenStore(MemoryStore(), capacity=0, per_caller=1)
 
 
 # -- what tools/list publishes -----------------------------------------------------------------

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Depends, FastAPI, Query
 
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry, decode_cursor
-from fastapi_mcp_routes.wire import constants as _constants
 
 # The credential headers `mcp_routes` uses by default.
 CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
@@ -367,13 +366,12 @@ def test_tools_are_in_name_order() -> None:
     assert "nextCursor" not in page
 
 
-def test_tools_list_is_split_into_pages_linked_by_cursors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_constants, "TOOLS_PAGE_SIZE", 2)
+def test_tools_list_is_split_into_pages_linked_by_cursors() -> None:
     app = FastAPI()
     for name in ["c", "a", "e", "b", "d"]:
         app.add_api_route(f"/{name}", mcp_tool(name=name)(lambda: None), methods=["GET"])
 
-    pages = [json.loads(page.data) for page in registry_of(app).table().pages]
+    pages = [json.loads(page.data) for page in ToolRegistry(app, frozenset(), page_size=2).table().pages]
     assert [[tool["name"] for tool in page["tools"]] for page in pages] == [["a", "b"], ["c", "d"], ["e"]]
     assert [page.get("nextCursor") for page in pages] == ["p1", "p2", None]
     assert [decode_cursor(page["nextCursor"], len(pages)) for page in pages[:2]] == [1, 2]

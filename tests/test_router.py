@@ -9,8 +9,7 @@ from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Re
 from fastapi.testclient import TestClient
 
 import fastapi_mcp_routes
-from fastapi_mcp_routes import mcp_routes, mcp_tool
-from fastapi_mcp_routes.tools import invoke as _invoke
+from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INITIALIZE = {
@@ -27,13 +26,16 @@ def test_public_names_are_exactly_these() -> None:
         "ElicitationResult",
         "InputRequest",
         "JWTBearer",
+        "Limits",
         "Principal",
         "ProtectedResource",
+        "Sessions",
         "ToolCallEvent",
         "ToolContext",
         "ToolContextError",
         "audio_content",
         "image_content",
+        "log_tool_call",
         "mcp_routes",
         "mcp_tool",
         "resource_content",
@@ -108,7 +110,8 @@ def test_the_route_sees_the_real_callers_address() -> None:
     ("options", "message"),
     [
         ({"path": "mcp"}, "path must start with '/'"),
-        ({"max_body_bytes": 0}, "max_body_bytes must be a positive number of bytes, got 0"),
+        ({"limits": {"max_body_bytes": 1}}, "limits must be a Limits"),
+        ({"sessions": "yes"}, "sessions must be True, False or a Sessions"),
         ({"forward_headers": "x-api-key"}, "forward_headers must be a list"),
         ({"forward_headers": ["mcp-session-id"]}, "cannot name MCP transport headers"),
         ({"allowed_origins": "https://a.example"}, "allowed_origins must be a list"),
@@ -120,8 +123,22 @@ def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, 
         mcp_routes(FastAPI(), **options)
 
 
-def test_a_response_over_the_cap_ends_the_call_with_an_error_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_invoke, "MAX_RESPONSE_BYTES", 1024)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_body_bytes": 0}, "Limits.max_body_bytes must be a positive number of bytes, got 0"),
+        ({"max_response_bytes": -1}, "Limits.max_response_bytes must be a positive number of bytes, got -1"),
+        ({"page_size": 2.5}, "Limits.page_size must be a positive whole number, got 2.5"),
+        ({"keep_alive_s": 0}, "Limits.keep_alive_s must be a positive number of seconds, got 0"),
+        ({"max_tokens_per_caller": 0}, "Limits.max_tokens_per_caller must be a positive whole number, got 0"),
+    ],
+)
+def test_bad_limits_are_refused_with_the_rule_and_the_value(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Limits(**options)
+
+
+def test_a_response_over_the_cap_ends_the_call_with_an_error_result() -> None:
     app = FastAPI()
 
     @mcp_tool()
@@ -129,7 +146,7 @@ def test_a_response_over_the_cap_ends_the_call_with_an_error_result(monkeypatch:
     def big() -> Response:
         return Response(b"x" * 2048, media_type="text/plain")
 
-    app.include_router(mcp_routes(app, sessions=False))
+    app.include_router(mcp_routes(app, sessions=False, limits=Limits(max_response_bytes=1024)))
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "big", "arguments": {}}}
     with TestClient(app) as client:
         result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Header, Request, Security
 
-from fastapi_mcp_routes import JWTBearer, Principal, mcp_routes, mcp_tool
+from fastapi_mcp_routes import JWTBearer, Limits, Principal, mcp_routes, mcp_tool
 from tests.conftest import serve
 from tests.test_jwt import AUDIENCE, ISSUER, hs256_with_public_key, public_jwk, token, unsigned
 
@@ -41,7 +41,9 @@ held = Held()
 def make_app() -> FastAPI:
     app = FastAPI()
     bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, jwks={"keys": [public_jwk("k1")]})
-    app.include_router(mcp_routes(app, auth=bearer, max_body_bytes=MAX_BODY, forward_headers=["x-api-key"]))
+    app.include_router(
+        mcp_routes(app, auth=bearer, limits=Limits(max_body_bytes=MAX_BODY), forward_headers=["x-api-key"])
+    )
 
     @mcp_tool()
     @app.post("/orders")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
-from fastapi_mcp_routes.server.sessions import SessionStore
+from fastapi_mcp_routes.options import Sessions
+from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 
 VERSION = "2025-11-25"
@@ -24,122 +27,135 @@ class ManualClock:
         self.now += seconds
 
 
-def store_with(clock: ManualClock, max_sessions: int = 10) -> SessionStore:
-    return SessionStore(idle_seconds=IDLE_S, max_sessions=max_sessions, key=b"k" * 32, clock=clock)
+def manager_with(
+    clock: ManualClock, max_sessions: int = 10, max_per_caller: int = 10
+) -> tuple[SessionManager, MemoryStore]:
+    store = MemoryStore(clock)
+    options = Sessions(idle_s=IDLE_S, max_sessions=max_sessions, max_per_caller=max_per_caller)
+    return SessionManager(options=options, store=store, key=b"k" * 32), store
 
 
-# SessionStore
+# SessionManager over the MemoryStore
+
+ALICE, BOB, MALLORY = b"Bearer alice", b"Bearer bob", b"Bearer mallory"
 
 
-def test_session_ids_are_unique_and_long() -> None:
-    store = SessionStore(max_sessions=1000)
-    binding = store.binding([b"Bearer alice"])
-    ids = {store.open(binding, VERSION).id for _ in range(200)}
+@pytest.mark.anyio
+async def test_session_ids_are_unique_and_long() -> None:
+    sessions, _ = manager_with(ManualClock(), max_sessions=1000, max_per_caller=1000)
+    ids = {(await sessions.open(ALICE, VERSION)).id for _ in range(200)}
     assert len(ids) == 200
     assert min(len(session_id) for session_id in ids) >= 43  # 32 random bytes, base64url
 
 
-def test_session_is_found_by_the_caller_that_opened_it() -> None:
-    store = store_with(ManualClock())
-    alice = store.binding([b"Bearer alice"])
-    session = store.open(alice, VERSION)
-    found = store.find(session.id, alice)
-    assert found is session
+@pytest.mark.anyio
+async def test_session_is_found_by_the_caller_that_opened_it() -> None:
+    sessions, _ = manager_with(ManualClock())
+    session = await sessions.open(ALICE, VERSION)
+    found = await sessions.find(session.id, ALICE)
+    assert found == session
+    assert found is not None
     assert found.protocol_version == VERSION
 
 
 def test_binding_depends_on_the_credentials_and_the_key() -> None:
-    store = store_with(ManualClock())
-    assert store.binding([b"Bearer alice"]) == store.binding([b"Bearer alice"])
-    assert store.binding([b"Bearer alice"]) != store.binding([b"Bearer bob"])
-    assert store.binding([b"ab", b"c"]) != store.binding([b"a", b"bc"])
-    other_key = SessionStore(key=b"o" * 32)
-    assert other_key.binding([b"Bearer alice"]) != store.binding([b"Bearer alice"])
-    assert b"alice" not in store.binding([b"Bearer alice"])
+    sessions, _ = manager_with(ManualClock())
+    assert sessions.binding(ALICE) == sessions.binding(ALICE)
+    assert sessions.binding(ALICE) != sessions.binding(BOB)
+    other_key = SessionManager(options=Sessions(), store=MemoryStore(), key=b"o" * 32)
+    assert other_key.binding(ALICE) != sessions.binding(ALICE)
+    assert b"alice" not in sessions.binding(ALICE)
 
 
-def test_foreign_session_is_answered_like_unknown() -> None:
-    store = store_with(ManualClock())
-    alice, mallory = store.binding([b"Bearer alice"]), store.binding([b"Bearer mallory"])
-    session = store.open(alice, VERSION)
-    assert store.find(session.id, mallory) is None
-    assert store.find("no-such-session", mallory) is None
+@pytest.mark.anyio
+async def test_foreign_session_is_answered_like_unknown() -> None:
+    sessions, _ = manager_with(ManualClock())
+    session = await sessions.open(ALICE, VERSION)
+    assert await sessions.find(session.id, MALLORY) is None
+    assert await sessions.find("no-such-session", MALLORY) is None
     # The probe neither ends nor steals the owner's session.
-    assert store.find(session.id, alice) is session
+    assert await sessions.find(session.id, ALICE) == session
 
 
-def test_session_expires_after_its_idle_time() -> None:
+@pytest.mark.anyio
+async def test_session_expires_after_its_idle_time() -> None:
     clock = ManualClock()
-    store = store_with(clock)
-    alice = store.binding([b"Bearer alice"])
-    session = store.open(alice, VERSION)
+    sessions, store = manager_with(clock)
+    session = await sessions.open(ALICE, VERSION)
     clock.advance(IDLE_S + 1)
-    assert store.find(session.id, alice) is None
-    assert len(store) == 0
+    assert await sessions.find(session.id, ALICE) is None
+    assert await store.find_session(session.id, IDLE_S) is None
 
 
-def test_use_keeps_a_session_alive() -> None:
+@pytest.mark.anyio
+async def test_use_keeps_a_session_alive() -> None:
     clock = ManualClock()
-    store = store_with(clock)
-    alice = store.binding([b"Bearer alice"])
-    session = store.open(alice, VERSION)
+    sessions, _ = manager_with(clock)
+    session = await sessions.open(ALICE, VERSION)
     for _ in range(5):
         clock.advance(IDLE_S - 1)
-        assert store.find(session.id, alice) is session
+        assert await sessions.find(session.id, ALICE) == session
 
 
-def test_expired_sessions_are_evicted_when_a_new_one_opens() -> None:
+@pytest.mark.anyio
+async def test_expired_sessions_are_evicted_when_a_new_one_opens() -> None:
     clock = ManualClock()
-    store = store_with(clock)
-    alice = store.binding([b"Bearer alice"])
-    store.open(alice, VERSION)
-    store.open(alice, VERSION)
+    sessions, store = manager_with(clock)
+    first = await sessions.open(ALICE, VERSION)
+    second = await sessions.open(BOB, VERSION)
     clock.advance(IDLE_S + 1)
-    fresh = store.open(alice, VERSION)
-    assert len(store) == 1
-    assert store.find(fresh.id, alice) is fresh
+    fresh = await sessions.open(ALICE, VERSION)
+    # Looking with an idle time long enough to see stale records: they are gone, not hidden.
+    assert await store.find_session(first.id, 10 * IDLE_S) is None
+    assert await store.find_session(second.id, 10 * IDLE_S) is None
+    assert await sessions.find(fresh.id, ALICE) == fresh
 
 
-def test_cap_evicts_the_least_recently_used_session() -> None:
-    store = store_with(ManualClock(), max_sessions=2)
-    alice = store.binding([b"Bearer alice"])
-    first = store.open(alice, VERSION)
-    second = store.open(alice, VERSION)
-    assert store.find(first.id, alice) is first  # now `second` is the least recently used
-    third = store.open(alice, VERSION)
-    assert len(store) == 2
-    assert store.find(second.id, alice) is None
-    assert store.find(first.id, alice) is first
-    assert store.find(third.id, alice) is third
+@pytest.mark.anyio
+async def test_cap_evicts_the_least_recently_used_session() -> None:
+    sessions, _ = manager_with(ManualClock(), max_sessions=2)
+    first = await sessions.open(ALICE, VERSION)
+    second = await sessions.open(BOB, VERSION)
+    assert await sessions.find(first.id, ALICE) == first  # now `second` is the least recently used
+    third = await sessions.open(MALLORY, VERSION)
+    assert await sessions.find(second.id, BOB) is None
+    assert await sessions.find(first.id, ALICE) == first
+    assert await sessions.find(third.id, MALLORY) == third
 
 
-def test_close_ends_the_session() -> None:
-    store = store_with(ManualClock())
-    alice = store.binding([b"Bearer alice"])
-    session = store.open(alice, VERSION)
-    assert store.close(session.id, alice) is True
-    assert store.find(session.id, alice) is None
-    assert store.close(session.id, alice) is False
+@pytest.mark.anyio
+async def test_a_caller_past_its_own_cap_loses_its_own_oldest_session_and_nobody_elses() -> None:
+    sessions, _ = manager_with(ManualClock(), max_sessions=100, max_per_caller=2)
+    bobs = await sessions.open(BOB, VERSION)
+    first, second, third = [await sessions.open(ALICE, VERSION) for _ in range(3)]
+    assert await sessions.find(first.id, ALICE) is None
+    assert await sessions.find(second.id, ALICE) == second
+    assert await sessions.find(third.id, ALICE) == third
+    assert await sessions.find(bobs.id, BOB) == bobs
 
 
-def test_close_by_a_foreign_caller_leaves_the_session_open() -> None:
-    store = store_with(ManualClock())
-    alice, mallory = store.binding([b"Bearer alice"]), store.binding([b"Bearer mallory"])
-    session = store.open(alice, VERSION)
-    assert store.close(session.id, mallory) is False
-    assert store.find(session.id, alice) is session
+@pytest.mark.anyio
+async def test_close_ends_the_session_and_cancels_its_calls() -> None:
+    sessions, _ = manager_with(ManualClock())
+    session = await sessions.open(ALICE, VERSION)
+    scope = anyio.CancelScope()
+    sessions.running(session.id)["call-1"] = scope
+    await sessions.close(session)
+    assert await sessions.find(session.id, ALICE) is None
+    assert scope.cancel_called
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"idle_seconds": 0}, "session idle expiry must be a positive number of seconds, got 0"),
-        ({"max_sessions": 0}, "the session cap must be at least 1, got 0"),
+        ({"idle_s": 0}, "Sessions.idle_s must be a positive number of seconds, got 0"),
+        ({"max_sessions": 0}, "Sessions.max_sessions must be a positive whole number, got 0"),
+        ({"max_per_caller": True}, "Sessions.max_per_caller must be a positive whole number, got True"),
     ],
 )
-def test_store_configuration_errors_are_raised(options: dict[str, float], message: str) -> None:
+def test_session_option_errors_are_raised(options: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        SessionStore(**options)  # type: ignore[arg-type]
+        Sessions(**options)  # type: ignore[arg-type]
 
 
 # OriginPolicy.origin_allowed

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
 from tests.conftest import serve
 
 MAX_BODY = 4096
@@ -31,7 +31,7 @@ def make_app(*, sessions: bool = True) -> FastAPI:
     def echo(text: str) -> Echo:
         return Echo(text=text)
 
-    app.include_router(mcp_routes(app, max_body_bytes=MAX_BODY, sessions=sessions))
+    app.include_router(mcp_routes(app, limits=Limits(max_body_bytes=MAX_BODY), sessions=sessions))
     return app
 
 
@@ -266,5 +266,5 @@ def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> Non
     assert response.headers["content-type"].startswith("text/event-stream")
     # 2025-11-25 streams open with a priming event (an id to resume from, and a retry delay).
     assert response.text == (
-        'id: 1.0\nretry: 1000\ndata: \n\nid: 1.1\nevent: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\n\n'
+        'id: 1.0\ndata: \nretry: 1000\n\nid: 1.1\nevent: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\n\n'
     )

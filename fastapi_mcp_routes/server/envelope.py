@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes.server.context import LOG_LEVELS
+from fastapi_mcp_routes.server.call import LOG_LEVELS
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HeaderMismatch, InvalidParams, McpError, UnsupportedProtocolVersion
 from fastapi_mcp_routes.wire.json import RawJSON, dumps

@@ -1,145 +1,117 @@
-"""Session-era sessions: ids, binding to the caller that opened them, idle expiry, a cap.
+"""Session-era sessions: ids, binding to the caller that opened them, and their calls.
 
 A session is bound to a keyed hash of the credentials that opened it. The same id presented
 with other credentials is answered exactly like an unknown id, so a leaked id is useless to
-anyone else and probing ids tells nothing.
+anyone else and probing ids tells nothing. The records live in the `Store`; what only this
+process can hold (the cancel scopes of the calls it runs) stays here, by session id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import secrets
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final
 
 import anyio
 
-from fastapi_mcp_routes.store.replay import StreamLogs
-from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.options import Sessions
+from fastapi_mcp_routes.store.base import Inbox, SessionBounds, SessionRecord, Store
+from fastapi_mcp_routes.wire.json import dumps, loads
 
-
-@dataclass(slots=True)
-class Session:
-    """One client's session: identity and binding, plus what the protocol remembers for it."""
-
-    id: str
-    binding: bytes
-    protocol_version: str
-    last_seen: float
-    client_info: dict[str, Any] | None = None
-    client_capabilities: dict[str, Any] | None = None
-    log_level: str | None = None  # set by logging/setLevel; None sends every level
-    # Calls in flight, by request id, so notifications/cancelled can stop them.
-    running: dict[RequestKey, anyio.CancelScope] = field(default_factory=dict)
-    # Server-to-client requests waiting for the client's reply, by our request id.
-    pending: dict[RequestKey, PendingReply] = field(default_factory=dict)
-    next_request_id: int = 0
-    listening: bool = False  # a GET stream is open (at most one per session)
-    stream_logs: StreamLogs | None = None  # resumable POST streams (2025-11-25), made on first use
-    closed: bool = False  # ended or expired: its GET stream stops, its calls are cancelled
-
-    def retire(self) -> None:
-        """End what the session still runs: no task outlives its session."""
-        self.closed = True
-        for scope in self.running.values():
-            scope.cancel()
-
+# 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
+SESSION_ID_BYTES: Final = 32
 
 RequestKey = str | int
 
 
-class PendingReply:
-    """A server-to-client request waiting for the reply that a later POST carries."""
+class SessionManager:
+    """Opens, finds and closes sessions, and carries replies to the calls waiting for them."""
 
-    __slots__ = ("_event", "payload")
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-        self.payload: Mapping[str, Any] = {}
-
-    def resolve(self, payload: Mapping[str, Any]) -> None:
-        self.payload = payload
-        self._event.set()
-
-    async def wait(self) -> Mapping[str, Any]:
-        await self._event.wait()
-        return self.payload
-
-
-class SessionStore:
-    """Live sessions, least recently used first, so the oldest idle one goes first."""
-
-    def __init__(
-        self,
-        *,
-        idle_seconds: float = c.DEFAULT_SESSION_IDLE_S,
-        max_sessions: int = c.DEFAULT_MAX_SESSIONS,
-        key: bytes | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if idle_seconds <= 0:
-            raise ValueError(f"session idle expiry must be a positive number of seconds, got {idle_seconds!r}")
-        if max_sessions < 1:
-            raise ValueError(f"the session cap must be at least 1, got {max_sessions!r}")
-        self._idle = idle_seconds
-        self._max = max_sessions
+    def __init__(self, *, options: Sessions, store: Store, key: bytes | None = None) -> None:
+        self._options = options
+        self._bounds = SessionBounds(options.idle_s, options.max_sessions, options.max_per_caller)
+        self._store = store
         self._key = key or secrets.token_bytes(32)
-        self._clock = clock
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._running: dict[str, dict[RequestKey, anyio.CancelScope]] = {}
 
-    def __len__(self) -> int:
-        return len(self._sessions)
+    @property
+    def idle_s(self) -> float:
+        return self._options.idle_s
 
-    def binding(self, credentials: Iterable[bytes]) -> bytes:
+    def binding(self, identity: bytes) -> bytes:
         """A keyed hash of the caller's credentials; never stored in the clear."""
-        return hmac.digest(self._key, b"\x00".join(credentials), "sha256")
+        return hmac.digest(self._key, identity, "sha256")
 
-    def open(
+    async def open(
         self,
-        binding: bytes,
+        identity: bytes,
         protocol_version: str,
-        client_info: dict[str, Any] | None = None,
-        client_capabilities: dict[str, Any] | None = None,
-    ) -> Session:
-        """Start a session for this caller, evicting expired and, at the cap, the oldest idle."""
-        now = self._clock()
-        self._evict_expired(now)
-        while len(self._sessions) >= self._max:
-            self._sessions.popitem(last=False)[1].retire()
-        session_id = secrets.token_urlsafe(c.SESSION_ID_BYTES)
-        session = Session(session_id, binding, protocol_version, now, client_info, client_capabilities)
-        self._sessions[session.id] = session
-        return session
+        client_info: Mapping[str, Any] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Start a session for this caller; the store pushes out what its bounds do not hold."""
+        binding = self.binding(identity)
+        session_id = secrets.token_urlsafe(SESSION_ID_BYTES)
+        record = SessionRecord(session_id, binding, binding, protocol_version, client_info, client_capabilities)
+        for gone in await self._store.open_session(record, self._bounds):
+            self._retire(gone)
+        return record
 
-    def find(self, session_id: str, binding: bytes) -> Session | None:
+    async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:
         """The caller's live session with this id; unknown, expired and foreign are all `None`."""
-        session = self._sessions.get(session_id)
-        if session is None or not hmac.compare_digest(session.binding, binding):
+        record = await self._store.find_session(session_id, self._options.idle_s)
+        if record is None:
+            self._retire(session_id)
             return None
-        now = self._clock()
-        if now - session.last_seen > self._idle:
-            del self._sessions[session_id]
-            session.retire()
+        if not hmac.compare_digest(record.binding, self.binding(identity)):
             return None
-        session.last_seen = now
-        self._sessions.move_to_end(session_id)
-        return session
+        return record
 
-    def close(self, session_id: str, binding: bytes) -> bool:
-        """End the caller's session; `False` when there was none to end."""
-        session = self.find(session_id, binding)
-        if session is None:
-            return False
-        del self._sessions[session_id]
-        session.retire()
-        return True
+    async def close(self, record: SessionRecord) -> None:
+        """End a session: its record goes, and every call it still runs here is cancelled."""
+        await self._store.close_session(record.id)
+        self._retire(record.id)
 
-    def _evict_expired(self, now: float) -> None:
-        while self._sessions:
-            oldest = next(iter(self._sessions.values()))
-            if now - oldest.last_seen <= self._idle:
-                return
-            self._sessions.popitem(last=False)[1].retire()
+    async def set_log_level(self, record: SessionRecord, level: str) -> None:
+        await self._store.save_session(dataclasses.replace(record, log_level=level))
+
+    def running(self, session_id: str) -> dict[RequestKey, anyio.CancelScope]:
+        """The calls of a session that run in this process, so `notifications/cancelled` can
+        name them. The map is dropped when its last call ends."""
+        return self._running.setdefault(session_id, {})
+
+    def call_ended(self, session_id: str, request_id: RequestKey) -> None:
+        calls = self._running.get(session_id)
+        if calls is not None:
+            calls.pop(request_id, None)
+            if not calls:
+                del self._running[session_id]
+
+    def _retire(self, session_id: str) -> None:
+        for scope in self._running.pop(session_id, {}).values():
+            scope.cancel()
+
+    # -- server-to-client requests ---------------------------------------------------------
+
+    def new_request_id(self) -> str:
+        # Our ids stand apart from any id the client uses by their prefix.
+        return "s" + secrets.token_urlsafe(9)
+
+    async def deliver(self, session_id: str, request_id: RequestKey, payload: Mapping[str, Any]) -> None:
+        """Hand a client's reply to the call waiting for it; a reply nobody waits for is dropped."""
+        await self._store.publish(_reply_channel(session_id, request_id), dumps(dict(payload)))
+
+    def replies(self, session_id: str, request_id: RequestKey) -> AbstractAsyncContextManager[Inbox]:
+        """Listen for the reply to one request (open it before the request goes out)."""
+        return self._store.subscribe(_reply_channel(session_id, request_id))
+
+    def decode_reply(self, message: bytes) -> Mapping[str, Any]:
+        reply = loads(message)
+        return reply if isinstance(reply, dict) else {}
+
+
+def _reply_channel(session_id: str, request_id: RequestKey) -> str:
+    return f"reply/{session_id}/{request_id!r}"

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 import anyio
 from starlette.types import ASGIApp, Message, Scope
 
+from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.tools.registry import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
@@ -29,8 +30,6 @@ _JSON_HEADERS = ((b"content-type", c.MEDIA_JSON.encode()), (b"accept", c.MEDIA_J
 _FORM_HEADERS = ((b"content-type", c.MEDIA_FORM.encode()), (b"accept", c.MEDIA_JSON.encode()))
 # RFC 9110 5.5 field values as a REST client could send them: visible ASCII, spaces and tabs.
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
-# A route's response is held in memory whole; a bigger one is cut off and reported as an error.
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 
 
@@ -79,14 +78,20 @@ def caller_from_scope(scope: Scope, forward_headers: frozenset[bytes]) -> Caller
 
 
 async def invoke(
-    app: ASGIApp, tool: Tool, arguments: Mapping[str, Any], caller: Caller, extra_scope: Mapping[str, Any] | None = None
+    app: ASGIApp,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    caller: Caller,
+    extra_scope: Mapping[str, Any] | None = None,
+    *,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> CapturedResponse:
     """Run the tool's route with these arguments as the caller's HTTP request; `extra_scope`
     holds our own scope keys (the running call a route's `ToolContext` reaches)."""
     scope, body = build_request(tool, arguments, caller)
     if extra_scope:
         scope.update(extra_scope)
-    return await call_app(app, scope, body)
+    return await call_app(app, scope, body, max_response_bytes)
 
 
 def planned_path(tool: Tool, arguments: Mapping[str, Any]) -> str:
@@ -140,8 +145,14 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
     return scope, body
 
 
-async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
-    """Call the app with one request and collect its whole response."""
+async def call_app(
+    app: ASGIApp, scope: Scope, body: bytes, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+) -> CapturedResponse:
+    """Call the app with one request and collect its whole response, up to `max_response_bytes`.
+
+    A response over the cap stops the app the way a cancellation does: an exception raised in
+    `send` would travel back through the app's middleware (wrapped in exception groups by task
+    group based ones) instead of reaching us as itself."""
     delivered = False
     status = 500
     headers: tuple[tuple[bytes, bytes], ...] = ()
@@ -158,22 +169,26 @@ async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
 
     size = 0
     complete = False
+    cut_off = anyio.CancelScope()
 
     async def send(message: Message) -> None:
         nonlocal status, headers, size, complete
         if message["type"] == "http.response.start":
             status = message["status"]
             headers = tuple(message.get("headers", ()))
-        elif message["type"] == "http.response.body":
+        elif message["type"] == "http.response.body" and not cut_off.cancel_called:
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise ToolError(f"The route's response is larger than {MAX_RESPONSE_BYTES} bytes.")
+            if size > max_response_bytes:
+                chunks.clear()
+                cut_off.cancel()
+                return
             chunks.append(chunk)
             complete = not message.get("more_body", False)
 
     try:
-        await app(scope, receive, send)
+        with cut_off:
+            await app(scope, receive, send)
     except Exception:
         # Starlette answers a crash with a whole 500 and then re-raises, so only a failure after
         # a whole non-5xx response comes from the route's background tasks: a REST client would
@@ -181,6 +196,8 @@ async def call_app(app: ASGIApp, scope: Scope, body: bytes) -> CapturedResponse:
         if not complete or status >= 500:
             raise
         logger.exception("a background task of %s %s failed after its response", scope["method"], scope["path"])
+    if cut_off.cancel_called:
+        raise ToolError(f"The route's response is larger than {max_response_bytes} bytes.")
     return CapturedResponse(status, headers, b"".join(chunks))
 
 

@@ -25,6 +25,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.security.base import SecurityBase
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer
+from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
 from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
 from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
@@ -114,8 +115,16 @@ class _Marked:
 class ToolRegistry:
     """Discovers the app's tools and keeps them in step with its route table."""
 
-    def __init__(self, app: FastAPI, caller_headers: frozenset[str], confirm_mutations: bool = False) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        caller_headers: frozenset[str],
+        confirm_mutations: bool = False,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
         self._app = app
+        self._page_size = page_size
         self._caller_headers = caller_headers  # headers that are never tool arguments
         self._confirm_mutations = confirm_mutations  # gate tools that are not read-only
         self._table: ToolTable | None = None
@@ -149,7 +158,9 @@ class ToolRegistry:
         return dataclasses.replace(table, generation=previous.generation + changed)
 
     def _build(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
-        return _build_table(self._app, routes, originals, self._caller_headers, self._confirm_mutations)
+        return _build_table(
+            self._app, routes, originals, self._caller_headers, self._confirm_mutations, self._page_size
+        )
 
     def cached(self) -> ToolTable:
         """The table as last built, without looking at the route table again."""
@@ -179,7 +190,12 @@ def _same_routes(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 
 
 def _build_table(
-    app: FastAPI, routes: list[Any], originals: tuple[Any, ...], caller_headers: frozenset[str], confirm_mutations: bool
+    app: FastAPI,
+    routes: list[Any],
+    originals: tuple[Any, ...],
+    caller_headers: frozenset[str],
+    confirm_mutations: bool,
+    page_size: int,
 ) -> ToolTable:
     marked = _marked_routes(routes)
     _check_names(marked)
@@ -194,7 +210,7 @@ def _build_table(
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
     restricted = any(tool.access is not None for tool in tools)
-    pages = _pages([tool.definition for tool in tools])
+    pages = _pages([tool.definition for tool in tools], page_size)
     return ToolTable(originals, 0, by_name, pages, restricted, _marks(marked))
 
 
@@ -372,21 +388,20 @@ def _annotations(method: str, options: ToolOptions) -> dict[str, bool]:
     return hints
 
 
-def _pages(definitions: list[Mapping[str, Any]]) -> tuple[RawJSON, ...]:
-    size = c.TOOLS_PAGE_SIZE
+def _pages(definitions: list[Mapping[str, Any]], size: int) -> tuple[RawJSON, ...]:
     starts = range(0, max(len(definitions), 1), size)
     pages = []
     for start in starts:
         page: dict[str, Any] = {"tools": definitions[start : start + size]}
         if start + size < len(definitions):
-            page["nextCursor"] = encode_cursor(start + size)
+            page["nextCursor"] = encode_cursor(start // size + 1)
         pages.append(RawJSON(dumps(page)))
     return tuple(pages)
 
 
-def encode_cursor(offset: int) -> str:
-    """An opaque `tools/list` cursor for a page offset."""
-    return f"p{offset // c.TOOLS_PAGE_SIZE}"
+def encode_cursor(page: int) -> str:
+    """An opaque `tools/list` cursor naming a page."""
+    return f"p{page}"
 
 
 def decode_cursor(cursor: object, page_count: int) -> int | None:

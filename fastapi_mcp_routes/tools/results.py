@@ -13,6 +13,7 @@ from fastapi_mcp_routes.tools.registry import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire.constants import MEDIA_JSON
 from fastapi_mcp_routes.wire.errors import ParseError
+from fastapi_mcp_routes.wire.failures import crash_result, error_result
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 logger = logging.getLogger("fastapi_mcp_routes")
@@ -37,18 +38,6 @@ def tool_result(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
         )
         return error_result(f"The tool failed with HTTP {response.status}. Reference: {reference}.")
     return error_result(_client_error_text(tool, response))
-
-
-def error_result(text: str) -> dict[str, Any]:
-    """An `isError` result: the model sees the text and can correct its call."""
-    return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
-def crash_result(tool_name: str) -> dict[str, Any]:
-    """The result for an exception that escaped the app; the traceback stays in the log."""
-    reference = uuid.uuid4().hex[:12]
-    logger.exception("tool %s raised (reference %s)", tool_name, reference)
-    return error_result(f"The tool failed with an internal error. Reference: {reference}.")
 
 
 def _media_type(response: CapturedResponse) -> str:

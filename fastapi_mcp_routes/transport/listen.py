@@ -7,25 +7,26 @@ comment line keeps idle proxies from closing the connection.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes.transport.response_stream import KEEP_ALIVE_COMMENT, KEEP_ALIVE_S, SSE_HEADERS
+from fastapi_mcp_routes.transport.response_stream import KEEP_ALIVE_S
+from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
 
 POLL_S: Final = 0.5
 
 # Returns the framed SSE events to send now, or None once the stream must end.
-Poll = Callable[[], list[bytes] | None]
+Poll = Callable[[], Awaitable[list[bytes] | None]]
 
 
 class ListenStream(Response):
     """A long-lived SSE response fed by `poll`; `on_close` runs when it ends, however."""
 
-    def __init__(self, poll: Poll, on_close: Callable[[], None]) -> None:
+    def __init__(self, poll: Poll, on_close: Callable[[], Awaitable[None]]) -> None:
         super().__init__(status_code=200)
         self._poll = poll
         self._on_close = on_close
@@ -46,13 +47,14 @@ class ListenStream(Response):
         except OSError:
             pass  # the client went away mid-write
         finally:
-            self._on_close()
+            with anyio.CancelScope(shield=True):
+                await self._on_close()
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 
     async def _write(self, send: Send) -> None:
         quiet_s = 0.0
-        while (messages := self._poll()) is not None:
+        while (messages := await self._poll()) is not None:
             for data in messages:
                 await send({"type": "http.response.body", "body": data, "more_body": True})
             quiet_s = 0.0 if messages else quiet_s + POLL_S

@@ -30,22 +30,16 @@ from typing import Any, Final
 import anyio
 from starlette.types import Send
 
-from fastapi_mcp_routes.store.replay import StreamLog, StreamLogs, priming_event
+from fastapi_mcp_routes.transport.replay import StreamLog, StreamLogs
+from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS, sse_event
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.json import dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-SSE_HEADERS: Final = [
-    (b"content-type", c.MEDIA_SSE.encode()),
-    (b"cache-control", b"no-cache"),
-    # Reverse proxies (nginx) would otherwise hold events back until the stream ends.
-    (b"x-accel-buffering", b"no"),
-]
 _JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
 # Well under the idle timeouts of common proxies (nginx: 60 s). Not Final: tests shorten it.
 KEEP_ALIVE_S = 15.0
-KEEP_ALIVE_COMMENT: Final = b": keep-alive\n\n"
 
 
 class KeepAlive:
@@ -138,7 +132,7 @@ class ResponseStream:
             return  # the answer is out (a background task logs): nothing more on this stream
         async with self._lock():
             await self._start_streaming()
-            await self._write(self._event(dumps(message)), more=True)
+            await self._write(await self._event(dumps(message)), more=True)
 
     def abandon(self) -> None:
         """The request was cancelled: nothing more goes out, not even a keep-alive."""
@@ -158,9 +152,9 @@ class ResponseStream:
         if self._streaming or must_stream:
             async with self._lock():
                 await self._start_streaming()
-                await self._write(self._event(body) if body else b"", more=False)
+                await self._write(await self._event(body) if body else b"", more=False)
                 if self._log is not None:
-                    self._log.complete = True
+                    await self._log.complete()
         elif body is None:
             await self._write_start(202, [(b"content-length", b"0")])
             await self._write(b"", more=False)
@@ -175,8 +169,8 @@ class ResponseStream:
         self._streaming = True
         await self._write_start(200, SSE_HEADERS)
         if self._logs is not None:
-            self._log = self._logs.start()
-            await self._write(priming_event(self._log.number), more=True)
+            self._log = await self._logs.start()
+            await self._write(self._log.priming_event, more=True)
             if self._max_open_s is not None:
                 self._closer = asyncio.get_running_loop().call_later(self._max_open_s, self._close_due)
 
@@ -213,9 +207,9 @@ class ResponseStream:
             await self._write(KEEP_ALIVE_COMMENT, more=True)
         self._keep_alive_watch.watch(self)
 
-    def _event(self, data: bytes) -> bytes:
+    async def _event(self, data: bytes) -> bytes:
         """Frame a message; on a resumable stream give it an id and keep it for a resume."""
-        return self._log.record(data) if self._log is not None else sse_event(data)
+        return await self._log.record(data) if self._log is not None else sse_event(data)
 
     async def _write_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
@@ -229,9 +223,3 @@ class ResponseStream:
             # A dropped connection is not a cancellation in the session era (spec 2025-11-25,
             # basic/transports "Cancellation"): the call runs on; its events stay in the log.
             logger.info("the client closed a response stream before its answer")
-
-
-def sse_event(data: bytes, event_id: bytes | None = None) -> bytes:
-    """One SSE event carrying one JSON-RPC message."""
-    head = b"id: " + event_id + b"\nevent: message\ndata: " if event_id else b"event: message\ndata: "
-    return head + data + b"\n\n"

@@ -16,18 +16,20 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
-import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes.server.dispatch import CallContext, Dispatcher
+from fastapi_mcp_routes.server.channel import StatelessChannel
+from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
 from fastapi_mcp_routes.transport.listen import ListenStream
-from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream, sse_event
+from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import CallCancelled, McpError
+from fastapi_mcp_routes.wire.errors import McpError
+from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.json import dumps
-from fastapi_mcp_routes.wire.jsonrpc import Request, RequestId, encode_error, encode_result, internal_error
+from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
 
 SUBSCRIBE: Final = "subscriptions/listen"
 WATCH_AFTER_S: Final = 0.25  # a request running this long gets a watcher for the client leaving
@@ -40,23 +42,27 @@ class StatelessAnswer(Response):
     """Answers one 2026-07-28 request while its response is sent; the client's leaving cancels it."""
 
     def __init__(
-        self, dispatcher: Dispatcher, request: Request, ctx: CallContext, sse: bool, json: bool, keep_alive: KeepAlive
+        self,
+        dispatcher: Dispatcher,
+        request: Request,
+        channel: StatelessChannel,
+        sse: bool,
+        json: bool,
+        keep_alive: KeepAlive,
     ) -> None:
         self._keep_alive = keep_alive
         # Not Response.__init__: this response writes itself, it renders no body or headers.
         self.background = None  # FastAPI attaches background tasks here when it has any
         self._dispatcher = dispatcher
         self._request = request
-        self._ctx = ctx
+        self._channel = channel
         self._sse = sse
         self._json = json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = ResponseStream(send, self._sse, self._json, self._keep_alive)
-        calls: dict[RequestId, anyio.CancelScope] = {}
-        ctx = self._ctx
-        ctx.emit = stream.emit if self._sse else None
-        ctx.cancel_scopes = calls
+        channel = self._channel
+        channel.emit = stream.emit if self._sse else None
         loop = asyncio.get_running_loop()
         watcher: asyncio.Task[None] | None = None
 
@@ -64,8 +70,7 @@ class StatelessAnswer(Response):
             while (await receive())["type"] != "http.disconnect":
                 pass
             # The client left: the call is cancelled (its context sees it), nothing is sent.
-            for scope in calls.values():
-                scope.cancel()
+            channel.cancel_all()
 
         def start_watching() -> None:
             nonlocal watcher
@@ -74,7 +79,7 @@ class StatelessAnswer(Response):
         answer: tuple[bytes, int] | None = None
         timer = loop.call_later(WATCH_AFTER_S, start_watching)
         try:
-            answer = await self._answer(ctx)
+            answer = await self._answer(channel)
             if answer is not None:
                 body, status = answer
                 await stream.finish(body, answered_request=True, status=status)
@@ -88,16 +93,14 @@ class StatelessAnswer(Response):
         if self.background is not None:
             await self.background()
 
-    async def _answer(self, ctx: CallContext) -> tuple[bytes, int] | None:
+    async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int] | None:
         request = self._request
         try:
-            return encode_result(request.id, await self._dispatcher.request(request, ctx)), 200
-        except McpError as error:
-            return encode_error(request.id, error), status_for(error)
-        except CallCancelled:
-            return None
+            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200
         except Exception as exc:
-            return internal_error(request.id, exc), 200
+            body = error_answer(request.id, exc)
+            # An error with its own HTTP status in this revision (-32601 is 404, ...).
+            return None if body is None else (body, status_for(exc) if isinstance(exc, McpError) else 200)
 
 
 def subscription(dispatcher: Dispatcher, request: Request) -> Response:
@@ -111,7 +114,7 @@ def subscription(dispatcher: Dispatcher, request: Request) -> Response:
     generation: int | None = None
     acknowledged = False
 
-    def poll() -> list[bytes] | None:
+    async def poll() -> list[bytes] | None:
         nonlocal generation, acknowledged
         generation, news = dispatcher.changes_since(generation)
         if not acknowledged:
@@ -124,7 +127,10 @@ def subscription(dispatcher: Dispatcher, request: Request) -> Response:
             if note["method"] in sends
         ]
 
-    return ListenStream(poll, lambda: None)
+    async def nothing() -> None:
+        return None
+
+    return ListenStream(poll, nothing)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:

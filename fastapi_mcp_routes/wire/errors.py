@@ -1,21 +1,24 @@
-"""Typed errors, turned into wire errors in one place (`_wire.py`).
+"""Typed errors: the library's exception hierarchy.
 
 McpError                  a JSON-RPC error object: `code`, `message`, optional `data`
 ├── ParseError            -32700, body is not JSON
 ├── InvalidRequest        -32600, not a JSON-RPC message, or refused by the transport
 ├── MethodNotFound        -32601
 ├── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
-│   ├── ParamsNotObject   (in _wire) answered with the request's own id
-│   └── InvalidRequestState  (in _request_state) a requestState that is not ours and fresh
+│   ├── ParamsNotObject   (in wire/jsonrpc) answered with the request's own id
+│   └── InvalidRequestState  (in server/request_state) a requestState not ours or not fresh
 ├── HeaderMismatch        -32020, routing headers disagree with the body (2026-07-28)
 ├── MissingClientCapability     -32021, an undeclared client capability is needed
 └── UnsupportedProtocolVersion  -32022, a version this server does not serve
 HttpError                 the transport refuses a request with a status and an McpError
 CallCancelled             the client cancelled a request: no response is sent
-InputRequired             (in _context) a 2026-07-28 call needs the client's input first
 ToolError                 a call the route cannot take or complete (bad arguments, a
                           response over the cap): an `isError` result, not a protocol
                           error, so the model can correct itself
+ToolContextError          (public) a `ToolContext` request the call cannot make: raised to
+                          the route; uncaught, an `isError` result naming the reason
+
+Which error becomes which answer is decided in one module, `wire/failures.py`.
 """
 
 from __future__ import annotations
@@ -103,3 +106,7 @@ class UnsupportedProtocolVersion(McpError):
     """-32022: the request names a protocol version this server does not serve (2026-07-28)."""
 
     code = -32022
+
+
+class ToolContextError(RuntimeError):
+    """A `ToolContext` request the current call cannot make (no tool call, no capability...)."""

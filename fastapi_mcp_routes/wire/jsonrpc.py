@@ -1,7 +1,4 @@
-"""JSON-RPC 2.0 framing: classify incoming messages, encode responses and errors.
-
-This is the one place where typed errors become wire errors (STYLE.md, principle 5).
-"""
+"""JSON-RPC 2.0 framing: classify incoming messages, encode responses and errors."""
 
 from __future__ import annotations
 
@@ -97,12 +94,6 @@ def encode_result(request_id: RequestId, result: Mapping[str, Any] | RawJSON) ->
 def encode_error(request_id: RequestId | None, error: McpError) -> bytes:
     """A JSON-RPC error response (id `null` when the request's id could not be read)."""
     return dumps({"jsonrpc": c.JSONRPC_VERSION, "id": request_id, "error": error.to_error()})
-
-
-def internal_error(request_id: RequestId | None, exc: BaseException) -> bytes:
-    """An unexpected failure: logged with its traceback, answered generically."""
-    logger.error("internal error handling an MCP request", exc_info=exc)
-    return encode_error(request_id, McpError("Internal error."))
 
 
 def truncate(value: object) -> str:

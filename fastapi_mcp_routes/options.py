@@ -1,0 +1,96 @@
+"""Option groups for `mcp_routes`: `Sessions` and `Limits`, in the style of httpx's `Limits`.
+
+Each group is a frozen value checked when it is made, so a wrong setting stops the app at
+startup with a sentence that names the option and the value (STYLE.md, principle 6). Nothing
+in the library reads these numbers from module constants: tests and deployments set them here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# Thirty minutes: long enough for a person to read an answer and come back to the agent.
+DEFAULT_SESSION_IDLE_S: Final = 30 * 60.0
+DEFAULT_MAX_SESSIONS: Final = 10_000
+# One caller (one credential, or one anonymous address-less client) can hold this many
+# sessions; opening one more closes that caller's own oldest, never anyone else's.
+DEFAULT_MAX_SESSIONS_PER_CALLER: Final = 64
+DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+# A route's response is held in memory whole; a bigger one is reported as an error result.
+DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
+# Large enough that clients which never follow `nextCursor` still see every tool.
+DEFAULT_PAGE_SIZE: Final = 1000
+# Well under the idle timeouts of common proxies (nginx: 60 s).
+DEFAULT_KEEP_ALIVE_S: Final = 15.0
+DEFAULT_MAX_TOKENS: Final = 10_000
+DEFAULT_MAX_TOKENS_PER_CALLER: Final = 64
+# Per session (2025-11-25 resumable streams): how many streams are kept, and how many events
+# of each, for a client that reconnects with Last-Event-ID.
+DEFAULT_MAX_KEPT_STREAMS: Final = 8
+DEFAULT_MAX_EVENTS_PER_STREAM: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Sessions:
+    """How session-era sessions live: `mcp_routes(app, sessions=Sessions(idle_s=600))`.
+
+    Args:
+        idle_s: a session unused this long is closed; its next request is answered 404.
+        max_sessions: live sessions in all; at the cap the least recently used one is closed.
+        max_per_caller: live sessions of one caller; its own oldest is closed past it.
+    """
+
+    idle_s: float = DEFAULT_SESSION_IDLE_S
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER
+
+    def __post_init__(self) -> None:
+        _check_seconds("Sessions.idle_s", self.idle_s)
+        _check_count("Sessions.max_sessions", self.max_sessions)
+        _check_count("Sessions.max_per_caller", self.max_per_caller)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what a request, a response or a caller can make the server hold.
+
+    Args:
+        max_body_bytes: the largest request body read; a larger one is answered 413.
+        max_response_bytes: the largest route response a tool call holds; past it the call
+            ends with an `isError` result.
+        page_size: tools per `tools/list` page.
+        keep_alive_s: a streamed answer quiet this long gets an SSE comment, so proxies keep
+            the connection.
+        max_tokens, max_tokens_per_caller: unexpired confirmation tokens, in all and per caller.
+        max_kept_streams, max_events_per_stream: per session, the resumable streams kept for
+            `Last-Event-ID`, and the events kept of each.
+    """
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    page_size: int = DEFAULT_PAGE_SIZE
+    keep_alive_s: float = DEFAULT_KEEP_ALIVE_S
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens_per_caller: int = DEFAULT_MAX_TOKENS_PER_CALLER
+    max_kept_streams: int = DEFAULT_MAX_KEPT_STREAMS
+    max_events_per_stream: int = DEFAULT_MAX_EVENTS_PER_STREAM
+
+    def __post_init__(self) -> None:
+        _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
+        _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
+        _check_count("Limits.page_size", self.page_size)
+        _check_seconds("Limits.keep_alive_s", self.keep_alive_s)
+        for name in ("max_tokens", "max_tokens_per_caller", "max_kept_streams", "max_events_per_stream"):
+            _check_count(f"Limits.{name}", getattr(self, name))
+
+
+def _check_count(name: str, value: object, unit: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        what = f"a positive number of {unit}" if unit else "a positive whole number"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")

@@ -1,0 +1,168 @@
+"""One running `tools/call`: where its messages go, what it may ask, and how it is stopped.
+
+A call reaches its client through a `ClientChannel` (server/channel.py), so nothing here knows
+which protocol era it serves. A call that cannot go on (a question the client answers in a
+later request, a capability it lacks) is stopped the way a cancellation stops it: the reason
+is kept on the call and its cancel scope is cancelled. No exception of ours travels back
+through the user's app, where middleware built on task groups (`BaseHTTPMiddleware`) would
+wrap it in an exception group and answer 500 (issue: "InputRequired through middleware").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+import anyio
+
+from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION
+from fastapi_mcp_routes.wire.errors import McpError
+
+if TYPE_CHECKING:
+    from fastapi_mcp_routes.server.channel import ClientChannel
+
+# Our own ASGI scope key: the tool call an in-process request belongs to.
+CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"
+# RFC 5424 severities, least severe first (spec 2025-11-25, server/utilities/logging).
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+SEVERITY: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+
+
+class InputRequired(Exception):
+    """A call asked the client something it answers in a later request (2026-07-28 Multi
+    Round-Trip Requests): the call ends with this `input_required` result."""
+
+    def __init__(self, result: Mapping[str, Any]) -> None:
+        super().__init__("the client's input is required")
+        self.result = result
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequest:
+    """One question for the client: an elicitation, a sampling request, or a roots listing.
+
+    `ToolContext.ask` sends several at once; in the stateless revision they travel together
+    in one `input_required` result."""
+
+    method: str
+    params: Mapping[str, Any]
+    capability: str
+    mode: str | None = None
+
+    @classmethod
+    def elicitation(cls, message: str, schema: Mapping[str, Any]) -> InputRequest:
+        """Ask the user for input matching a flat object `schema` (form mode)."""
+        return cls("elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation", "form")
+
+    @classmethod
+    def sampling(cls, messages: Sequence[Mapping[str, Any]], max_tokens: int, **extra: Any) -> InputRequest:
+        """Ask the client's model for a completion; `extra` are further request params."""
+        params = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens, **extra}
+        return cls("sampling/createMessage", params, "sampling")
+
+    @classmethod
+    def roots(cls) -> InputRequest:
+        """Ask the client which roots (directories, repositories) it exposes."""
+        return cls("roots/list", {}, "roots")
+
+    def as_wire(self) -> dict[str, Any]:
+        """The question as `inputRequests` carries it."""
+        return {"method": self.method, "params": dict(self.params)}
+
+
+def declares(capabilities: Mapping[str, Any], request: InputRequest) -> bool:
+    """Whether a client with these capabilities can answer `request`. A request's `mode` is a
+    sub-capability it needs; an empty capability object stands for the default mode (spec
+    2025-11-25, client/elicitation: `{}` means form mode only)."""
+    declared = capabilities.get(request.capability)
+    mode = request.mode
+    return isinstance(declared, dict) and (mode is None or not declared or mode in declared)
+
+
+class ToolCall:
+    """One running `tools/call`."""
+
+    def __init__(
+        self,
+        *,
+        request_id: str | int,
+        progress_token: str | int | None,
+        channel: ClientChannel,
+        tool: str,
+        arguments: Mapping[str, Any],
+        answers: Mapping[str, Any],
+    ) -> None:
+        self.request_id = request_id
+        self.tool = tool
+        self.arguments = arguments
+        self.progress_token = progress_token
+        self.channel = channel
+        self.answers = dict(answers)  # what the client already answered (earlier rounds)
+        self.cancel_scope = anyio.CancelScope()
+        self.stopped: BaseException | None = None  # why the call was stopped, when it was
+        # What a later round must be handed back besides the answers (a confirmed call's
+        # standing confirmation), made only when a round ends with a question.
+        self.carried: Callable[[], Awaitable[Mapping[str, Any]]] | None = None
+        self._asked = 0
+        self._last_progress: float | None = None
+
+    @property
+    def principal(self) -> Any:
+        return self.channel.principal
+
+    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        emit = self.channel.emit
+        if emit is not None:
+            await emit({"jsonrpc": JSONRPC_VERSION, "method": method, "params": params})
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.progress_token is None:
+            return  # the client did not ask for progress
+        if self._last_progress is not None and progress <= self._last_progress:
+            raise ValueError(
+                f"progress must increase with every report, got {progress!r} after {self._last_progress!r}"
+            )
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        if level not in SEVERITY:
+            raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        if not self.channel.wants_log(level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self.notify("notifications/message", params)
+
+    def next_key(self, method: str) -> str:
+        # A route runs again from the start on every round of a multi-round call, so its
+        # questions come in the same order and the n-th question always gets the same key.
+        self._asked += 1
+        return f"{method.split('/')[0]}-{self._asked}"
+
+    async def ask(
+        self, requests: Mapping[str, InputRequest], carry: Mapping[str, Any] | None = None
+    ) -> dict[str, Mapping[str, Any]]:
+        """The client's answers to these questions, by key. `carry`: what the next round must
+        be given back if the answers come in a later request (sealed with them)."""
+        return await self.channel.ask(self, requests, carry or {})
+
+    async def stop(self, reason: BaseException) -> NoReturn:
+        """End the call from inside it: the reason is kept, the call's scope is cancelled,
+        and the pipeline answers for it once the route has unwound."""
+        self.stopped = reason
+        self.cancel_scope.cancel()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def stopped_for(self) -> InputRequired | McpError | None:
+        """Why the call stopped itself, when it did (else it was cancelled, or it finished)."""
+        reason = self.stopped
+        return reason if isinstance(reason, (InputRequired, McpError)) else None

@@ -1,0 +1,364 @@
+"""The client of one request, as the server layer sees it, whichever protocol era it speaks.
+
+The session era (2025-03-26 to 2025-11-25) remembers the client in a session: its
+capabilities and log level come from `initialize` and `logging/setLevel`, a question is a
+server-to-client request on the call's stream, and `notifications/cancelled` names a running
+call. The stateless revision (2026-07-28) carries all of that in each request: capabilities
+and log level in `params._meta`, answers in `inputResponses` and a sealed `requestState`, and
+a question ends the call `input_required`. `SessionChannel` and `StatelessChannel` are those
+two answers to the same questions, so nothing above this module branches on the era.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+
+from fastapi_mcp_routes.server.call import SEVERITY, InputRequest, InputRequired, ToolCall, declares
+from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, is_reserved
+from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
+from fastapi_mcp_routes.server.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.store.base import SessionRecord
+from fastapi_mcp_routes.tools.invoke import Caller
+from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.wire.constants import ELICITATION_SINCE, JSONRPC_VERSION
+from fastapi_mcp_routes.wire.errors import MissingClientCapability, ToolContextError
+from fastapi_mcp_routes.wire.json import RawJSON
+from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id
+
+Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
+Result = Mapping[str, Any] | RawJSON
+SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel", "tools/list", "tools/call"})
+# The stateless revision removed the handshake, ping and setLevel, and added discovery.
+STATELESS_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+CANCELLED: Final = "notifications/cancelled"
+# How long a route waits for the client to answer a server-to-client request.
+CLIENT_REQUEST_TIMEOUT_S: Final = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallInput:
+    """What a `tools/call` brings besides its tool and arguments, from earlier rounds."""
+
+    answers: Mapping[str, Any]  # the client's answers to the route's questions so far
+    confirmation_state: object = None  # the sealed state of a confirmation question
+    confirmation_answer: object = None  # this round's answer to the confirmation question
+
+
+class ClientChannel(abc.ABC):
+    """What every era answers alike: who calls, and where the call's messages go."""
+
+    protocol_version: str
+    methods: frozenset[str]
+
+    def __init__(self, *, caller: Caller, principal: Any, identity: bytes) -> None:
+        self.caller = caller  # what the route's own request inherits
+        self.principal = principal  # what the endpoint's `auth` dependency returned
+        self.identity = identity  # the caller's credentials, canonical: what state binds to
+        self.emit: Emit | None = None  # the request's own SSE stream, when the client reads one
+        self._own_calls: dict[RequestId, anyio.CancelScope] = {}
+
+    @property
+    def session_id(self) -> str | None:
+        return None
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        return None
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        return {}
+
+    @property
+    def confirmation_owner(self) -> bytes:
+        """Whom a confirmation token belongs to."""
+        return self.identity
+
+    def running(self) -> dict[RequestId, anyio.CancelScope]:
+        """The calls a cancellation can name: by default, this request's own."""
+        return self._own_calls
+
+    def call_ended(self, request_id: RequestId) -> None:
+        self._own_calls.pop(request_id, None)
+
+    def cancel_all(self) -> None:
+        """The client went away: every call this request runs ends."""
+        for scope in self._own_calls.values():
+            scope.cancel()
+
+    @abc.abstractmethod
+    def wants_log(self, level: str) -> bool:
+        """Whether a log message at `level` goes to the client."""
+
+    @abc.abstractmethod
+    def cannot_ask(self, request: InputRequest) -> str | None:
+        """Why the client cannot be asked `request`, or `None` if it can."""
+
+    @abc.abstractmethod
+    async def ask(
+        self, call: ToolCall, requests: Mapping[str, InputRequest], carry: Mapping[str, Any]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The client's answers to `requests`, by key; `carry` goes with the call's next round
+        when the answers come in a later request."""
+
+    def call_input(self, params: Mapping[str, Any], tool: Tool, arguments: Mapping[str, Any]) -> CallInput:
+        """What the request carries from earlier rounds of this call."""
+        return CallInput({})
+
+    async def set_log_level(self, level: str) -> None:  # noqa: B027 - most channels keep no level
+        """`logging/setLevel`: remembered where there is somewhere to remember it (a session)."""
+
+    def shape(self, method: str, result: Result, private: bool) -> Result:
+        """The result as this era sends it."""
+        return result
+
+    async def cancel(self, params: Mapping[str, Any]) -> None:
+        """`notifications/cancelled`; a malformed or unknown id is ignored, as invalid
+        cancellations should be (spec, basic/utilities/cancellation)."""
+        request_id: Any = params.get("requestId")
+        running = self.running().get(request_id) if is_request_id(request_id) else None
+        if running is not None:
+            running.cancel()
+
+    async def deliver(self, request_id: RequestId, payload: Mapping[str, Any]) -> None:  # noqa: B027
+        """A client's reply to a server-to-client request; by default nobody waits for one."""
+
+
+class SessionChannel(ClientChannel):
+    """A session-era client: in a session, or, with sessions off, one request at a time."""
+
+    methods = SESSION_METHODS
+
+    def __init__(
+        self,
+        *,
+        caller: Caller,
+        principal: Any,
+        identity: bytes,
+        protocol_version: str,
+        session: SessionRecord | None = None,
+        sessions: SessionManager | None = None,
+    ) -> None:
+        super().__init__(caller=caller, principal=principal, identity=identity)
+        self.protocol_version = protocol_version
+        self.session = session
+        self._sessions = sessions if session is not None else None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id if self.session is not None else None
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        return self.session.client_info if self.session is not None else None
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        return (self.session.client_capabilities or {}) if self.session is not None else {}
+
+    @property
+    def confirmation_owner(self) -> bytes:
+        # The session too: callers without any credential are then told apart.
+        session_id = self.session_id
+        return self.identity + (b"\x00session\x00" + session_id.encode() if session_id else b"")
+
+    def running(self) -> dict[RequestId, anyio.CancelScope]:
+        if self.session is None or self._sessions is None:
+            return super().running()
+        return self._sessions.running(self.session.id)
+
+    def call_ended(self, request_id: RequestId) -> None:
+        if self.session is None or self._sessions is None:
+            super().call_ended(request_id)
+        else:
+            self._sessions.call_ended(self.session.id, request_id)
+
+    def wants_log(self, level: str) -> bool:
+        threshold = self.session.log_level if self.session is not None else None
+        return threshold is None or SEVERITY[level] >= SEVERITY[threshold]
+
+    async def set_log_level(self, level: str) -> None:
+        if self.session is not None and self._sessions is not None:
+            await self._sessions.set_log_level(self.session, level)
+
+    def cannot_ask(self, request: InputRequest) -> str | None:
+        if self.session is None or self.emit is None:
+            return f"{request.method} needs a session and a response stream the client reads as SSE"
+        if request.capability == "elicitation" and self.protocol_version < ELICITATION_SINCE:
+            return f"elicitation/create is not part of protocol {self.protocol_version}"
+        if not declares(self.client_capabilities, request):
+            wanted = f"{request.capability!r} capability" + (f" with {request.mode!r} mode" if request.mode else "")
+            return f"the client did not declare the {wanted}, so it cannot answer {request.method}"
+        return None
+
+    async def ask(
+        self, call: ToolCall, requests: Mapping[str, InputRequest], carry: Mapping[str, Any]
+    ) -> dict[str, Mapping[str, Any]]:
+        """One server-to-client request after the other, on the call's own stream."""
+        return {key: await self._ask_one(call, request) for key, request in requests.items()}
+
+    async def _ask_one(self, call: ToolCall, request: InputRequest) -> Mapping[str, Any]:
+        reason = self.cannot_ask(request)
+        emit, session, sessions = self.emit, self.session, self._sessions
+        if reason is not None or emit is None or session is None or sessions is None:
+            raise ToolContextError(reason or f"{request.method} needs a session")
+        request_id = sessions.new_request_id()
+        message = {"jsonrpc": JSONRPC_VERSION, "id": request_id, **request.as_wire()}
+        try:
+            async with sessions.replies(session.id, request_id) as replies:
+                await emit(message)
+                with anyio.fail_after(CLIENT_REQUEST_TIMEOUT_S):
+                    reply = sessions.decode_reply(await anext(aiter(replies)))
+        except (TimeoutError, anyio.get_cancelled_exc_class()) as stopped:
+            # Tell the client to stop asking its user (spec, basic/lifecycle "Timeouts").
+            with anyio.CancelScope(shield=True):
+                await call.notify(CANCELLED, {"requestId": request_id, "reason": "the tool call ended"})
+            if isinstance(stopped, TimeoutError):
+                timeout = f"{CLIENT_REQUEST_TIMEOUT_S:.0f} s"
+                raise ToolContextError(f"the client did not answer {request.method} within {timeout}") from None
+            raise
+        if "error" in reply:
+            error = reply["error"] if isinstance(reply["error"], Mapping) else {}
+            raise ToolContextError(f"the client refused {request.method}: {error.get('message', 'no reason given')}")
+        result = reply.get("result")
+        return result if isinstance(result, Mapping) else {}
+
+    async def deliver(self, request_id: RequestId, payload: Mapping[str, Any]) -> None:
+        if self.session is not None and self._sessions is not None:
+            await self._sessions.deliver(self.session.id, request_id, payload)
+
+
+class StatelessChannel(ClientChannel):
+    """A 2026-07-28 client: everything it is and has answered travels in the request."""
+
+    methods = STATELESS_METHODS
+
+    def __init__(
+        self,
+        *,
+        caller: Caller,
+        principal: Any,
+        identity: bytes,
+        envelope: Envelope,
+        sealer: RequestStateSealer,
+        shaper: ResultShaper,
+    ) -> None:
+        super().__init__(caller=caller, principal=principal, identity=identity)
+        self.protocol_version = envelope.version
+        self._envelope = envelope
+        self._sealer = sealer
+        self._shaper = shaper
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        return self._envelope.client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        return self._envelope.capabilities
+
+    def wants_log(self, level: str) -> bool:
+        # A request that named no log level gets no log messages at all.
+        threshold = self._envelope.log_level
+        return threshold is not None and SEVERITY[level] >= SEVERITY[threshold]
+
+    def cannot_ask(self, request: InputRequest) -> str | None:
+        if declares(self._envelope.capabilities, request):
+            return None
+        return f"the client did not declare the {request.capability!r} capability"
+
+    async def ask(
+        self, call: ToolCall, requests: Mapping[str, InputRequest], carry: Mapping[str, Any]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The answers, when the client gave them all; else the call ends `input_required`
+        with every unanswered question and a sealed state for the retry."""
+        for request in requests.values():
+            if not declares(self._envelope.capabilities, request):
+                mode = request.mode
+                required: dict[str, Any] = {request.capability: {mode: {}} if mode else {}}
+                refusal = MissingClientCapability(
+                    f"This tool needs the client's {request.capability} capability.", {"requiredCapabilities": required}
+                )
+                await call.stop(refusal)
+        answered = call.answers
+        missing = {key: request.as_wire() for key, request in requests.items() if not _answer(answered.get(key))}
+        if missing:
+            carried = await call.carried() if call.carried is not None else {}
+            sealed = self._sealer.seal(self._binding(call.tool, call.arguments), {**answered, **carry, **carried})
+            result = {"resultType": "input_required", "inputRequests": missing, "requestState": sealed}
+            await call.stop(InputRequired(result))
+        return {key: answered[key] for key in requests}
+
+    def call_input(self, params: Mapping[str, Any], tool: Tool, arguments: Mapping[str, Any]) -> CallInput:
+        """The client's answers so far: those sealed in requestState (which nothing the client
+        sends can replace), plus this request's `inputResponses`.
+
+        Answers without a state are taken as the spec allows (a client may answer up front,
+        and stateless servers need no state); keys the route never asks are simply unused.
+        Keys the confirmation gate owns are never taken from the client, so an answer sent
+        before the question was asked cannot be sealed as if the user had given it."""
+        check_param_headers(tool.header_params, arguments, self._envelope.param_headers)
+        sealed: dict[str, Any] = {}
+        if "requestState" in params:  # the binding (a digest and an HMAC) only when there is one
+            sealed = self._sealer.open(params["requestState"], self._binding(tool.name, arguments))
+        responses = params.get("inputResponses")
+        responses = responses if isinstance(responses, dict) else {}
+        answers = {key: value for key, value in sealed.items() if not is_reserved(key)}
+        for key, response in responses.items():
+            if not is_reserved(key):
+                answers.setdefault(key, response)
+        return CallInput(answers, sealed.get(STATE_KEY), responses.get(QUESTION_KEY))
+
+    def shape(self, method: str, result: Result, private: bool) -> Result:
+        return self._shaper.shape(method, result, "private" if private else "public")
+
+    def _binding(self, tool: str, arguments: Mapping[str, Any]) -> Any:
+        """What a requestState is bound to: the caller's credentials, the tool, the arguments."""
+        return self._sealer.binding(self.identity, tool, arguments)
+
+
+def _answer(value: object) -> bool:
+    return isinstance(value, Mapping)
+
+
+class Channels:
+    """Makes the channel of each request, with what each era needs to serve it."""
+
+    def __init__(self, *, sessions: SessionManager | None, sealer: RequestStateSealer, shaper: ResultShaper) -> None:
+        self._sessions = sessions
+        self._sealer = sealer
+        self._shaper = shaper
+
+    def session(
+        self,
+        *,
+        caller: Caller,
+        principal: Any,
+        identity: bytes,
+        protocol_version: str,
+        session: SessionRecord | None,
+    ) -> SessionChannel:
+        return SessionChannel(
+            caller=caller,
+            principal=principal,
+            identity=identity,
+            protocol_version=protocol_version,
+            session=session,
+            sessions=self._sessions,
+        )
+
+    def stateless(self, *, caller: Caller, principal: Any, identity: bytes, envelope: Envelope) -> StatelessChannel:
+        return StatelessChannel(
+            caller=caller,
+            principal=principal,
+            identity=identity,
+            envelope=envelope,
+            sealer=self._sealer,
+            shaper=self._shaper,
+        )

@@ -1,0 +1,66 @@
+"""`tools/list`: the registry's pages, or for a caller-dependent list, what this caller sees.
+
+Visibility is never authorization (DESIGN.md, decision 4): a list may hide what a caller
+statically cannot use, by side-effect-free checks only, and a hidden tool's guards still
+refuse its calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.tools.registry import Access, ToolRegistry, decode_cursor
+from fastapi_mcp_routes.wire.errors import InvalidParams
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+
+class ToolLister:
+    """Answers `tools/list` from the registry."""
+
+    def __init__(self, *, registry: ToolRegistry, visible_only: bool, credential_headers: frozenset[bytes]) -> None:
+        self._registry = registry
+        self._visible_only = visible_only
+        self._credential_headers = credential_headers
+
+    @property
+    def personal(self) -> bool:
+        """Whether the list depends on who asks (then no one else may cache it)."""
+        return self._visible_only and self._registry.cached().restricted
+
+    def generation(self) -> int:
+        return self._registry.table().generation
+
+    def page(self, cursor: object, channel: ClientChannel) -> Result:
+        table = self._registry.table()
+        if self._visible_only and table.restricted:
+            if cursor is not None:
+                raise InvalidParams("Invalid params: the cursor is not one this server issued.")
+            return {"tools": [tool.definition for tool in table.by_name.values() if self._shows(tool.access, channel)]}
+        if cursor is None:
+            return table.pages[0]
+        index = decode_cursor(cursor, len(table.pages))
+        if index is None:
+            raise InvalidParams("Invalid params: the cursor is not one this server issued.")
+        return table.pages[index]
+
+    def _shows(self, access: Access | None, channel: ClientChannel) -> bool:
+        if access is None:
+            return True
+        principal: Any = channel.principal
+        if access.visible is not None:
+            try:
+                return bool(access.visible(principal))
+            except Exception:
+                logger.exception("a tool's visible predicate failed; the tool is not listed")
+                return False
+        if not access.needs_auth:
+            return True
+        if principal is None:
+            # Without auth=, no principal is known: a caller that presents no credential at
+            # all statically cannot use a tool that needs one.
+            return any(name in self._credential_headers for name, _ in channel.caller.headers)
+        held = getattr(principal, "scopes", None)
+        return held is None or access.scopes <= set(held)

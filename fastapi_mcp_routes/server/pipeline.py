@@ -1,0 +1,193 @@
+"""The tool-call pipeline: parse → gate → invoke → result, with the audit around it.
+
+Each step is a function or a small object that can be tested alone; `ToolCallPipeline` only
+strings them together. Protocol errors (an unknown tool, params of the wrong shape) are raised
+as `McpError`; everything that goes wrong once the call has started is an `isError` result
+(wire/failures.py), so the model can correct itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
+
+from starlette.types import ASGIApp
+
+from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
+from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall
+from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
+from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, GatedCall, Held, Offered
+from fastapi_mcp_routes.server.request_state import arguments_sha256
+from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke, planned_path
+from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.results import tool_result
+from fastapi_mcp_routes.wire.errors import CallCancelled, InvalidParams, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.failures import tool_failure
+from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+# Runs the tool's route for one call: the app, through its ASGI interface (tools/invoke.py).
+Invoke = Callable[[Tool, Mapping[str, Any], ToolCall], Awaitable[CapturedResponse]]
+
+
+# Per-request values: named tuples, immutable and as cheap to build as a tuple.
+class ParsedCall(NamedTuple):
+    """A `tools/call` request, checked: the tool, the route's arguments, and the token."""
+
+    tool: Tool
+    arguments: Mapping[str, Any]
+    token: object  # the `confirmationToken` argument of a gated tool, not the route's
+    progress_token: str | int | None
+
+
+class Ran(NamedTuple):
+    """How a call ended: its result, how the audit names it, the route's HTTP status."""
+
+    result: Mapping[str, Any]
+    outcome: Outcome
+    status: int | None = None
+
+
+def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
+    """Step 1: the tool and its arguments, or `InvalidParams`."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams("Invalid params: 'name' must be a string.")
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        raise InvalidParams("Invalid params: 'arguments' must be an object.")
+    tool = registry.lookup(name)
+    if tool is None:
+        raise InvalidParams(f"Unknown tool: {truncate(name)!r}.")
+    token: object = None
+    if tool.confirm and TOKEN_ARGUMENT in arguments:
+        # Not the route's argument: everything else binds to the arguments without it.
+        arguments = dict(arguments)
+        token = arguments.pop(TOKEN_ARGUMENT)
+    return ParsedCall(tool, arguments, token, _progress_token(params))
+
+
+def _progress_token(params: Mapping[str, Any]) -> str | int | None:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
+class ToolCallPipeline:
+    """Runs `tools/call` requests."""
+
+    def __init__(
+        self,
+        *,
+        app: ASGIApp,
+        registry: ToolRegistry,
+        gate: ConfirmationGate,
+        on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        invoker: Invoke | None = None,
+    ) -> None:
+        self._max_response_bytes = max_response_bytes
+        self._registry = registry
+        self._gate = gate
+        self._on_tool_call = on_tool_call
+        self._invoke = invoker or self._invoke_app
+        self._app = app
+
+    async def __call__(self, request: Request, channel: ClientChannel) -> Mapping[str, Any]:
+        parsed = parse_call(request.params, self._registry)
+        given = channel.call_input(request.params, parsed.tool, parsed.arguments)
+        call = ToolCall(
+            request_id=request.id,
+            progress_token=parsed.progress_token,
+            channel=channel,
+            tool=parsed.tool.name,
+            arguments=parsed.arguments,
+            answers=given.answers,
+        )
+        running = channel.running()
+        if request.id in running:
+            # Ids of requests in flight must be unique, or a cancellation could not name one.
+            raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
+        running[request.id] = call.cancel_scope
+        started = time.perf_counter()
+        ran = Ran({}, "cancelled")
+        try:
+            ran = await self.run(parsed, given, call)
+            return ran.result
+        except McpError:
+            ran = Ran({}, "refused")
+            raise
+        finally:
+            channel.call_ended(request.id)
+            await self._audit(parsed, call, ran, started)
+
+    async def run(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran:
+        """Steps 2 to 4: the gate, the route, the result. A call stopped from inside (a
+        question for a later round, a missing client capability) ends as it asked."""
+        confirming = parsed.tool.confirm
+        try:
+            with call.cancel_scope:
+                if confirming:
+                    held = await self._confirm(parsed, given, call)
+                    if held is not None:
+                        return Ran(held.result, held.outcome)
+                confirming = False
+                response = await self._invoke(parsed.tool, parsed.arguments, call)
+        except McpError:
+            raise
+        except Exception as exc:
+            result, failure = tool_failure(exc, parsed.tool.name)
+            return Ran(result, failure)
+        stopped = call.stopped_for()
+        if isinstance(stopped, McpError):
+            raise stopped  # a protocol error the call met (a missing client capability)
+        if isinstance(stopped, InputRequired):
+            return Ran(stopped.result, "confirmation_required" if confirming else "input_required")
+        if call.cancel_scope.cancelled_caught:
+            raise CallCancelled(call.request_id)
+        result = tool_result(parsed.tool, response)
+        return Ran(result, "error" if result.get("isError") else "ok", response.status)
+
+    async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Held | None:
+        """Step 2: a gated tool's call runs once confirmed; `Held` answers it otherwise.
+        Arguments that cannot make a request at all fail here, before anyone is asked."""
+        tool = parsed.tool
+        path = planned_path(tool, parsed.arguments)
+        offered = Offered(parsed.token, given.confirmation_state, given.confirmation_answer)
+        digest = arguments_sha256(parsed.arguments)
+        gated = GatedCall(tool.name, tool.method, path, parsed.arguments, digest, offered, call)
+        verdict = await self._gate.check(gated)
+        if isinstance(verdict, Held):
+            return verdict
+        confirmed: Confirmed = verdict
+
+        async def carried() -> Mapping[str, Any]:
+            # The route asks something too: the next round runs it again from the start, and
+            # must not need another confirmation for the call the user already allowed.
+            return await self._gate.carried(gated, confirmed)
+
+        call.carried = carried
+        return None
+
+    async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
+        """Step 3: the route, through the app, as the caller's own HTTP request."""
+        caller = call.channel.caller
+        scope = {CALL_SCOPE_KEY: call}
+        return await invoke(self._app, tool, arguments, caller, scope, max_response_bytes=self._max_response_bytes)
+
+    async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:
+        if self._on_tool_call is log_tool_call and not logger.isEnabledFor(logging.INFO):
+            return  # the default hook only logs: with INFO off, the digest is not worth computing
+        duration_ms = (time.perf_counter() - started) * 1000
+        digest = arguments_digest(parsed.arguments)
+        event = ToolCallEvent(
+            parsed.tool.name, call.principal, digest, ran.outcome, ran.status, duration_ms, call.request_id
+        )
+        await report(self._on_tool_call, event)

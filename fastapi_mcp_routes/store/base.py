@@ -1,0 +1,131 @@
+"""The state boundary: everything that outlives one request lives behind `Store`.
+
+Sessions, the events of resumable streams, single-use confirmation tokens and the replies to
+server-to-client requests (later also tasks and subscriptions) are kept here and nowhere else.
+Each method is one step a Redis server can take in one round trip (a command, a pipeline or a
+script): records with a time to live, atomic compare-and-use of a token, lists trimmed to a
+bound, and publish/subscribe for a message that reaches a call waiting in another process.
+
+Values are bytes or small frozen records of plain values, so an implementation can keep them
+anywhere. `MemoryStore` (store/memory.py) is the default, for one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+# What a used token's value becomes: a second use can then be told from one never issued.
+USED: Final = b"\x00used"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """What the protocol remembers of one session-era session."""
+
+    id: str
+    binding: bytes  # a keyed hash of the credentials that opened it
+    owner: bytes  # who counts toward the per-caller bound (the binding, or one hash of it)
+    protocol_version: str
+    client_info: Mapping[str, Any] | None = None
+    client_capabilities: Mapping[str, Any] | None = None
+    log_level: str | None = None  # set by logging/setLevel; None sends every level
+
+
+@dataclass(frozen=True, slots=True)
+class SessionBounds:
+    idle_s: float
+    max_sessions: int
+    max_per_owner: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvents:
+    """Events a resumable stream sent after a point, and whether its answer is among them."""
+
+    events: tuple[bytes, ...]
+    complete: bool
+
+
+class Inbox(Protocol):
+    """Messages published to one channel, from when it was opened."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+
+class Store(Protocol):
+    """The state that outlives a request. Every method is one round trip to a shared store."""
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
+        """Keep a new session; returns the ids it pushed out (expired, the owner's oldest past
+        `max_per_owner`, the least recently used past `max_sessions`)."""
+        ...
+
+    async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
+        """The live session with this id, its idle time restarted; `None` once expired."""
+        ...
+
+    async def save_session(self, record: SessionRecord) -> None:
+        """Replace a live session's record (its log level changed); a gone session stays gone."""
+        ...
+
+    async def close_session(self, session_id: str) -> bool:
+        """Forget a session; `False` when it was not there."""
+        ...
+
+    # -- claims: at most one holder of a name (one GET stream per session) --------------------
+
+    async def claim(self, name: str, ttl_s: float) -> bool:
+        """Take `name` if nobody holds it; it is released by `release` or after `ttl_s`."""
+        ...
+
+    async def release(self, name: str) -> None: ...
+
+    # -- resumable streams (2025-11-25) ----------------------------------------------------
+
+    async def start_stream(self, session_id: str, max_kept: int) -> int:
+        """A new stream number for the session; past `max_kept`, the oldest finished stream
+        (else the oldest) is forgotten."""
+        ...
+
+    async def append_event(self, session_id: str, stream: int, event: bytes, max_events: int) -> None:
+        """Keep one more event of a stream; past `max_events` the stream can no longer be
+        resumed (it is marked overflowed, never silently cut)."""
+        ...
+
+    async def complete_stream(self, session_id: str, stream: int) -> None: ...
+
+    async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
+        """The events after the first `after`; `None` for a stream that cannot be resumed."""
+        ...
+
+    async def forget_stream(self, session_id: str, stream: int) -> None: ...
+
+    # -- single-use tokens -----------------------------------------------------------------
+
+    async def put_token(self, key: str, value: bytes, ttl_s: float, owner: bytes, bounds: tuple[int, int]) -> None:
+        """Keep a token; `bounds` = (per owner, in all): past either, the oldest goes first."""
+        ...
+
+    async def use_token(self, key: str, expected: bytes) -> bytes | None:
+        """Atomically: when the value is `expected`, mark it `USED` (keeping its expiry).
+        Returns the value that was there, so the caller can say why a token did not fit."""
+        ...
+
+    async def revoke_token(self, key: str) -> None:
+        """Mark a token used without using it (a declined question)."""
+        ...
+
+    # -- messages between requests (and processes) ------------------------------------------
+
+    async def publish(self, channel: str, message: bytes) -> bool:
+        """Hand a message to whoever listens on `channel`; `False` when nobody does."""
+        ...
+
+    def subscribe(self, channel: str) -> AbstractAsyncContextManager[Inbox]:
+        """Listen on `channel` for as long as the context is open."""
+        ...

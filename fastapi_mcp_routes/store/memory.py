@@ -1,0 +1,253 @@
+"""`MemoryStore`: the `Store` of one process, with no setup (DESIGN.md, decision 5).
+
+Ordered dicts give least-recently-used order for free, so every bound is enforced by popping
+from the front. Expiry is checked when a record is read and swept when one is added, so
+nothing needs a timer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Final
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from fastapi_mcp_routes.store.base import USED, Inbox, SessionBounds, SessionRecord, StreamEvents
+
+# Messages a subscriber has not read yet; a reply channel gets one message, so this is slack.
+_INBOX_SIZE: Final = 16
+
+
+@dataclass(slots=True)
+class _Live:
+    record: SessionRecord
+    last_seen: float
+
+
+@dataclass(slots=True)
+class _Stream:
+    events: list[bytes] = field(default_factory=list)
+    complete: bool = False
+    overflowed: bool = False
+
+
+@dataclass(slots=True)
+class _Streams:
+    next: int = 1
+    kept: OrderedDict[int, _Stream] = field(default_factory=OrderedDict)
+
+
+@dataclass(slots=True)
+class _Token:
+    value: bytes
+    expires: float
+    owner: bytes
+
+
+class _Inbox:
+    def __init__(self, receive: AsyncIterator[bytes]) -> None:
+        self._receive = receive
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._receive
+
+
+class MemoryStore:
+    """Keeps every record in this process; see `Store` for what each method promises."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._sessions: OrderedDict[str, _Live] = OrderedDict()
+        self._by_owner: dict[bytes, OrderedDict[str, None]] = {}
+        self._claims: dict[str, float] = {}
+        self._streams: dict[str, _Streams] = {}
+        self._tokens: OrderedDict[str, _Token] = OrderedDict()
+        self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
+        self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
+        now = self._clock()
+        gone: list[str] = []
+        while self._sessions:  # expired ones first, oldest in front
+            oldest = next(iter(self._sessions.values()))
+            if now - oldest.last_seen <= bounds.idle_s:
+                break
+            gone.append(self._drop_session(oldest.record.id))
+        mine = self._by_owner.get(record.owner)
+        while mine and len(mine) >= bounds.max_per_owner:
+            gone.append(self._drop_session(next(iter(mine))))
+        while len(self._sessions) >= bounds.max_sessions:
+            gone.append(self._drop_session(next(iter(self._sessions))))
+        self._sessions[record.id] = _Live(record, now)
+        self._by_owner.setdefault(record.owner, OrderedDict())[record.id] = None
+        return tuple(gone)
+
+    async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
+        live = self._sessions.get(session_id)
+        if live is None:
+            return None
+        now = self._clock()
+        if now - live.last_seen > idle_s:
+            self._drop_session(session_id)
+            return None
+        live.last_seen = now
+        self._sessions.move_to_end(session_id)
+        return live.record
+
+    async def save_session(self, record: SessionRecord) -> None:
+        live = self._sessions.get(record.id)
+        if live is not None:
+            live.record = record
+
+    async def close_session(self, session_id: str) -> bool:
+        if session_id not in self._sessions:
+            return False
+        self._drop_session(session_id)
+        return True
+
+    def _drop_session(self, session_id: str) -> str:
+        live = self._sessions.pop(session_id)
+        mine = self._by_owner[live.record.owner]
+        del mine[session_id]
+        if not mine:
+            del self._by_owner[live.record.owner]
+        self._streams.pop(session_id, None)
+        return session_id
+
+    # -- claims ----------------------------------------------------------------------------
+
+    async def claim(self, name: str, ttl_s: float) -> bool:
+        now = self._clock()
+        held_until = self._claims.get(name)
+        if held_until is not None and held_until > now:
+            return False
+        self._claims[name] = now + ttl_s
+        return True
+
+    async def release(self, name: str) -> None:
+        self._claims.pop(name, None)
+
+    # -- resumable streams -----------------------------------------------------------------
+
+    async def start_stream(self, session_id: str, max_kept: int) -> int:
+        streams = self._streams.setdefault(session_id, _Streams())
+        number = streams.next
+        streams.next += 1
+        streams.kept[number] = _Stream()
+        if len(streams.kept) > max_kept:
+            # Push out the oldest finished stream; only if every one still runs, the oldest.
+            done = next((n for n, kept in streams.kept.items() if kept.complete), None)
+            streams.kept.pop(done if done is not None else next(iter(streams.kept)))
+        return number
+
+    async def append_event(self, session_id: str, stream: int, event: bytes, max_events: int) -> None:
+        kept = self._stream(session_id, stream)
+        if kept is None or kept.overflowed:
+            return
+        if len(kept.events) < max_events:
+            kept.events.append(event)
+        else:
+            kept.overflowed = True
+            kept.events.clear()  # it can no longer be resumed: hold none of it
+
+    async def complete_stream(self, session_id: str, stream: int) -> None:
+        kept = self._stream(session_id, stream)
+        if kept is not None:
+            kept.complete = True
+
+    async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
+        kept = self._stream(session_id, stream)
+        if kept is None or kept.overflowed or after > len(kept.events):
+            return None
+        return StreamEvents(tuple(kept.events[after:]), kept.complete)
+
+    async def forget_stream(self, session_id: str, stream: int) -> None:
+        streams = self._streams.get(session_id)
+        if streams is not None:
+            streams.kept.pop(stream, None)
+
+    def _stream(self, session_id: str, stream: int) -> _Stream | None:
+        streams = self._streams.get(session_id)
+        return streams.kept.get(stream) if streams is not None else None
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    async def put_token(self, key: str, value: bytes, ttl_s: float, owner: bytes, bounds: tuple[int, int]) -> None:
+        per_owner, total = bounds
+        now = self._clock()
+        while self._tokens:  # expired ones first; a later expiry behind an earlier is harmless
+            oldest_key, oldest = next(iter(self._tokens.items()))
+            if oldest.expires > now:
+                break
+            self._drop_token(oldest_key)
+        mine = self._tokens_by_owner.get(owner)
+        while mine and len(mine) >= per_owner:
+            self._drop_token(next(iter(mine)))
+        while len(self._tokens) >= total:
+            self._drop_token(next(iter(self._tokens)))
+        self._tokens[key] = _Token(value, now + ttl_s, owner)
+        self._tokens_by_owner.setdefault(owner, OrderedDict())[key] = None
+
+    async def use_token(self, key: str, expected: bytes) -> bytes | None:
+        token = self._live_token(key)
+        if token is None:
+            return None
+        found = token.value
+        if found == expected:
+            token.value = USED
+        return found
+
+    async def revoke_token(self, key: str) -> None:
+        token = self._live_token(key)
+        if token is not None:
+            token.value = USED
+
+    def _live_token(self, key: str) -> _Token | None:
+        token = self._tokens.get(key)
+        if token is not None and token.expires <= self._clock():
+            self._drop_token(key)
+            return None
+        return token
+
+    def _drop_token(self, key: str) -> None:
+        token = self._tokens.pop(key)
+        mine = self._tokens_by_owner[token.owner]
+        del mine[key]
+        if not mine:
+            del self._tokens_by_owner[token.owner]
+
+    # -- messages --------------------------------------------------------------------------
+
+    async def publish(self, channel: str, message: bytes) -> bool:
+        listeners = self._channels.get(channel)
+        if not listeners:
+            return False
+        for send in list(listeners):
+            # A listener that does not read loses the message; it never blocks the sender.
+            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send.send_nowait(message)
+        return True
+
+    @asynccontextmanager
+    async def subscribe(self, channel: str) -> AsyncIterator[Inbox]:
+        send, receive = anyio.create_memory_object_stream[bytes](_INBOX_SIZE)
+        listeners = self._channels.setdefault(channel, set())
+        listeners.add(send)
+        try:
+            with send, receive:
+                yield _Inbox(receive)
+        finally:
+            listeners.discard(send)
+            if not listeners:
+                del self._channels[channel]
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(sessions={len(self._sessions)}, tokens={len(self._tokens)})"

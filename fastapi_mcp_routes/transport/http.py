@@ -1,0 +1,149 @@
+"""The HTTP side of a request to the endpoint: headers, media types, the body, its messages.
+
+Each function is one named step of handling a POST, and refuses by raising `HttpError` with
+the status and JSON-RPC error the spec names; the endpoint turns that into a response in one
+place.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Final
+
+from starlette.requests import Request
+
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.json import loads
+from fastapi_mcp_routes.wire.jsonrpc import Message, ParamsNotObject, RequestId, classify, request_id_of, truncate
+
+_JSON_TYPES: Final = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
+_SSE_TYPES: Final = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
+
+
+@dataclass(frozen=True, slots=True)
+class Accepts:
+    json: bool
+    sse: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A POST body, decoded and classified."""
+
+    messages: list[Message | McpError]
+    batch: bool
+    ids: list[RequestId | None]  # the request id of each entry, for errors
+    methods: list[str | None]  # the method each entry names, if any
+    first: Any  # the first message as decoded, before classification
+
+
+def header(request: Request, name: str) -> str | None:
+    """A request header's first value."""
+    return request.headers.get(name)
+
+
+def check_media_types(request: Request) -> Accepts:
+    content_type = header(request, c.HEADER_CONTENT_TYPE) or ""
+    if content_type.split(";", 1)[0].strip().lower() != c.MEDIA_JSON:
+        raise HttpError(415, InvalidRequest("Unsupported Media Type: the body must be application/json."))
+    accepts = _accepts(header(request, c.HEADER_ACCEPT) or "")
+    if not (accepts.json or accepts.sse):
+        raise HttpError(406, InvalidRequest("Not Acceptable: accept application/json or text/event-stream."))
+    return accepts
+
+
+def accepts_sse(request: Request) -> bool:
+    return _accepts(header(request, c.HEADER_ACCEPT) or "").sse
+
+
+@functools.lru_cache(maxsize=64)  # clients send the same few Accept values; bounded
+def _accepts(accept: str) -> Accepts:
+    accepted = _accepted_types(accept)
+    return Accepts(json=not accepted.isdisjoint(_JSON_TYPES), sse=not accepted.isdisjoint(_SSE_TYPES))
+
+
+def _accepted_types(accept: str) -> set[str]:
+    """The media ranges an Accept header allows, leaving out those given `q=0`."""
+    accepted = set()
+    for part in accept.split(","):
+        media_range, _, parameters = part.partition(";")
+        refused = any(
+            p.strip().replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in parameters.split(";")
+        )
+        if not refused:
+            accepted.add(media_range.strip().lower())
+    return accepted
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, never buffering more than `limit` bytes."""
+    declared = header(request, c.HEADER_CONTENT_LENGTH) or ""
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)  # stop reading: never buffer more than the cap
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> HttpError:
+    return HttpError(413, InvalidRequest(f"Payload Too Large: the body may be at most {limit} bytes."))
+
+
+def parse(body: bytes) -> Parsed:
+    """Decode and classify the messages; a batch keeps the errors of its bad entries."""
+    try:
+        value: Any = loads(body)
+    except McpError as error:
+        raise HttpError(400, error) from None
+    batch = isinstance(value, list)
+    values = value if batch else [value]
+    if not values:
+        raise HttpError(400, InvalidRequest("Invalid Request: an empty batch."))
+    messages: list[Message | McpError] = []
+    for item in values:
+        try:
+            messages.append(classify(item))
+        except ParamsNotObject as error:
+            messages.append(error)
+        except McpError as error:
+            if not batch:
+                raise HttpError(400, error, request_id=request_id_of(item)) from None
+            messages.append(error)
+    methods = [item.get("method") if isinstance(item, dict) else None for item in values]
+    return Parsed(messages, batch, [request_id_of(item) for item in values], methods, values[0])
+
+
+def protocol_version(request: Request, session_version: str | None, opening: bool) -> str:
+    """The version a request is handled under: its session's, else its header's, else the
+    spec's fallback. An unsupported header is refused; a supported one that differs from the
+    session's is tolerated (clients only SHOULD send the negotiated version)."""
+    value = header(request, c.HEADER_PROTOCOL_VERSION)
+    if value is None or opening:
+        return session_version or c.FALLBACK_VERSION
+    if value not in c.SESSION_ERA_VERSIONS:
+        raise HttpError(
+            400,
+            InvalidRequest(
+                f"Bad Request: unsupported MCP-Protocol-Version {truncate(value)!r}; "
+                f"supported: {', '.join(c.SESSION_ERA_VERSIONS)}."
+            ),
+        )
+    return session_version or value
+
+
+def caller_identity(request: Request, credential_headers: frozenset[bytes]) -> bytes:
+    """Who the caller is, for binding sessions, request states and tokens: the principal that
+    `auth` returned (subject, plus tenant where it has one), else the credential headers,
+    sorted (without Cookie: clients keep whatever cookies the app sets)."""
+    principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+    if principal is not None:
+        subject = getattr(principal, "subject", None) or getattr(principal, "sub", None) or str(principal)
+        tenant = getattr(principal, "tenant", None) or ""
+        return b"principal\x00" + str(subject).encode() + b"\x00" + str(tenant).encode()
+    return b"\x00".join(sorted(k + b"=" + v for k, v in request.scope["headers"] if k in credential_headers))

@@ -1,0 +1,77 @@
+"""Resumable SSE streams (spec 2025-11-25, basic/transports "Resumability and Redelivery").
+
+Every event of a POST stream in a 2025-11-25 session carries an id `<stream>.<seq>`, unique in
+the session and naming its stream. A stream's events are kept in the `Store`, whether or not
+the client seemed to receive them (a server often cannot tell a dropped connection from a slow
+one), so a client whose connection dropped can send GET with `Last-Event-ID` and receive what
+followed that event on that stream, and only that stream, up to the answer. A stream is
+forgotten once a resume has delivered it whole, or when newer streams push it out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from fastapi_mcp_routes.options import Limits
+from fastapi_mcp_routes.store.base import Store, StreamEvents
+from fastapi_mcp_routes.transport.sse import priming_event, sse_event
+
+_EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
+
+
+class StreamLog:
+    """One resumable stream of a session, as it is being sent."""
+
+    __slots__ = ("_limits", "_sent", "_session_id", "_store", "number")
+
+    def __init__(self, store: Store, session_id: str, number: int, limits: Limits) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._limits = limits
+        self.number = number
+        self._sent = 0
+
+    @property
+    def priming_event(self) -> bytes:
+        return priming_event(self.number)
+
+    async def record(self, data: bytes) -> bytes:
+        """Frame a message as this stream's next event, and keep it for a resume."""
+        self._sent += 1
+        framed = sse_event(data, f"{self.number}.{self._sent}")
+        await self._store.append_event(self._session_id, self.number, framed, self._limits.max_events_per_stream)
+        return framed
+
+    async def complete(self) -> None:
+        await self._store.complete_stream(self._session_id, self.number)
+
+
+class StreamLogs:
+    """A session's resumable streams."""
+
+    __slots__ = ("_limits", "_store", "session_id")
+
+    def __init__(self, store: Store, session_id: str, limits: Limits) -> None:
+        self._store = store
+        self._limits = limits
+        self.session_id = session_id
+
+    async def start(self) -> StreamLog:
+        number = await self._store.start_stream(self.session_id, self._limits.max_kept_streams)
+        return StreamLog(self._store, self.session_id, number, self._limits)
+
+    async def find(self, last_event_id: str) -> tuple[int, int] | None:
+        """The stream an event id names and how many of its events the client has seen,
+        when that stream can be resumed."""
+        match = _EVENT_ID.fullmatch(last_event_id.strip())
+        if match is None:
+            return None
+        stream, seen = int(match[1]), int(match[2])
+        return (stream, seen) if await self.read(stream, seen) is not None else None
+
+    async def read(self, stream: int, seen: int) -> StreamEvents | None:
+        return await self._store.read_stream(self.session_id, stream, seen)
+
+    async def forget(self, stream: int) -> None:
+        await self._store.forget_stream(self.session_id, stream)

@@ -1,0 +1,54 @@
+"""The one place where an exception becomes what the client is told (STYLE.md, principle 5).
+
+Two kinds of answer exist. A JSON-RPC request that fails is answered with an error object:
+`McpError` carries its own code and message, a cancelled request gets no answer at all, and
+anything else is a generic internal error whose traceback stays in the server's log. A tool
+call that fails is answered with an `isError` result instead, so the model can read what went
+wrong and correct its call. Every path (session POST, stateless POST, initialize, batch
+entries, tool results) asks this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Literal
+
+from fastapi_mcp_routes.wire.errors import CallCancelled, McpError, ToolContextError, ToolError
+from fastapi_mcp_routes.wire.jsonrpc import RequestId, encode_error
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+ToolFailure = Literal["invalid_arguments", "error", "crashed"]
+
+
+def error_answer(request_id: RequestId | None, exc: Exception) -> bytes | None:
+    """The encoded answer to a request that raised `exc`; `None` when nothing is answered."""
+    if isinstance(exc, McpError):
+        return encode_error(request_id, exc)
+    if isinstance(exc, CallCancelled):
+        return None  # the client cancelled it: the spec wants no response (basic/utilities)
+    logger.error("internal error handling an MCP request", exc_info=exc)
+    return encode_error(request_id, McpError("Internal error."))
+
+
+def tool_failure(exc: Exception, tool: str) -> tuple[dict[str, Any], ToolFailure]:
+    """The `isError` result for a tool call that raised `exc`, and how the audit names it."""
+    if isinstance(exc, ToolError):
+        return error_result(str(exc)), "invalid_arguments"
+    if isinstance(exc, ToolContextError):
+        # Our own message (no capability, no answer in time): safe and useful to the model.
+        return error_result(f"The tool could not finish: {exc}."), "error"
+    return crash_result(tool, exc), "crashed"
+
+
+def error_result(text: str) -> dict[str, Any]:
+    """An `isError` result: the model sees the text and can correct its call."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def crash_result(tool: str, exc: BaseException | None = None) -> dict[str, Any]:
+    """The result for a failure inside the app; the traceback stays in the log."""
+    reference = uuid.uuid4().hex[:12]
+    logger.error("tool %s failed (reference %s)", tool, reference, exc_info=exc)
+    return error_result(f"The tool failed with an internal error. Reference: {reference}.")
