@@ -15,7 +15,7 @@ from fastapi_mcp_routes.tools.content import (
     resource_content,
     text_content,
 )
-from fastapi_mcp_routes.tools.marking import mcp_tool
+from fastapi_mcp_routes.tools.marking import auth_guard, mcp_tool
 
 __all__ = [
     "ContentResponse",
@@ -30,6 +30,7 @@ __all__ = [
     "ToolContext",
     "ToolContextError",
     "audio_content",
+    "auth_guard",
     "image_content",
     "log_tool_call",
     "mcp_routes",

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Security
+import pytest
+from fastapi import Depends, FastAPI, HTTPException, Request, Security
 from fastapi.testclient import TestClient
 
-from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import (
+    JWTBearer,
+    Principal,
+    ProtectedResource,
+    ToolContext,
+    auth_guard,
+    mcp_routes,
+    mcp_tool,
+)
 from tests.test_jwt import AUDIENCE, ISSUER, PUBLIC, token
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -158,3 +167,42 @@ def test_a_filtered_list_is_private_to_the_cache_in_the_stateless_revision() -> 
         result = client.post("/mcp", json=body, headers=headers).json()["result"]
     assert result["cacheScope"] == "private"
     assert [tool["name"] for tool in result["tools"]] == ["alice_only", "open_to_all", "read"]
+
+
+def test_a_route_behind_a_marked_auth_guard_is_listed_only_for_callers_with_a_credential() -> None:
+    app = FastAPI()
+
+    @auth_guard
+    def api_key(request: Request) -> str:
+        key = request.headers.get("x-api-key")
+        if key is None:
+            raise HTTPException(401, "An API key is required.")
+        return key
+
+    @mcp_tool()
+    @app.get("/secret")
+    def secret(key: str = Depends(api_key)) -> dict[str, str]:
+        return {"key": key}
+
+    @mcp_tool()
+    @app.get("/open")
+    def open_door() -> dict[str, str]:
+        return {"door": "open"}
+
+    app.include_router(mcp_routes(app, sessions=False))
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "secret", "arguments": {}}}
+    with TestClient(app) as client:
+        anonymous = client.post("/mcp", json=listing, headers=HEADERS).json()["result"]["tools"]
+        keyed = client.post("/mcp", json=listing, headers={**HEADERS, "x-api-key": "k"}).json()["result"]["tools"]
+        hidden_call = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+    assert [tool["name"] for tool in anonymous] == ["open_door"]
+    assert [tool["name"] for tool in keyed] == ["open_door", "secret"]
+    # Visibility is never authorization: the hidden tool's own guard refuses the call.
+    assert hidden_call["isError"] is True
+    assert "HTTP 401" in hidden_call["content"][0]["text"]
+
+
+def test_auth_guard_refuses_what_is_not_a_dependency() -> None:
+    with pytest.raises(ValueError, match="auth_guard marks a FastAPI dependency"):
+        auth_guard("x-api-key")  # type: ignore[arg-type]

@@ -16,7 +16,6 @@ from fastapi import Depends, FastAPI, Security
 from fastapi.testclient import TestClient
 from jose import jwk, jwt
 
-from fastapi_mcp_routes.auth import jwt as _jwt
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from tests.conftest import serve
 
@@ -157,7 +156,7 @@ def test_a_pem_key_verifies_without_a_kid() -> None:
         assert client.get("/me", headers={"authorization": f"Bearer {token(kid=None)}"}).status_code == 200
 
 
-def test_a_jwks_url_is_fetched_and_refreshed_for_a_new_kid(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_jwks_url_is_fetched_and_refreshed_for_a_new_kid() -> None:
     keys: dict[str, Any] = {"keys": [public_jwk("k1")]}
     issuer = FastAPI()
 
@@ -171,7 +170,7 @@ def test_a_jwks_url_is_fetched_and_refreshed_for_a_new_kid(monkeypatch: pytest.M
             assert client.get("/me", headers={"authorization": f"Bearer {token(kid='k1')}"}).status_code == 200
             keys["keys"].append(public_jwk("k2"))  # the issuer rotates in a new key
             refreshed_too_soon = client.get("/me", headers={"authorization": f"Bearer {token(kid='k2')}"})
-            monkeypatch.setattr(_jwt, "JWKS_REFRESH_S", 0.0)  # the refresh interval has passed
+            bearer.jwks_refresh_s = 0.0  # the refresh interval has passed
             refreshed = client.get("/me", headers={"authorization": f"Bearer {token(kid='k2')}"})
     # The refresh on an unknown kid is bounded: right after the first fetch it waits its turn.
     assert refreshed_too_soon.status_code == 401

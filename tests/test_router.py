@@ -34,6 +34,7 @@ def test_public_names_are_exactly_these() -> None:
         "ToolContext",
         "ToolContextError",
         "audio_content",
+        "auth_guard",
         "image_content",
         "log_tool_call",
         "mcp_routes",

@@ -54,12 +54,14 @@ class JWTBearer:
         key: a PEM public key, or a JWK (a dict), for issuers with one key.
         jwks: a JWKS document (`{"keys": [...]}`), keys picked by `kid`.
         jwks_url: where to fetch the JWKS; cached, refreshed on an unknown `kid` at most
-            once a minute.
+            once every `jwks_refresh_s` seconds.
         algorithms: the allowed signature algorithms; `none` is never allowed.
         required_scopes: scopes every token must carry.
         leeway_s: clock skew tolerated on `exp` and `nbf`.
         resource_metadata_url: the RFC 9728 metadata URL named in `WWW-Authenticate`;
             by default the server's `/.well-known/oauth-protected-resource`.
+        jwks_refresh_s: the least time between two fetches of `jwks_url`, so tokens with
+            made-up key ids cannot make the server hammer its issuer.
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class JWTBearer:
         required_scopes: Iterable[str] = (),
         leeway_s: float = 30.0,
         resource_metadata_url: str | None = None,
+        jwks_refresh_s: float = JWKS_REFRESH_S,
     ) -> None:
         if sum(source is not None for source in (key, jwks, jwks_url)) != 1:
             raise ValueError("JWTBearer needs exactly one of key, jwks or jwks_url")
@@ -82,6 +85,9 @@ class JWTBearer:
             raise ValueError(f"algorithms must name real signature algorithms, never 'none'; got {list(algorithms)!r}")
         if leeway_s < 0:
             raise ValueError(f"leeway_s must be zero or more seconds, got {leeway_s!r}")
+        if jwks_refresh_s < 0:
+            raise ValueError(f"jwks_refresh_s must be zero or more seconds, got {jwks_refresh_s!r}")
+        self.jwks_refresh_s = jwks_refresh_s
         self.issuer = issuer
         self.audience = audience
         self.algorithms = tuple(allowed)
@@ -138,7 +144,11 @@ class JWTBearer:
             key = jwk.construct(self._key, algorithm)
         else:
             found = self._find(kid)
-            if found is None and self._jwks_url is not None and time.monotonic() - self._fetched_at > JWKS_REFRESH_S:
+            if (
+                found is None
+                and self._jwks_url is not None
+                and time.monotonic() - self._fetched_at > self.jwks_refresh_s
+            ):
                 await self._fetch()
                 found = self._find(kid)
             if found is None:

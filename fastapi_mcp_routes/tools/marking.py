@@ -11,6 +11,8 @@ from typing import Any, Final, TypeVar
 ENDPOINT_ATTRIBUTE: Final = "__mcp_tool__"
 # The `openapi_extra` key for the decorator-free form.
 OPENAPI_EXTRA_KEY: Final = "x-mcp"
+# The attribute `auth_guard` sets on a dependency.
+AUTH_GUARD_ATTRIBUTE: Final = "__mcp_auth_guard__"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -122,3 +124,21 @@ def read_tool_options(
     if isinstance(extra, Mapping):
         return ToolOptions.from_mapping(extra, where)
     raise ValueError(f"{where}: openapi_extra['x-mcp'] must be True or a mapping, got {extra!r}")
+
+
+def auth_guard(dependency: _F) -> _F:
+    """Mark a FastAPI dependency as an authentication guard, like a `fastapi.security` scheme.
+
+    A tool whose route depends on it is left out of `tools/list` for a caller that presents
+    no credential (with `list_visible_only`). It changes nothing else: the dependency still
+    runs, and decides, on every call. Use it as a decorator on the dependency function, or
+    call it on a dependency object.
+    """
+    if not callable(dependency):
+        raise ValueError(f"auth_guard marks a FastAPI dependency (a callable), got {dependency!r}")
+    setattr(dependency, AUTH_GUARD_ATTRIBUTE, True)
+    return dependency
+
+
+def is_auth_guard(dependency: object) -> bool:
+    return getattr(dependency, AUTH_GUARD_ATTRIBUTE, False) is True

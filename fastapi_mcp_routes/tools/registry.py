@@ -27,7 +27,7 @@ from fastapi.security.base import SecurityBase
 from fastapi_mcp_routes.auth.jwt import JWTBearer
 from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
 from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
-from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
+from fastapi_mcp_routes.tools.marking import ToolOptions, is_auth_guard, read_tool_options
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.json import RawJSON, dumps
@@ -328,7 +328,7 @@ def _access(route: Any, options: ToolOptions) -> Access | None:
     while pending:
         node = pending.pop()
         call = node.call
-        if isinstance(call, SecurityBase) or getattr(call, "__mcp_auth__", False) or isinstance(call, JWTBearer):
+        if isinstance(call, (SecurityBase, JWTBearer)) or is_auth_guard(call):
             needs_auth = True
             scopes.update(node.own_oauth_scopes or ())
         pending.extend(node.dependencies)
