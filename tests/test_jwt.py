@@ -18,7 +18,7 @@ from jose import jwk, jwt
 
 from fastapi_mcp_routes.auth import jwt as _jwt
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
-from tests.conftest import serve
+from tests.helpers import serve
 
 ISSUER = "https://issuer.example"
 AUDIENCE = "https://api.example/mcp"

@@ -16,7 +16,7 @@ from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.conftest import serve
+from tests.helpers import serve
 from tests.test_streaming_sdk import WAIT_S, make_app, observed
 
 pytestmark = pytest.mark.anyio

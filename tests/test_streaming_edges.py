@@ -17,7 +17,7 @@ from fastapi import BackgroundTasks, Depends, FastAPI
 
 from fastapi_mcp_routes import mcp_routes
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.conftest import serve
+from tests.helpers import serve
 from tests.test_streaming_sdk import WAIT_S, make_app, observed
 
 BOTH = "application/json, text/event-stream"

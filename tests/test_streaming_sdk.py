@@ -19,7 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.conftest import serve
+from tests.helpers import serve
 
 pytestmark = pytest.mark.anyio
 WAIT_S = 20.0

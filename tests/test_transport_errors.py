@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
-from tests.conftest import serve
+from tests.helpers import serve
 
 MAX_BODY = 4096
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}

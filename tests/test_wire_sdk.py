@@ -15,7 +15,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
-from tests.conftest import serve
+from tests.helpers import serve
 
 pytestmark = pytest.mark.anyio
 WAIT_S = 20.0
