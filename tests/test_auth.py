@@ -9,7 +9,7 @@ from fastapi import Depends, FastAPI, Request, Security
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
-from tests.test_jwt import AUDIENCE, ISSUER, PUBLIC, token
+from tests.helpers import AUDIENCE, ISSUER, PUBLIC, token
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INITIALIZE = {

@@ -17,8 +17,7 @@ import pytest
 from fastapi import FastAPI, Header, Request, Security
 
 from fastapi_mcp_routes import JWTBearer, Principal, mcp_routes, mcp_tool
-from tests.helpers import serve
-from tests.test_jwt import AUDIENCE, ISSUER, hs256_with_public_key, public_jwk, token, unsigned
+from tests.helpers import AUDIENCE, ISSUER, hs256_with_public_key, public_jwk, serve, token, unsigned
 
 WAIT_S = 20.0
 MAX_BODY = 64 * 1024
