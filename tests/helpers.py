@@ -10,17 +10,25 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Annotated, Any
 
+import anyio
 import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi import Depends, FastAPI
 from jose import jwk, jwt
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.types import ASGIApp
 
+from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+
 START_TIMEOUT_S = 10.0
+WAIT_S = 20.0  # the bound on every wait for a server or a peer
 
 # -- a real server ---------------------------------------------------------------------------
 
@@ -112,3 +120,131 @@ def public_jwk(kid: str) -> dict[str, Any]:
     """The issuer's public key as a JWK named `kid`."""
     key: dict[str, Any] = jwk.construct(PUBLIC, "RS256").to_dict()
     return {**key, "kid": kid, "alg": "RS256", "use": "sig"}
+
+
+# -- the official SDK client -----------------------------------------------------------------
+
+
+@asynccontextmanager
+async def mcp_client(
+    base_url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy", **options: Any
+) -> AsyncIterator[Client]:
+    """The official MCP client on `{base_url}/mcp`, sending `headers` on every request; in a
+    session (`legacy`) unless `mode` says otherwise; `options` are the client's callbacks."""
+    http = create_mcp_http_client(headers=headers)
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    async with http, Client(transport, mode=mode, **options) as client:
+        yield client
+
+
+# -- an app whose tools stream ---------------------------------------------------------------
+
+Context = Annotated[ToolContext, Depends()]
+
+
+class Observed:
+    """What the server-side routes saw, read by the tests across the server's thread."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.elicited: list[Any] = []
+        self.gate = threading.Event()  # holds the `gated` route until a test opens it
+        self.gated_done = threading.Event()  # set as the `gated` route returns
+
+
+observed = Observed()
+
+
+def streaming_app() -> FastAPI:
+    """An app whose tools stream: progress, logs, questions, cancellation, long quiet calls."""
+    app = FastAPI(title="Streaming")
+    # What these routes do with their stream is the subject here, not confirming mutations.
+    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+
+    @mcp_tool()
+    @app.get("/count")
+    async def count(ctx: Context, steps: int = 3) -> dict[str, int]:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, total=steps, message=f"step {step}")
+        return {"steps": steps}
+
+    @mcp_tool()
+    @app.get("/chatty")
+    async def chatty(ctx: Context) -> dict[str, bool]:
+        for level in ("debug", "info", "warning", "error"):
+            await ctx.log(level, {"said": level}, logger="chatty")
+        return {"done": True}
+
+    @mcp_tool()
+    @app.get("/slow")
+    async def slow(ctx: Context) -> dict[str, bool]:
+        try:
+            await ctx.report_progress(1)  # tells the test the route is running
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            observed.cancelled.set()
+            raise
+        return {"finished": True}  # pragma: no cover - never reached
+
+    @mcp_tool()
+    @app.post("/ask")
+    async def ask(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+        answer = await ctx.elicit("Which colour?", schema)
+        observed.elicited.append(answer.content)
+        return {"action": answer.action, "content": answer.content}
+
+    @mcp_tool()
+    @app.get("/gated")
+    async def gated(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
+        await ctx.report_progress(2)
+        observed.gated_done.set()
+        return {"opened": opened}
+
+    @mcp_tool()
+    @app.post("/ask-twice")
+    async def ask_twice(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+        first = await ctx.elicit("First question?", schema)
+        second = await ctx.elicit("Second question?", schema)
+        return {"answers": [first.content, second.content]}
+
+    @mcp_tool()
+    @app.post("/broad")
+    async def broad(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+        try:
+            answer = await ctx.elicit("Anything?", schema)
+        except Exception as exc:  # a route's own broad handler must not swallow the question
+            return {"swallowed": type(exc).__name__}
+        return {"answer": answer.content}
+
+    @mcp_tool()
+    @app.post("/complete")
+    async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
+        message = {"role": "user", "content": {"type": "text", "text": prompt}}
+        result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
+        return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
+
+    @mcp_tool()
+    @app.get("/many")
+    async def many(ctx: Context, count: int) -> dict[str, int]:
+        for step in range(1, count + 1):
+            await ctx.report_progress(step)
+        return {"count": count}
+
+    @mcp_tool()
+    @app.get("/long")
+    async def long(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        await anyio.sleep(0.3)  # a quiet stretch of a long call
+        return {"done": True}
+
+    @mcp_tool()
+    @app.get("/plain")
+    async def plain(ctx: Context) -> dict[str, Any]:
+        return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
+
+    return app

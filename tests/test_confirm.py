@@ -20,11 +20,10 @@ from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import serve
+from tests.helpers import WAIT_S, serve
 from tests.test_streaming_edges import open_session
 
 pytestmark = pytest.mark.anyio
-WAIT_S = 20.0
 VERSION = "2026-07-28"
 SESSION_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 

@@ -17,9 +17,8 @@ import pytest
 from fastapi import FastAPI, Header, Request, Security
 
 from fastapi_mcp_routes import JWTBearer, Principal, mcp_routes, mcp_tool
-from tests.helpers import AUDIENCE, ISSUER, hs256_with_public_key, public_jwk, serve, token, unsigned
+from tests.helpers import AUDIENCE, ISSUER, WAIT_S, hs256_with_public_key, public_jwk, serve, token, unsigned
 
-WAIT_S = 20.0
 MAX_BODY = 64 * 1024
 BASE = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 ORDER = {"item": "tea"}

@@ -16,8 +16,7 @@ from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import serve
-from tests.test_streaming_sdk import WAIT_S, make_app, observed
+from tests.helpers import WAIT_S, observed, serve, streaming_app
 
 pytestmark = pytest.mark.anyio
 VERSION = "2026-07-28"
@@ -30,7 +29,7 @@ META = {
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with serve(make_app()) as url:
+    with serve(streaming_app()) as url:
         yield url
 
 
@@ -184,7 +183,7 @@ def test_log_messages_only_when_the_request_names_a_level(base_url: str) -> None
 
 
 def test_subscriptions_listen_acknowledges_and_tags_list_changes() -> None:
-    app = make_app()
+    app = streaming_app()
     listen = message("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}})
     with (
         serve(app) as url,

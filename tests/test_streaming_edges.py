@@ -17,15 +17,14 @@ from fastapi import BackgroundTasks, Depends, FastAPI
 
 from fastapi_mcp_routes import mcp_routes
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.helpers import serve
-from tests.test_streaming_sdk import WAIT_S, make_app, observed
+from tests.helpers import WAIT_S, observed, serve, streaming_app
 
 BOTH = "application/json, text/event-stream"
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with serve(make_app()) as url:
+    with serve(streaming_app()) as url:
         yield url
 
 

@@ -3,139 +3,26 @@ progress, logging, cancellation and elicitation travel on the call's own respons
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import types
 
-from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolContextError, mcp_routes, mcp_tool
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.helpers import serve
+from tests.helpers import WAIT_S, Context, mcp_client, observed, serve, streaming_app
 
 pytestmark = pytest.mark.anyio
-WAIT_S = 20.0
-Context = Annotated[ToolContext, Depends()]
-
-
-class Observed:
-    """What the server-side routes saw, read by the tests across the server's thread."""
-
-    def __init__(self) -> None:
-        self.cancelled = threading.Event()
-        self.elicited: list[Any] = []
-        self.gate = threading.Event()  # holds the `gated` route until a test opens it
-        self.gated_done = threading.Event()  # set as the `gated` route returns
-
-
-observed = Observed()
-
-
-def make_app() -> FastAPI:
-    app = FastAPI(title="Streaming")
-    # What these routes do with their stream is the subject here, not confirming mutations.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
-
-    @mcp_tool()
-    @app.get("/count")
-    async def count(ctx: Context, steps: int = 3) -> dict[str, int]:
-        for step in range(1, steps + 1):
-            await ctx.report_progress(step, total=steps, message=f"step {step}")
-        return {"steps": steps}
-
-    @mcp_tool()
-    @app.get("/chatty")
-    async def chatty(ctx: Context) -> dict[str, bool]:
-        for level in ("debug", "info", "warning", "error"):
-            await ctx.log(level, {"said": level}, logger="chatty")
-        return {"done": True}
-
-    @mcp_tool()
-    @app.get("/slow")
-    async def slow(ctx: Context) -> dict[str, bool]:
-        try:
-            await ctx.report_progress(1)  # tells the test the route is running
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            observed.cancelled.set()
-            raise
-        return {"finished": True}  # pragma: no cover - never reached
-
-    @mcp_tool()
-    @app.post("/ask")
-    async def ask(ctx: Context) -> dict[str, Any]:
-        schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
-        answer = await ctx.elicit("Which colour?", schema)
-        observed.elicited.append(answer.content)
-        return {"action": answer.action, "content": answer.content}
-
-    @mcp_tool()
-    @app.get("/gated")
-    async def gated(ctx: Context) -> dict[str, bool]:
-        await ctx.report_progress(1)
-        opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
-        await ctx.report_progress(2)
-        observed.gated_done.set()
-        return {"opened": opened}
-
-    @mcp_tool()
-    @app.post("/ask-twice")
-    async def ask_twice(ctx: Context) -> dict[str, Any]:
-        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-        first = await ctx.elicit("First question?", schema)
-        second = await ctx.elicit("Second question?", schema)
-        return {"answers": [first.content, second.content]}
-
-    @mcp_tool()
-    @app.post("/broad")
-    async def broad(ctx: Context) -> dict[str, Any]:
-        schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
-        try:
-            answer = await ctx.elicit("Anything?", schema)
-        except Exception as exc:  # a route's own broad handler must not swallow the question
-            return {"swallowed": type(exc).__name__}
-        return {"answer": answer.content}
-
-    @mcp_tool()
-    @app.post("/complete")
-    async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
-        message = {"role": "user", "content": {"type": "text", "text": prompt}}
-        result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
-        return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
-
-    @mcp_tool()
-    @app.get("/many")
-    async def many(ctx: Context, count: int) -> dict[str, int]:
-        for step in range(1, count + 1):
-            await ctx.report_progress(step)
-        return {"count": count}
-
-    @mcp_tool()
-    @app.get("/long")
-    async def long(ctx: Context) -> dict[str, bool]:
-        await ctx.report_progress(1)
-        await anyio.sleep(0.3)  # a quiet stretch of a long call
-        return {"done": True}
-
-    @mcp_tool()
-    @app.get("/plain")
-    async def plain(ctx: Context) -> dict[str, Any]:
-        return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
-
-    return app
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with serve(make_app()) as url:
+    with serve(streaming_app()) as url:
         yield url
 
 
@@ -147,14 +34,6 @@ def raw_session(http: httpx.Client, version: str) -> dict[str, str]:
         "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
     )
     return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
-
-
-@asynccontextmanager
-async def mcp_client(base_url: str, **options: Any) -> AsyncIterator[Client]:
-    http = create_mcp_http_client()
-    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
-    async with http, Client(transport, mode="legacy", **options) as client:
-        yield client
 
 
 async def test_progress_callbacks_see_increasing_progress(base_url: str) -> None:
@@ -256,7 +135,7 @@ async def test_a_call_that_sends_nothing_first_is_plain_json_and_sees_its_contex
 
 
 def test_over_rest_the_context_is_inert_and_says_why_it_cannot_ask() -> None:
-    with TestClient(make_app()) as http:
+    with TestClient(streaming_app()) as http:
         assert http.get("/count", params={"steps": 2}).json() == {"steps": 2}
         assert http.get("/plain").json() == {"is_tool_call": False, "session": False}
         with pytest.raises(ToolContextError, match="only possible while the route runs as an MCP tool"):
@@ -288,7 +167,7 @@ def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(bas
 
 
 async def test_a_route_added_at_runtime_produces_list_changed_on_the_get_stream() -> None:
-    app = make_app()
+    app = streaming_app()
     changed = anyio.Event()
 
     async def on_message(message: Any) -> None:

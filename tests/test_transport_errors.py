@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
-from tests.helpers import serve
+from tests.helpers import WAIT_S, serve
 
 MAX_BODY = 4096
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -152,7 +152,7 @@ def assert_still_serving(http: httpx.Client) -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_bad_input_gets_the_named_status_and_error_and_the_server_keeps_serving(base_url: str, row: Row) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         response = send(http, row)
         assert response.status_code == row.status, response.text
         if row.code is None:
@@ -164,14 +164,14 @@ def test_bad_input_gets_the_named_status_and_error_and_the_server_keeps_serving(
 
 
 def test_params_error_keeps_the_request_id(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = session_headers(open_session(http))
         response = http.post("/mcp", json=rpc("tools/call", {"name": 5}, request_id=41), headers=headers)
     assert response.json()["id"] == 41
 
 
 def test_batch_under_2025_03_26_is_answered_in_order(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = session_headers(open_session(http, "2025-03-26"), "2025-03-26")
         batch = [
             rpc("ping", request_id="a"),
@@ -189,7 +189,7 @@ def test_batch_under_2025_03_26_is_answered_in_order(base_url: str) -> None:
 
 def test_initialize_inside_a_batch_is_refused(base_url: str) -> None:
     params = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         alone = http.post("/mcp", json=[rpc("initialize", params)], headers=JSON_HEADERS)
         headers = session_headers(open_session(http, "2025-03-26"), "2025-03-26")
         second = http.post("/mcp", json=[rpc("ping"), rpc("initialize", params, request_id=2)], headers=headers)
@@ -199,7 +199,7 @@ def test_initialize_inside_a_batch_is_refused(base_url: str) -> None:
 
 
 def test_refusal_echoes_a_readable_request_id(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = session_headers(open_session(http))
         response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": 5}, headers=headers)
     assert response.status_code == 400
@@ -207,7 +207,7 @@ def test_refusal_echoes_a_readable_request_id(base_url: str) -> None:
 
 
 def test_initialize_with_params_that_are_not_an_object_is_invalid_params(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         message = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": [1]}
         response = http.post("/mcp", json=message, headers=JSON_HEADERS)
     assert response.json() == {
@@ -218,7 +218,7 @@ def test_initialize_with_params_that_are_not_an_object_is_invalid_params(base_ur
 
 
 def test_deleted_session_is_gone(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = session_headers(open_session(http))
         assert http.delete("/mcp", headers=headers).status_code == 204
         assert http.post("/mcp", json=rpc("ping"), headers=headers).status_code == 404
@@ -226,7 +226,7 @@ def test_deleted_session_is_gone(base_url: str) -> None:
 
 
 def test_initialize_echoes_a_supported_version_and_offers_the_latest_otherwise(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         for requested, expected in [
             ("2025-03-26", "2025-03-26"),
             ("2025-06-18", "2025-06-18"),
@@ -238,7 +238,7 @@ def test_initialize_echoes_a_supported_version_and_offers_the_latest_otherwise(b
 
 
 def test_same_origin_and_loopback_hosts_are_accepted(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = session_headers(open_session(http))
         port = base_url.rsplit(":", 1)[1]
         for extra in ({"origin": base_url}, {"host": f"localhost:{port}"}):
@@ -247,7 +247,7 @@ def test_same_origin_and_loopback_hosts_are_accepted(base_url: str) -> None:
 
 
 def test_without_sessions_no_id_is_issued_or_needed() -> None:
-    with serve(make_app(sessions=False)) as url, httpx.Client(base_url=url, timeout=20) as http:
+    with serve(make_app(sessions=False)) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
         opened = http.post("/mcp", json=rpc("initialize", params), headers=JSON_HEADERS)
         assert "mcp-session-id" not in opened.headers
@@ -259,7 +259,7 @@ def test_without_sessions_no_id_is_issued_or_needed() -> None:
 
 
 def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = {**session_headers(open_session(http)), "accept": "text/event-stream"}
         response = http.post("/mcp", json=rpc("ping", request_id=5), headers=headers)
     assert response.status_code == 200
