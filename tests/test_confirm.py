@@ -20,12 +20,10 @@ from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import WAIT_S, serve
-from tests.test_streaming_edges import open_session
+from tests.helpers import HEADERS, WAIT_S, call_tool, open_session, serve
 
 pytestmark = pytest.mark.anyio
 VERSION = "2026-07-28"
-SESSION_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 class Item(BaseModel):
@@ -119,7 +117,7 @@ def stateless(
     }
     params = {"name": name, "arguments": arguments, **extra, "_meta": meta}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    headers = {**SESSION_HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": name}
+    headers = {**HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": name}
     if who is not None:
         headers["authorization"] = f"Bearer {who}"
     response = http.post("/mcp", json=body, headers=headers)
@@ -204,7 +202,7 @@ def test_gated_tools_declare_the_token_argument_and_admit_the_pending_result(bas
             "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
         }
-        headers = {**SESSION_HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"}
+        headers = {**HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"}
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
         tools = {tool["name"]: tool for tool in http.post("/mcp", json=body, headers=headers).json()["result"]["tools"]}
     gated = {name for name, tool in tools.items() if "confirmationToken" in tool["inputSchema"]["properties"]}
@@ -496,9 +494,9 @@ def test_a_route_cannot_ask_under_the_confirmations_keys(base_url: str) -> None:
 def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         first, second = open_session(http), open_session(http)
-        token = session_call(http, first, "place_order", ORDER)["structuredContent"]["token"]
-        refused = session_call(http, second, "place_order", {**ORDER, "confirmationToken": token})
-        done = session_call(http, first, "place_order", {**ORDER, "confirmationToken": token})
+        token = call_tool(http, "place_order", ORDER, headers=first)["structuredContent"]["token"]
+        refused = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=second)
+        done = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=first)
     assert "not valid" in refused["content"][0]["text"]
     assert done["structuredContent"]["shop"] == "north"
 
@@ -506,7 +504,7 @@ def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_ur
 def test_a_2025_03_26_session_is_never_sent_an_elicitation(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         old = open_session(http, version="2025-03-26", capabilities=CAPABLE)
-        result = session_call(http, old, "place_order", ORDER)
+        result = call_tool(http, "place_order", ORDER, headers=old)
     assert result["structuredContent"]["pending"] is True
 
 
@@ -521,9 +519,3 @@ def test_the_stateless_question_is_audited_as_a_confirmation() -> None:
         cancelled = stateless(http, "place_order", ORDER, CAPABLE, **retry)
     assert cancelled["content"][0]["text"] == "Not run: the user cancelled this call."
     assert events == ["confirmation_required", "not_confirmed"]
-
-
-def session_call(http: httpx.Client, headers: dict[str, str], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
-    result: dict[str, Any] = http.post("/mcp", json=body, headers=headers).json()["result"]
-    return result

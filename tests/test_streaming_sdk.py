@@ -15,7 +15,7 @@ from mcp import types
 
 from fastapi_mcp_routes import ToolContextError, mcp_routes, mcp_tool
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.helpers import WAIT_S, Context, mcp_client, observed, serve, streaming_app
+from tests.helpers import WAIT_S, Context, mcp_client, observed, open_session, serve, streaming_app, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -24,16 +24,6 @@ pytestmark = pytest.mark.anyio
 def base_url() -> Iterator[str]:
     with serve(streaming_app()) as url:
         yield url
-
-
-def raw_session(http: httpx.Client, version: str) -> dict[str, str]:
-    """Open a session over plain HTTP; the headers to send on it."""
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    opened = http.post(
-        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
-    )
-    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
 
 
 async def test_progress_callbacks_see_increasing_progress(base_url: str) -> None:
@@ -144,16 +134,10 @@ def test_over_rest_the_context_is_inert_and_says_why_it_cannot_ask() -> None:
 
 def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-11-25")
-
-        def call(name: str, meta: dict[str, Any]) -> httpx.Response:
-            params = {"name": name, "arguments": {}, "_meta": meta}
-            return http.post(
-                "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers
-            )
-
-        quiet = call("count", {})  # no progress token: nothing goes out before the result
-        streamed = call("count", {"progressToken": "t1"})
+        headers = open_session(http)
+        # No progress token: nothing goes out before the result.
+        quiet = http.post("/mcp", json=tool_call("count"), headers=headers)
+        streamed = http.post("/mcp", json=tool_call("count", progress_token="t1"), headers=headers)
     assert quiet.headers["content-type"] == "application/json"
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert streamed.headers["x-accel-buffering"] == "no"
@@ -191,7 +175,7 @@ async def test_a_route_added_at_runtime_produces_list_changed_on_the_get_stream(
 
 def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-11-25")
+        headers = open_session(http)
         listen = {**headers, "accept": "text/event-stream"}
         with http.stream("GET", "/mcp", headers=listen) as stream:
             assert stream.status_code == 200
@@ -203,14 +187,9 @@ def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) 
 
 def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> None:
     observed.gate.clear()
-    call = {
-        "jsonrpc": "2.0",
-        "id": 9,
-        "method": "tools/call",
-        "params": {"name": "gated", "arguments": {}, "_meta": {"progressToken": "p"}},
-    }
+    call = tool_call("gated", request_id=9, progress_token="p")
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-11-25")
+        headers = open_session(http)
         last_id = None
         with http.stream("POST", "/mcp", json=call, headers=headers) as first:
             for line in first.iter_lines():
@@ -241,14 +220,9 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
 
 def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "long", "arguments": {}, "_meta": {"progressToken": "k"}},
-    }
+    call = tool_call("long", request_id=3, progress_token="k")
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-06-18")
+        headers = open_session(http, version="2025-06-18")
         response = http.post("/mcp", json=call, headers=headers)
     assert ": keep-alive" in response.text
     assert response.text.rstrip().endswith('"structuredContent":{"done":true}}}')
