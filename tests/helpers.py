@@ -10,7 +10,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
@@ -134,6 +134,43 @@ def call_tool(
 ) -> dict[str, Any]:
     """Call a tool over plain HTTP; the call's result."""
     return result_of(http, tool_call(name, arguments, request_id=request_id), headers)
+
+
+# -- reading server-sent events ------------------------------------------------------------
+
+
+def _lines(body: str | Iterable[str]) -> Iterable[str]:
+    return body.splitlines() if isinstance(body, str) else body
+
+
+def iter_sse_messages(body: str | Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body (its text, or its lines as they arrive), in order;
+    a priming event's empty data is no message."""
+    for line in _lines(body):
+        if line.startswith("data: {"):
+            yield json.loads(line[len("data: ") :])
+
+
+def sse_messages(body: str | Iterable[str]) -> list[dict[str, Any]]:
+    """Every JSON-RPC message of an SSE body."""
+    return list(iter_sse_messages(body))
+
+
+def sse_ids(body: str | Iterable[str]) -> list[str]:
+    """The event ids of an SSE body, in order."""
+    return [line[len("id: ") :] for line in _lines(body) if line.startswith("id: ")]
+
+
+def read_to_first_message(stream: httpx.Response) -> str | None:
+    """Read a streamed answer up to its first JSON-RPC message, and no further; the id of the
+    last event read (each read is bounded by the client's timeout)."""
+    last_id = None
+    for line in stream.iter_lines():
+        if line.startswith("id: "):
+            last_id = line[len("id: ") :]
+        if line.startswith("data: {"):
+            break
+    return last_id
 
 
 # -- bearer tokens from a test issuer --------------------------------------------------------

@@ -4,7 +4,6 @@ its default mode (it calls server/discover first) and with raw HTTP for the erro
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -16,7 +15,15 @@ from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import WAIT_S, observed, serve, streaming_app
+from tests.helpers import (
+    WAIT_S,
+    iter_sse_messages,
+    observed,
+    read_to_first_message,
+    serve,
+    sse_messages,
+    streaming_app,
+)
 
 pytestmark = pytest.mark.anyio
 VERSION = "2026-07-28"
@@ -132,9 +139,7 @@ def test_closing_the_response_stream_cancels_the_call(base_url: str) -> None:
         httpx.Client(base_url=base_url, timeout=WAIT_S) as http,
         http.stream("POST", "/mcp", json=call, headers=headers("tools/call", "slow")) as response,
     ):
-        for line in response.iter_lines():
-            if line.startswith("data: {"):
-                break  # the route is running; now the client goes away
+        read_to_first_message(response)  # the route is running; now the client goes away
     assert observed.cancelled.wait(WAIT_S)
 
 
@@ -175,9 +180,9 @@ def test_log_messages_only_when_the_request_names_a_level(base_url: str) -> None
         )
     assert quiet.headers["content-type"] == "application/json"
     levels = [
-        json.loads(line[len("data: ") :])["params"]["level"]
-        for line in loud.text.splitlines()
-        if line.startswith("data: {") and "notifications/message" in line
+        message["params"]["level"]
+        for message in sse_messages(loud.text)
+        if message.get("method") == "notifications/message"
     ]
     assert levels == ["error"]
 
@@ -190,7 +195,7 @@ def test_subscriptions_listen_acknowledges_and_tags_list_changes() -> None:
         httpx.Client(base_url=url, timeout=WAIT_S) as http,
         http.stream("POST", "/mcp", json=listen, headers=headers("subscriptions/listen")) as stream,
     ):
-        events = (json.loads(line[len("data: ") :]) for line in stream.iter_lines() if line.startswith("data: {"))
+        events = iter_sse_messages(stream.iter_lines())
         acknowledged = next(events)
 
         @app.get("/late", openapi_extra={"x-mcp": True})

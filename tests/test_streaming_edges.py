@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,18 @@ from fastapi import BackgroundTasks, Depends, FastAPI
 
 from fastapi_mcp_routes import mcp_routes
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.helpers import WAIT_S, observed, open_session, rpc, serve, streaming_app, tool_call
+from tests.helpers import (
+    WAIT_S,
+    observed,
+    open_session,
+    read_to_first_message,
+    rpc,
+    serve,
+    sse_ids,
+    sse_messages,
+    streaming_app,
+    tool_call,
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,24 +36,18 @@ def base_url() -> Iterator[str]:
         yield url
 
 
-def data_events(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: {")]
-
-
 def test_a_stream_is_resumed_even_after_its_call_has_ended(base_url: str) -> None:
     observed.gate.clear()
     observed.gated_done.clear()
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
         with http.stream("POST", "/mcp", json=tool_call("gated", progress_token="g"), headers=headers) as first:
-            for line in first.iter_lines():
-                if line.startswith("data: {"):
-                    break  # saw event 1.1; the connection drops here
+            read_to_first_message(first)  # saw event 1.1; the connection drops here
         observed.gate.set()
         assert observed.gated_done.wait(WAIT_S)
         resumed = http.get("/mcp", headers={**headers, "accept": "text/event-stream", "last-event-id": "1.1"})
     assert resumed.status_code == 200
-    events = data_events(resumed.text)
+    events = sse_messages(resumed.text)
     assert events[0]["params"]["progress"] == 2
     assert events[1]["result"]["structuredContent"] == {"opened": True}
 
@@ -52,7 +56,7 @@ def test_event_ids_stay_unique_past_the_replay_buffer(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
         response = http.post("/mcp", json=tool_call("many", {"count": 300}, progress_token="m"), headers=headers)
-    ids = [line[len("id: ") :] for line in response.text.splitlines() if line.startswith("id: ")]
+    ids = sse_ids(response.text)
     assert len(ids) == 302  # priming event, 300 progress events, the answer
     assert len(set(ids)) == len(ids)
 
@@ -101,9 +105,7 @@ def test_a_second_request_with_an_id_still_running_is_refused(base_url: str) -> 
         headers = open_session(http)
         running = tool_call("gated", request_id=7, progress_token="d")
         with http.stream("POST", "/mcp", json=running, headers=headers) as first:
-            for line in first.iter_lines():
-                if line.startswith("data: {"):
-                    break  # the first call with id 7 is running
+            read_to_first_message(first)  # the first call with id 7 is running
             duplicate = http.post("/mcp", json=tool_call("plain", request_id=7), headers=headers).json()
             observed.gate.set()
     assert duplicate["error"]["code"] == -32600
@@ -133,7 +135,7 @@ def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives(
         response = http.post("/mcp", json=tool_call("long"), headers=headers)  # no progress token: silent
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.text.startswith(": keep-alive")
-    assert data_events(response.text)[-1]["result"]["structuredContent"] == {"done": True}
+    assert sse_messages(response.text)[-1]["result"]["structuredContent"] == {"done": True}
 
 
 class _Quiet:

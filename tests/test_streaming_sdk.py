@@ -15,7 +15,19 @@ from mcp import types
 
 from fastapi_mcp_routes import ToolContextError, mcp_routes, mcp_tool
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.helpers import WAIT_S, Context, mcp_client, observed, open_session, serve, streaming_app, tool_call
+from tests.helpers import (
+    WAIT_S,
+    Context,
+    mcp_client,
+    observed,
+    open_session,
+    read_to_first_message,
+    serve,
+    sse_ids,
+    sse_messages,
+    streaming_app,
+    tool_call,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -141,8 +153,7 @@ def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(bas
     assert quiet.headers["content-type"] == "application/json"
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert streamed.headers["x-accel-buffering"] == "no"
-    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line.startswith("data: {")]
-    assert [httpx.Response(200, content=e).json().get("method") for e in events] == [
+    assert [message.get("method") for message in sse_messages(streamed.text)] == [
         "notifications/progress",
         "notifications/progress",
         "notifications/progress",
@@ -190,22 +201,15 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
     call = tool_call("gated", request_id=9, progress_token="p")
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
-        last_id = None
         with http.stream("POST", "/mcp", json=call, headers=headers) as first:
-            for line in first.iter_lines():
-                if line.startswith("id: "):
-                    last_id = line[len("id: ") :]
-                if line.startswith("data: {"):
-                    break  # got the first progress event; now the connection drops
+            last_id = read_to_first_message(first)  # got the first progress event; now the connection drops
         assert last_id == "1.1"
         resume = {**headers, "accept": "text/event-stream", "last-event-id": last_id}
         with http.stream("GET", "/mcp", headers=resume) as resumed:
             observed.gate.set()
             lines = list(resumed.iter_lines())
-    ids = [line[len("id: ") :] for line in lines if line.startswith("id: ")]
-    messages = [
-        httpx.Response(200, content=line[len("data: ") :]).json() for line in lines if line.startswith("data: {")
-    ]
+    ids = sse_ids(lines)
+    messages = sse_messages(lines)
     assert ids == ["1.2", "1.3"]
     assert messages[0]["params"]["progress"] == 2
     assert messages[1] == {
