@@ -17,6 +17,7 @@ from tests.helpers import (
     call_tool,
     initialize,
     open_session,
+    post_stateless,
     result_of,
     rpc,
     token,
@@ -138,18 +139,8 @@ def test_a_hidden_tool_called_by_name_is_refused_by_its_own_guard() -> None:
 
 
 def test_a_filtered_list_is_private_to_the_cache_in_the_stateless_revision() -> None:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
-    headers = {
-        **HEADERS,
-        "authorization": f"Bearer {token(scope='notes:read')}",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/list",
-    }
+    credential = {"authorization": f"Bearer {token(scope='notes:read')}"}
     with TestClient(scoped_app()) as client:
-        result = client.post("/mcp", json=body, headers=headers).json()["result"]
+        result = post_stateless(client, "tools/list", headers=credential).json()["result"]
     assert result["cacheScope"] == "private"
     assert [tool["name"] for tool in result["tools"]] == ["alice_only", "open_to_all", "read"]

@@ -20,10 +20,9 @@ from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import HEADERS, WAIT_S, call_tool, open_session, serve
+from tests.helpers import WAIT_S, call_tool, open_session, post_stateless, serve, stateless_meta
 
 pytestmark = pytest.mark.anyio
-VERSION = "2026-07-28"
 
 
 class Item(BaseModel):
@@ -110,17 +109,9 @@ def stateless(
 ) -> dict[str, Any]:
     """One 2026-07-28 tools/call, with the headers a conforming client sends; its result.
     `who`: the caller's bearer credential; `extra`: more params (requestState, inputResponses)."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-    }
-    params = {"name": name, "arguments": arguments, **extra, "_meta": meta}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    headers = {**HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": name}
-    if who is not None:
-        headers["authorization"] = f"Bearer {who}"
-    response = http.post("/mcp", json=body, headers=headers)
+    params = {"name": name, "arguments": arguments, **extra}
+    credential = {"authorization": f"Bearer {who}"} if who is not None else {}
+    response = post_stateless(http, "tools/call", params, meta=stateless_meta(capabilities), headers=credential)
     assert response.status_code in (200, 400), response.text  # a result, or a protocol error
     answer: dict[str, Any] = response.json()
     return answer.get("result", answer)
@@ -197,14 +188,7 @@ def test_store_bounds_must_be_positive() -> None:
 
 def test_gated_tools_declare_the_token_argument_and_admit_the_pending_result(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-        }
-        headers = {**HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
-        tools = {tool["name"]: tool for tool in http.post("/mcp", json=body, headers=headers).json()["result"]["tools"]}
+        tools = {tool["name"]: tool for tool in post_stateless(http, "tools/list").json()["result"]["tools"]}
     gated = {name for name, tool in tools.items() if "confirmationToken" in tool["inputSchema"]["properties"]}
     assert gated == {"place_order", "survey", "export"}  # not the GET, not confirm=False
     assert "confirmationToken" not in tools["place_order"]["inputSchema"].get("required", [])
