@@ -27,6 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 
 START_TIMEOUT_S = 10.0
 WAIT_S = 20.0  # the bound on every wait for a server or a peer
@@ -62,6 +63,22 @@ def serve(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(START_TIMEOUT_S)
+
+
+# -- tool discovery --------------------------------------------------------------------------
+
+# The credential headers `mcp_routes` uses by default.
+CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
+
+
+def registry_of(app: FastAPI, credential_headers: frozenset[str] = CREDENTIALS) -> ToolRegistry:
+    """The tool registry of `app`, keeping `credential_headers` out of the tools' arguments."""
+    return ToolRegistry(app, credential_headers)
+
+
+def tool_of(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> Tool:
+    """The tool `name` as discovered in `app` now."""
+    return registry_of(app, credential_headers).table().by_name[name]
 
 
 # -- JSON-RPC over streamable HTTP ----------------------------------------------------------
