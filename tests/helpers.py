@@ -350,7 +350,7 @@ def streaming_app() -> FastAPI:
     async def slow(ctx: Context) -> dict[str, bool]:
         try:
             await ctx.report_progress(1)  # tells the test the route is running
-            await anyio.sleep_forever()
+            await anyio.sleep_forever()  # runs until the test cancels it
         except anyio.get_cancelled_exc_class():
             observed.cancelled.set()
             raise
@@ -409,7 +409,8 @@ def streaming_app() -> FastAPI:
     @app.get("/long")
     async def long(ctx: Context) -> dict[str, bool]:
         await ctx.report_progress(1)
-        await anyio.sleep(0.3)  # a quiet stretch of a long call
+        # Simulated slow work, not synchronisation: the quiet stretch in which keep-alives go out.
+        await anyio.sleep(0.3)
         return {"done": True}
 
     @mcp_tool()

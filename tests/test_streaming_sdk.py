@@ -240,7 +240,9 @@ async def test_the_sdk_client_resumes_a_stream_the_server_closed_early() -> None
     @app.get("/patient")
     async def patient(ctx: Context) -> dict[str, bool]:
         await ctx.report_progress(1)
-        await anyio.sleep(0.6)  # outlives the stream; the rest reaches the client on resume
+        # Not synchronisation: the route outlives the stream's 0.2 s, the behaviour under test;
+        # the rest reaches the client on resume.
+        await anyio.sleep(0.6)
         await ctx.report_progress(2)
         return {"patient": True}
 
