@@ -118,6 +118,7 @@ def stateless(
 
 
 ORDER = {"shop": "north", "name": "tea", "quantity": 2}
+CAPABLE = {"elicitation": {}}  # the client capabilities of one that can ask its user
 
 
 # -- the token store ---------------------------------------------------------------------------
@@ -345,14 +346,13 @@ async def test_a_client_that_can_elicit_asks_its_user_instead(base_url: str, mod
 
 
 def test_a_stateless_confirmation_runs_once_and_a_replayed_state_is_refused(base_url: str) -> None:
-    capable = {"elicitation": {}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        asked = stateless(http, "place_order", ORDER, capable)
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
         assert asked["resultType"] == "input_required"
         [key] = asked["inputRequests"]
         retry = {"requestState": asked["requestState"], "inputResponses": {key: {"action": "accept", "content": {}}}}
-        done = stateless(http, "place_order", ORDER, capable, **retry)
-        replayed = stateless(http, "place_order", ORDER, capable, **retry)
+        done = stateless(http, "place_order", ORDER, CAPABLE, **retry)
+        replayed = stateless(http, "place_order", ORDER, CAPABLE, **retry)
     assert done["structuredContent"]["shop"] == "north"
     assert replayed["isError"] is True
     assert "already used" in replayed["content"][0]["text"]
@@ -360,24 +360,22 @@ def test_a_stateless_confirmation_runs_once_and_a_replayed_state_is_refused(base
 
 
 def test_a_stateless_retry_without_the_answer_is_asked_again(base_url: str) -> None:
-    capable = {"elicitation": {}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        asked = stateless(http, "place_order", ORDER, capable)
-        again = stateless(http, "place_order", ORDER, capable, requestState=asked["requestState"])
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
+        again = stateless(http, "place_order", ORDER, CAPABLE, requestState=asked["requestState"])
         [key] = again["inputRequests"]
         retry = {"requestState": again["requestState"], "inputResponses": {key: {"action": "accept"}}}
-        done = stateless(http, "place_order", ORDER, capable, **retry)
+        done = stateless(http, "place_order", ORDER, CAPABLE, **retry)
     assert again["inputRequests"] == asked["inputRequests"]
     assert done["structuredContent"]["shop"] == "north"
 
 
 def test_a_stateless_state_for_other_arguments_is_refused(base_url: str) -> None:
-    capable = {"elicitation": {}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        asked = stateless(http, "place_order", ORDER, capable)
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
         [key] = asked["inputRequests"]
         retry = {"requestState": asked["requestState"], "inputResponses": {key: {"action": "accept"}}}
-        refused = stateless(http, "place_order", {**ORDER, "quantity": 99}, capable, **retry)
+        refused = stateless(http, "place_order", {**ORDER, "quantity": 99}, CAPABLE, **retry)
     assert refused["error"]["message"] == "Invalid or expired requestState."
     assert ledger.orders == []
 
@@ -408,9 +406,6 @@ def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
     assert len({digest for _, digest in events}) == 1  # the token is not part of the arguments
 
 
-CAPABLE = {"elicitation": {}}
-
-
 def sealed_state(request_state: str) -> dict[str, Any]:
     """What a requestState carries: it is signed, not encrypted."""
     payload = request_state.split(".")[0]
@@ -418,21 +413,18 @@ def sealed_state(request_state: str) -> dict[str, Any]:
     return sealed
 
 
+def answer_question(http: httpx.Client, request_state: str, action: str) -> dict[str, Any]:
+    """Retry the stateless order with the user's `action` on its confirmation question."""
+    answer = {QUESTION_KEY: {"action": action}}
+    return stateless(http, "place_order", ORDER, CAPABLE, requestState=request_state, inputResponses=answer)
+
+
 def test_a_declined_stateless_confirmation_cannot_be_accepted_later(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         asked = stateless(http, "place_order", ORDER, CAPABLE)
         state = asked["requestState"]
-        declined = stateless(
-            http,
-            "place_order",
-            ORDER,
-            CAPABLE,
-            requestState=state,
-            inputResponses={QUESTION_KEY: {"action": "decline"}},
-        )
-        accepted = stateless(
-            http, "place_order", ORDER, CAPABLE, requestState=state, inputResponses={QUESTION_KEY: {"action": "accept"}}
-        )
+        declined = answer_question(http, state, "decline")
+        accepted = answer_question(http, state, "accept")
     assert declined["content"][0]["text"] == "Not run: the user declined this call."
     assert accepted["isError"] is True
     assert "already used" in accepted["content"][0]["text"]
@@ -454,14 +446,7 @@ def test_an_answer_sent_before_the_question_was_asked_counts_for_nothing(base_ur
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         asked = stateless(http, "place_order", ORDER, CAPABLE, inputResponses=early)
         state = asked["requestState"]
-        declined = stateless(
-            http,
-            "place_order",
-            ORDER,
-            CAPABLE,
-            requestState=state,
-            inputResponses={QUESTION_KEY: {"action": "decline"}},
-        )
+        declined = answer_question(http, state, "decline")
     assert asked["resultType"] == "input_required"
     assert QUESTION_KEY not in sealed_state(state)
     assert declined["content"][0]["text"] == "Not run: the user declined this call."
@@ -499,7 +484,6 @@ def test_the_stateless_question_is_audited_as_a_confirmation() -> None:
         httpx.Client(base_url=url) as http,
     ):
         asked = stateless(http, "place_order", ORDER, CAPABLE)
-        retry = {"requestState": asked["requestState"], "inputResponses": {QUESTION_KEY: {"action": "cancel"}}}
-        cancelled = stateless(http, "place_order", ORDER, CAPABLE, **retry)
+        cancelled = answer_question(http, asked["requestState"], "cancel")
     assert cancelled["content"][0]["text"] == "Not run: the user cancelled this call."
     assert events == ["confirmation_required", "not_confirmed"]
