@@ -1,5 +1,8 @@
-"""What the tests share: a real uvicorn server to run an app on, and the peers and messages the
-tests speak to it with. Fixtures stay in `conftest.py`; every test module imports from here."""
+"""What the test modules share, and the one place they import it from (fixtures stay in
+`conftest.py`; no test module imports another): a real uvicorn server, the official SDK client,
+JSON-RPC messages over streamable HTTP and the SSE they come back in, 2026-07-28 requests,
+bearer tokens from a test issuer, tool discovery with the default credential headers, and the
+app whose tools stream, with what its routes observed."""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 START_TIMEOUT_S = 10.0
 WAIT_S = 20.0  # the bound on every wait for a server or a peer
 
-# -- a real server ---------------------------------------------------------------------------
+# -- a real server -----------------------------------------------------------------------------
 
 
 class _Server(uvicorn.Server):
@@ -65,23 +68,22 @@ def serve(app: ASGIApp) -> Iterator[str]:
         thread.join(START_TIMEOUT_S)
 
 
-# -- tool discovery --------------------------------------------------------------------------
-
-# The credential headers `mcp_routes` uses by default.
-CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
+# -- the official SDK client -------------------------------------------------------------------
 
 
-def registry_of(app: FastAPI, credential_headers: frozenset[str] = CREDENTIALS) -> ToolRegistry:
-    """The tool registry of `app`, keeping `credential_headers` out of the tools' arguments."""
-    return ToolRegistry(app, credential_headers)
+@asynccontextmanager
+async def mcp_client(
+    base_url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy", **options: Any
+) -> AsyncIterator[Client]:
+    """The official MCP client on `{base_url}/mcp`, sending `headers` on every request; in a
+    session (`legacy`) unless `mode` says otherwise; `options` are the client's callbacks."""
+    http = create_mcp_http_client(headers=headers)
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    async with http, Client(transport, mode=mode, **options) as client:
+        yield client
 
 
-def tool_of(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> Tool:
-    """The tool `name` as discovered in `app` now."""
-    return registry_of(app, credential_headers).table().by_name[name]
-
-
-# -- JSON-RPC over streamable HTTP ----------------------------------------------------------
+# -- JSON-RPC over streamable HTTP -------------------------------------------------------------
 
 SESSION_VERSION = "2025-11-25"  # the latest revision that has sessions
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -153,7 +155,44 @@ def call_tool(
     return result_of(http, tool_call(name, arguments, request_id=request_id), headers)
 
 
-# -- the stateless revision -----------------------------------------------------------------
+# -- reading server-sent events ----------------------------------------------------------------
+
+
+def _lines(body: str | Iterable[str]) -> Iterable[str]:
+    return body.splitlines() if isinstance(body, str) else body
+
+
+def iter_sse_messages(body: str | Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body (its text, or its lines as they arrive), in order;
+    a priming event's empty data is no message."""
+    for line in _lines(body):
+        if line.startswith("data: {"):
+            yield json.loads(line[len("data: ") :])
+
+
+def sse_messages(body: str | Iterable[str]) -> list[dict[str, Any]]:
+    """Every JSON-RPC message of an SSE body."""
+    return list(iter_sse_messages(body))
+
+
+def sse_ids(body: str | Iterable[str]) -> list[str]:
+    """The event ids of an SSE body, in order."""
+    return [line[len("id: ") :] for line in _lines(body) if line.startswith("id: ")]
+
+
+def read_to_first_message(stream: httpx.Response) -> str | None:
+    """Read a streamed answer up to its first JSON-RPC message, and no further; the id of the
+    last event read (each read is bounded by the client's timeout)."""
+    last_id = None
+    for line in stream.iter_lines():
+        if line.startswith("id: "):
+            last_id = line[len("id: ") :]
+        if line.startswith("data: {"):
+            break
+    return last_id
+
+
+# -- the stateless revision --------------------------------------------------------------------
 
 STATELESS_VERSION = "2026-07-28"  # the revision without sessions: each request says who it is
 
@@ -196,44 +235,7 @@ def post_stateless(
     return http.post("/mcp", json=stateless_request(method, params, meta), headers=sent)
 
 
-# -- reading server-sent events ------------------------------------------------------------
-
-
-def _lines(body: str | Iterable[str]) -> Iterable[str]:
-    return body.splitlines() if isinstance(body, str) else body
-
-
-def iter_sse_messages(body: str | Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body (its text, or its lines as they arrive), in order;
-    a priming event's empty data is no message."""
-    for line in _lines(body):
-        if line.startswith("data: {"):
-            yield json.loads(line[len("data: ") :])
-
-
-def sse_messages(body: str | Iterable[str]) -> list[dict[str, Any]]:
-    """Every JSON-RPC message of an SSE body."""
-    return list(iter_sse_messages(body))
-
-
-def sse_ids(body: str | Iterable[str]) -> list[str]:
-    """The event ids of an SSE body, in order."""
-    return [line[len("id: ") :] for line in _lines(body) if line.startswith("id: ")]
-
-
-def read_to_first_message(stream: httpx.Response) -> str | None:
-    """Read a streamed answer up to its first JSON-RPC message, and no further; the id of the
-    last event read (each read is bounded by the client's timeout)."""
-    last_id = None
-    for line in stream.iter_lines():
-        if line.startswith("id: "):
-            last_id = line[len("id: ") :]
-        if line.startswith("data: {"):
-            break
-    return last_id
-
-
-# -- bearer tokens from a test issuer --------------------------------------------------------
+# -- bearer tokens from a test issuer ----------------------------------------------------------
 
 ISSUER = "https://issuer.example"
 AUDIENCE = "https://api.example/mcp"
@@ -292,22 +294,23 @@ def public_jwk(kid: str) -> dict[str, Any]:
     return {**key, "kid": kid, "alg": "RS256", "use": "sig"}
 
 
-# -- the official SDK client -----------------------------------------------------------------
+# -- tool discovery ----------------------------------------------------------------------------
+
+# The credential headers `mcp_routes` uses by default.
+CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
 
 
-@asynccontextmanager
-async def mcp_client(
-    base_url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy", **options: Any
-) -> AsyncIterator[Client]:
-    """The official MCP client on `{base_url}/mcp`, sending `headers` on every request; in a
-    session (`legacy`) unless `mode` says otherwise; `options` are the client's callbacks."""
-    http = create_mcp_http_client(headers=headers)
-    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
-    async with http, Client(transport, mode=mode, **options) as client:
-        yield client
+def registry_of(app: FastAPI, credential_headers: frozenset[str] = CREDENTIALS) -> ToolRegistry:
+    """The tool registry of `app`, keeping `credential_headers` out of the tools' arguments."""
+    return ToolRegistry(app, credential_headers)
 
 
-# -- an app whose tools stream ---------------------------------------------------------------
+def tool_of(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> Tool:
+    """The tool `name` as discovered in `app` now."""
+    return registry_of(app, credential_headers).table().by_name[name]
+
+
+# -- an app whose tools stream -----------------------------------------------------------------
 
 Context = Annotated[ToolContext, Depends()]
 
@@ -317,7 +320,6 @@ class Observed:
 
     def __init__(self) -> None:
         self.cancelled = threading.Event()
-        self.elicited: list[Any] = []
         self.gate = threading.Event()  # holds the `gated` route until a test opens it
         self.gated_done = threading.Event()  # set as the `gated` route returns
 
@@ -361,7 +363,6 @@ def streaming_app() -> FastAPI:
     async def ask(ctx: Context) -> dict[str, Any]:
         schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
         answer = await ctx.elicit("Which colour?", schema)
-        observed.elicited.append(answer.content)
         return {"action": answer.action, "content": answer.content}
 
     @mcp_tool()
