@@ -11,8 +11,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
-
-HEADERS = {"content-type": "application/json", "accept": "application/json"}
+from tests.helpers import JSON_ONLY, call_tool
 
 
 def make_app(on_tool_call: Any = None) -> FastAPI:
@@ -43,19 +42,13 @@ def make_app(on_tool_call: Any = None) -> FastAPI:
     return app
 
 
-def call(client: TestClient, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments or {}}}
-    result: dict[str, Any] = client.post("/mcp", json=body, headers=HEADERS).json()["result"]
-    return result
-
-
 def test_every_call_is_reported_with_outcome_status_and_an_argument_digest() -> None:
     events: list[ToolCallEvent] = []
     with TestClient(make_app(events.append)) as client:
-        call(client, "echo", {"secret": "s3cr3t"})
-        call(client, "locked")
-        call(client, "echo", {"nope": 1})
-        call(client, "broken")
+        call_tool(client, "echo", {"secret": "s3cr3t"}, headers=JSON_ONLY)
+        call_tool(client, "locked", headers=JSON_ONLY)
+        call_tool(client, "echo", {"nope": 1}, headers=JSON_ONLY)
+        call_tool(client, "broken", headers=JSON_ONLY)
     assert [(e.tool, e.outcome, e.status) for e in events] == [
         ("echo", "ok", 200),
         ("locked", "error", 401),
@@ -68,7 +61,7 @@ def test_every_call_is_reported_with_outcome_status_and_an_argument_digest() -> 
 
 def test_the_default_log_line_carries_no_argument_values(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="fastapi_mcp_routes"), TestClient(make_app()) as client:
-        call(client, "echo", {"secret": "s3cr3t"})
+        call_tool(client, "echo", {"secret": "s3cr3t"}, headers=JSON_ONLY)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tool call echo")]
     assert len(lines) == 1
     assert "outcome=ok status=200" in lines[0]
@@ -77,8 +70,8 @@ def test_the_default_log_line_carries_no_argument_values(caplog: pytest.LogCaptu
 
 def test_exception_text_and_5xx_details_stay_in_the_server_log(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="fastapi_mcp_routes"), TestClient(make_app()) as client:
-        crashed = call(client, "broken")
-        unavailable = call(client, "unavailable")
+        crashed = call_tool(client, "broken", headers=JSON_ONLY)
+        unavailable = call_tool(client, "unavailable", headers=JSON_ONLY)
     for result in (crashed, unavailable):
         text = result["content"][0]["text"]
         assert result["isError"] is True
@@ -93,4 +86,4 @@ def test_a_failing_hook_does_not_change_the_answer() -> None:
         raise RuntimeError("audit sink down")
 
     with TestClient(make_app(explode)) as client:
-        assert call(client, "echo", {"secret": "x"})["structuredContent"] == {"length": 1}
+        assert call_tool(client, "echo", {"secret": "x"}, headers=JSON_ONLY)["structuredContent"] == {"length": 1}

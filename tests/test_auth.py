@@ -9,24 +9,22 @@ import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request, Security
 from fastapi.testclient import TestClient
 
-from fastapi_mcp_routes import (
-    JWTBearer,
-    Principal,
-    ProtectedResource,
-    ToolContext,
-    auth_guard,
-    mcp_routes,
-    mcp_tool,
+from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, auth_guard, mcp_routes, mcp_tool
+from tests.helpers import (
+    AUDIENCE,
+    HEADERS,
+    ISSUER,
+    PUBLIC,
+    call_tool,
+    initialize,
+    open_session,
+    post_stateless,
+    result_of,
+    rpc,
+    token,
+    tool_call,
 )
-from tests.test_jwt import AUDIENCE, ISSUER, PUBLIC, token
 
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 METADATA_URL = "http://testserver/.well-known/oauth-protected-resource/mcp"
 
 
@@ -50,37 +48,30 @@ def bearer(subject: str = "alice") -> dict[str, str]:
     return {**HEADERS, "authorization": f"Bearer {token(sub=subject)}"}
 
 
-def call(name: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": {}}}
-
-
 def test_every_request_needs_the_token_and_the_challenge_names_the_metadata() -> None:
     with TestClient(make_app()) as client:
-        refused = client.post("/mcp", json=INITIALIZE, headers=HEADERS)
+        refused = client.post("/mcp", json=initialize(), headers=HEADERS)
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == f'Bearer resource_metadata="{METADATA_URL}"'
-        opened = client.post("/mcp", json=INITIALIZE, headers=bearer())
+        opened = client.post("/mcp", json=initialize(), headers=bearer())
         assert opened.status_code == 200
         session = {"mcp-session-id": opened.headers["mcp-session-id"]}
-        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
-        assert client.post("/mcp", json=listing, headers={**HEADERS, **session}).status_code == 401
+        assert client.post("/mcp", json=rpc("tools/list"), headers={**HEADERS, **session}).status_code == 401
 
 
 def test_the_route_sees_the_principal_and_the_callers_own_token() -> None:
     with TestClient(make_app()) as client:
-        headers = bearer()
-        headers["mcp-session-id"] = client.post("/mcp", json=INITIALIZE, headers=headers).headers["mcp-session-id"]
-        result = client.post("/mcp", json=call("whoami"), headers=headers).json()["result"]
+        result = call_tool(client, "whoami", headers=open_session(client, headers=bearer()))
     assert result["structuredContent"] == {"subject": "alice", "forwarded": True}
 
 
 def test_a_session_is_bound_to_the_principal_not_to_one_token() -> None:
     with TestClient(make_app()) as client:
-        session = client.post("/mcp", json=INITIALIZE, headers=bearer("alice")).headers["mcp-session-id"]
+        session = open_session(client, headers=bearer("alice"))["mcp-session-id"]
         refreshed = {**bearer("alice"), "mcp-session-id": session}  # a new token for the same subject
-        assert client.post("/mcp", json=call("whoami"), headers=refreshed).status_code == 200
+        assert client.post("/mcp", json=tool_call("whoami"), headers=refreshed).status_code == 200
         other = {**bearer("mallory"), "mcp-session-id": session}
-        assert client.post("/mcp", json=call("whoami"), headers=other).status_code == 404
+        assert client.post("/mcp", json=tool_call("whoami"), headers=other).status_code == 404
 
 
 def test_protected_resource_metadata_is_served_at_root_and_path_inserted() -> None:
@@ -96,7 +87,7 @@ def test_protected_resource_metadata_is_served_at_root_and_path_inserted() -> No
 
 def test_a_cross_site_request_is_refused_before_auth_runs() -> None:
     with TestClient(make_app()) as client:
-        response = client.post("/mcp", json=INITIALIZE, headers={**HEADERS, "origin": "http://evil.example"})
+        response = client.post("/mcp", json=initialize(), headers={**HEADERS, "origin": "http://evil.example"})
     assert response.status_code == 403
 
 
@@ -129,10 +120,8 @@ def scoped_app() -> FastAPI:
 
 
 def listed(client: TestClient, subject: str, scope: str) -> list[str]:
-    headers = {**HEADERS, "authorization": f"Bearer {token(sub=subject, scope=scope)}"}
-    session = client.post("/mcp", json=INITIALIZE, headers=headers).headers["mcp-session-id"]
-    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
-    tools = client.post("/mcp", json=body, headers={**headers, "mcp-session-id": session}).json()["result"]["tools"]
+    session = open_session(client, headers={"authorization": f"Bearer {token(sub=subject, scope=scope)}"})
+    tools = result_of(client, rpc("tools/list"), session)["tools"]
     return [tool["name"] for tool in tools]
 
 
@@ -144,27 +133,16 @@ def test_tools_list_hides_what_the_principal_statically_cannot_use() -> None:
 
 def test_a_hidden_tool_called_by_name_is_refused_by_its_own_guard() -> None:
     with TestClient(scoped_app()) as client:
-        headers = {**HEADERS, "authorization": f"Bearer {token(scope='notes:read')}"}
-        headers["mcp-session-id"] = client.post("/mcp", json=INITIALIZE, headers=headers).headers["mcp-session-id"]
-        result = client.post("/mcp", json=call("admin"), headers=headers).json()["result"]
+        session = open_session(client, headers={"authorization": f"Bearer {token(scope='notes:read')}"})
+        result = call_tool(client, "admin", headers=session)
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("HTTP 403")
 
 
 def test_a_filtered_list_is_private_to_the_cache_in_the_stateless_revision() -> None:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
-    headers = {
-        **HEADERS,
-        "authorization": f"Bearer {token(scope='notes:read')}",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/list",
-    }
+    credential = {"authorization": f"Bearer {token(scope='notes:read')}"}
     with TestClient(scoped_app()) as client:
-        result = client.post("/mcp", json=body, headers=headers).json()["result"]
+        result = post_stateless(client, "tools/list", headers=credential).json()["result"]
     assert result["cacheScope"] == "private"
     assert [tool["name"] for tool in result["tools"]] == ["alice_only", "open_to_all", "read"]
 

@@ -21,13 +21,9 @@ from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, Kind, Ref
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.conftest import serve
-from tests.test_streaming_edges import open_session
+from tests.helpers import WAIT_S, call_tool, open_session, post_stateless, serve, stateless_meta
 
 pytestmark = pytest.mark.anyio
-WAIT_S = 20.0
-VERSION = "2026-07-28"
-SESSION_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 class Item(BaseModel):
@@ -114,23 +110,16 @@ def stateless(
 ) -> dict[str, Any]:
     """One 2026-07-28 tools/call, with the headers a conforming client sends; its result.
     `who`: the caller's bearer credential; `extra`: more params (requestState, inputResponses)."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-    }
-    params = {"name": name, "arguments": arguments, **extra, "_meta": meta}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    headers = {**SESSION_HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": name}
-    if who is not None:
-        headers["authorization"] = f"Bearer {who}"
-    response = http.post("/mcp", json=body, headers=headers)
+    params = {"name": name, "arguments": arguments, **extra}
+    credential = {"authorization": f"Bearer {who}"} if who is not None else {}
+    response = post_stateless(http, "tools/call", params, meta=stateless_meta(capabilities), headers=credential)
     assert response.status_code in (200, 400), response.text  # a result, or a protocol error
     answer: dict[str, Any] = response.json()
     return answer.get("result", answer)
 
 
 ORDER = {"shop": "north", "name": "tea", "quantity": 2}
+CAPABLE = {"elicitation": {}}  # the client capabilities of one that can ask its user
 
 
 # -- the token store ---------------------------------------------------------------------------
@@ -218,14 +207,7 @@ def test_store_bounds_must_be_positive() -> None:
 
 def test_gated_tools_declare_the_token_argument_and_admit_the_pending_result(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-        }
-        headers = {**SESSION_HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
-        tools = {tool["name"]: tool for tool in http.post("/mcp", json=body, headers=headers).json()["result"]["tools"]}
+        tools = {tool["name"]: tool for tool in post_stateless(http, "tools/list").json()["result"]["tools"]}
     gated = {name for name, tool in tools.items() if "confirmationToken" in tool["inputSchema"]["properties"]}
     assert gated == {"place_order", "survey", "export"}  # not the GET, not confirm=False
     assert "confirmationToken" not in tools["place_order"]["inputSchema"].get("required", [])
@@ -382,14 +364,13 @@ async def test_a_client_that_can_elicit_asks_its_user_instead(base_url: str, mod
 
 
 def test_a_stateless_confirmation_runs_once_and_a_replayed_state_is_refused(base_url: str) -> None:
-    capable = {"elicitation": {}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        asked = stateless(http, "place_order", ORDER, capable)
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
         assert asked["resultType"] == "input_required"
         [key] = asked["inputRequests"]
         retry = {"requestState": asked["requestState"], "inputResponses": {key: {"action": "accept", "content": {}}}}
-        done = stateless(http, "place_order", ORDER, capable, **retry)
-        replayed = stateless(http, "place_order", ORDER, capable, **retry)
+        done = stateless(http, "place_order", ORDER, CAPABLE, **retry)
+        replayed = stateless(http, "place_order", ORDER, CAPABLE, **retry)
     assert done["structuredContent"]["shop"] == "north"
     assert replayed["isError"] is True
     assert "already used" in replayed["content"][0]["text"]
@@ -397,24 +378,22 @@ def test_a_stateless_confirmation_runs_once_and_a_replayed_state_is_refused(base
 
 
 def test_a_stateless_retry_without_the_answer_is_asked_again(base_url: str) -> None:
-    capable = {"elicitation": {}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        asked = stateless(http, "place_order", ORDER, capable)
-        again = stateless(http, "place_order", ORDER, capable, requestState=asked["requestState"])
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
+        again = stateless(http, "place_order", ORDER, CAPABLE, requestState=asked["requestState"])
         [key] = again["inputRequests"]
         retry = {"requestState": again["requestState"], "inputResponses": {key: {"action": "accept"}}}
-        done = stateless(http, "place_order", ORDER, capable, **retry)
+        done = stateless(http, "place_order", ORDER, CAPABLE, **retry)
     assert again["inputRequests"] == asked["inputRequests"]
     assert done["structuredContent"]["shop"] == "north"
 
 
 def test_a_stateless_state_for_other_arguments_is_refused(base_url: str) -> None:
-    capable = {"elicitation": {}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        asked = stateless(http, "place_order", ORDER, capable)
+        asked = stateless(http, "place_order", ORDER, CAPABLE)
         [key] = asked["inputRequests"]
         retry = {"requestState": asked["requestState"], "inputResponses": {key: {"action": "accept"}}}
-        refused = stateless(http, "place_order", {**ORDER, "quantity": 99}, capable, **retry)
+        refused = stateless(http, "place_order", {**ORDER, "quantity": 99}, CAPABLE, **retry)
     assert refused["error"]["message"] == "Invalid or expired requestState."
     assert ledger.orders == []
 
@@ -445,9 +424,6 @@ def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
     assert len({digest for _, digest in events}) == 1  # the token is not part of the arguments
 
 
-CAPABLE = {"elicitation": {}}
-
-
 def sealed_state(request_state: str) -> dict[str, Any]:
     """What a requestState carries: it is signed, not encrypted."""
     payload = request_state.split(".")[0]
@@ -455,21 +431,18 @@ def sealed_state(request_state: str) -> dict[str, Any]:
     return sealed
 
 
+def answer_question(http: httpx.Client, request_state: str, action: str) -> dict[str, Any]:
+    """Retry the stateless order with the user's `action` on its confirmation question."""
+    answer = {QUESTION_KEY: {"action": action}}
+    return stateless(http, "place_order", ORDER, CAPABLE, requestState=request_state, inputResponses=answer)
+
+
 def test_a_declined_stateless_confirmation_cannot_be_accepted_later(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         asked = stateless(http, "place_order", ORDER, CAPABLE)
         state = asked["requestState"]
-        declined = stateless(
-            http,
-            "place_order",
-            ORDER,
-            CAPABLE,
-            requestState=state,
-            inputResponses={QUESTION_KEY: {"action": "decline"}},
-        )
-        accepted = stateless(
-            http, "place_order", ORDER, CAPABLE, requestState=state, inputResponses={QUESTION_KEY: {"action": "accept"}}
-        )
+        declined = answer_question(http, state, "decline")
+        accepted = answer_question(http, state, "accept")
     assert declined["content"][0]["text"] == "Not run: the user declined this call."
     assert accepted["isError"] is True
     assert "already used" in accepted["content"][0]["text"]
@@ -491,14 +464,7 @@ def test_an_answer_sent_before_the_question_was_asked_counts_for_nothing(base_ur
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         asked = stateless(http, "place_order", ORDER, CAPABLE, inputResponses=early)
         state = asked["requestState"]
-        declined = stateless(
-            http,
-            "place_order",
-            ORDER,
-            CAPABLE,
-            requestState=state,
-            inputResponses={QUESTION_KEY: {"action": "decline"}},
-        )
+        declined = answer_question(http, state, "decline")
     assert asked["resultType"] == "input_required"
     assert QUESTION_KEY not in sealed_state(state)
     assert declined["content"][0]["text"] == "Not run: the user declined this call."
@@ -515,9 +481,9 @@ def test_a_route_cannot_ask_under_the_confirmations_keys(base_url: str) -> None:
 def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         first, second = open_session(http), open_session(http)
-        token = session_call(http, first, "place_order", ORDER)["structuredContent"]["token"]
-        refused = session_call(http, second, "place_order", {**ORDER, "confirmationToken": token})
-        done = session_call(http, first, "place_order", {**ORDER, "confirmationToken": token})
+        token = call_tool(http, "place_order", ORDER, headers=first)["structuredContent"]["token"]
+        refused = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=second)
+        done = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=first)
     assert "not valid" in refused["content"][0]["text"]
     assert done["structuredContent"]["shop"] == "north"
 
@@ -525,7 +491,7 @@ def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_ur
 def test_a_2025_03_26_session_is_never_sent_an_elicitation(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         old = open_session(http, version="2025-03-26", capabilities=CAPABLE)
-        result = session_call(http, old, "place_order", ORDER)
+        result = call_tool(http, "place_order", ORDER, headers=old)
     assert result["structuredContent"]["pending"] is True
 
 
@@ -536,13 +502,6 @@ def test_the_stateless_question_is_audited_as_a_confirmation() -> None:
         httpx.Client(base_url=url) as http,
     ):
         asked = stateless(http, "place_order", ORDER, CAPABLE)
-        retry = {"requestState": asked["requestState"], "inputResponses": {QUESTION_KEY: {"action": "cancel"}}}
-        cancelled = stateless(http, "place_order", ORDER, CAPABLE, **retry)
+        cancelled = answer_question(http, asked["requestState"], "cancel")
     assert cancelled["content"][0]["text"] == "Not run: the user cancelled this call."
     assert events == ["confirmation_required", "not_confirmed"]
-
-
-def session_call(http: httpx.Client, headers: dict[str, str], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
-    result: dict[str, Any] = http.post("/mcp", json=body, headers=headers).json()["result"]
-    return result

@@ -4,40 +4,17 @@ so check here that the fixtures are really listed and behave as the scenarios ex
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from fastapi.testclient import TestClient
 
 from example_app.conformance import RED_PIXEL_PNG, app
-
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-def call(client: TestClient, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-    response = client.post("/mcp", json=body, headers={**HEADERS, "mcp-protocol-version": "2025-11-25"})
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()["result"]
-    return result
+from tests.helpers import call_tool, open_session, result_of, rpc
 
 
 def test_fixture_tools_are_listed_with_descriptions() -> None:
     with TestClient(app) as client:
-        client.headers["mcp-session-id"] = client.post(
-            "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-            headers=HEADERS,
-        ).headers["mcp-session-id"]
-        tools = {tool["name"]: tool for tool in call(client, "tools/list")["tools"]}
+        session = open_session(client)
+        tools = {tool["name"]: tool for tool in result_of(client, rpc("tools/list"), session)["tools"]}
         assert {
             "test_simple_text",
             "test_image_content",
@@ -72,18 +49,18 @@ def test_fixture_tools_are_listed_with_descriptions() -> None:
         assert tools["test_elicitation"]["inputSchema"]["required"] == ["message"]
         assert all(tool["description"] for tool in tools.values())
 
-        text = call(client, "tools/call", {"name": "test_simple_text", "arguments": {}})
+        text = call_tool(client, "test_simple_text", headers=session)
         assert text["content"] == [{"type": "text", "text": "This is a simple text response for testing."}]
 
-        image = call(client, "tools/call", {"name": "test_image_content", "arguments": {}})["content"][0]
+        image = call_tool(client, "test_image_content", headers=session)["content"][0]
         assert (image["type"], image["mimeType"]) == ("image", "image/png")
         assert base64.b64decode(image["data"]) == RED_PIXEL_PNG
 
-        audio = call(client, "tools/call", {"name": "test_audio_content", "arguments": {}})["content"][0]
+        audio = call_tool(client, "test_audio_content", headers=session)["content"][0]
         assert (audio["type"], audio["mimeType"]) == ("audio", "audio/wav")
         assert base64.b64decode(audio["data"]).startswith(b"RIFF")
 
-        embedded = call(client, "tools/call", {"name": "test_embedded_resource", "arguments": {}})["content"]
+        embedded = call_tool(client, "test_embedded_resource", headers=session)["content"]
         assert embedded == [
             {
                 "type": "resource",
@@ -94,9 +71,9 @@ def test_fixture_tools_are_listed_with_descriptions() -> None:
                 },
             }
         ]
-        mixed = call(client, "tools/call", {"name": "test_multiple_content_types", "arguments": {}})["content"]
+        mixed = call_tool(client, "test_multiple_content_types", headers=session)["content"]
         assert [block["type"] for block in mixed] == ["text", "image", "resource"]
 
-        error = call(client, "tools/call", {"name": "test_error_handling", "arguments": {}})
+        error = call_tool(client, "test_error_handling", headers=session)
         assert error["isError"] is True
         assert "intentionally returns an error" in error["content"][0]["text"]

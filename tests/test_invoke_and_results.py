@@ -16,12 +16,11 @@ from starlette.requests import Request as StarletteRequest
 
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, build_request, invoke
-from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.registry import Tool
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.wire.errors import ToolError
+from tests.helpers import registry_of
 
-# The credential headers `mcp_routes` uses by default.
-CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
 CALL_TIMEOUT_S = 5.0
 JSON = ((b"content-type", b"application/json"),)
 
@@ -94,7 +93,7 @@ def build_app() -> FastAPI:
 
 
 APP = build_app()
-REGISTRY = ToolRegistry(APP, CREDENTIALS)
+REGISTRY = registry_of(APP)
 
 
 def tool(name: str) -> Tool:

@@ -3,79 +3,28 @@ names, and a good one yields its principal; used as an ordinary route dependency
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import Depends, FastAPI, Security
 from fastapi.testclient import TestClient
-from jose import jwk, jwt
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
-from tests.conftest import serve
+from tests.helpers import (
+    AUDIENCE,
+    ISSUER,
+    PUBLIC,
+    hs256_with_public_key,
+    public_jwk,
+    rsa_pair,
+    serve,
+    token,
+    unsigned,
+)
 
-ISSUER = "https://issuer.example"
-AUDIENCE = "https://api.example/mcp"
-
-
-def rsa_pair() -> tuple[str, str]:
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private_pem = private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public_pem = (
-        private.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private_pem, public_pem
-
-
-PRIVATE, PUBLIC = rsa_pair()
-OTHER_PRIVATE, _ = rsa_pair()
-
-
-def token(private: str = PRIVATE, kid: str | None = "k1", **changes: Any) -> str:
-    now = int(time.time())
-    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "exp": now + 300, "scope": "notes:read", **changes}
-    claims = {k: v for k, v in claims.items() if v is not None}
-    headers = {"kid": kid} if kid else None
-    return str(jwt.encode(claims, private, algorithm="RS256", headers=headers))
-
-
-def unsigned(**changes: Any) -> str:
-    def part(value: dict[str, Any]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
-
-    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "exp": int(time.time()) + 300, **changes}
-    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}."
-
-
-def hs256_with_public_key() -> str:
-    """The classic confusion attack: HMAC-sign with the RSA public key as the secret."""
-    now = int(time.time())
-    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "mallory", "exp": now + 300}
-    header = {"alg": "HS256", "typ": "JWT", "kid": "k1"}
-
-    def part(value: dict[str, Any]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
-
-    import hashlib
-    import hmac
-
-    signing_input = f"{part(header)}.{part(claims)}"
-    signature = hmac.new(PUBLIC.encode(), signing_input.encode(), hashlib.sha256).digest()
-    return signing_input + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
-
-
-def public_jwk(kid: str) -> dict[str, Any]:
-    key: dict[str, Any] = jwk.construct(PUBLIC, "RS256").to_dict()
-    return {**key, "kid": kid, "alg": "RS256", "use": "sig"}
+OTHER_PRIVATE, _ = rsa_pair()  # a key the issuer never published
 
 
 def app_with(bearer: JWTBearer) -> FastAPI:

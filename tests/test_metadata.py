@@ -9,14 +9,11 @@ import pytest
 from fastapi import FastAPI
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes.tools.registry import ToolRegistry
-
-# The credential headers `mcp_routes` uses by default.
-CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
+from tests.helpers import registry_of
 
 
 def tool_definitions(app: FastAPI) -> dict[str, Any]:
-    return {name: tool.definition for name, tool in ToolRegistry(app, CREDENTIALS).table().by_name.items()}
+    return {name: tool.definition for name, tool in registry_of(app).table().by_name.items()}
 
 
 def test_decorator_above_the_route_decorator_marks_the_route() -> None:

@@ -28,7 +28,7 @@ from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
-from tests.conftest import serve
+from tests.helpers import serve
 
 pytestmark = pytest.mark.anyio
 WAIT_S = 20.0

@@ -13,9 +13,9 @@ from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
+from tests.helpers import JSON_ONLY, call_tool, rpc
 
-HEADERS = {"content-type": "application/json", "accept": "application/json"}
-PING = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+LIST_TOOLS = rpc("tools/list")
 
 
 def make_app(**options: Any) -> FastAPI:
@@ -30,12 +30,12 @@ def test_over_the_endpoint_budget_is_429_with_retry_after_per_caller() -> None:
         TestClient(app, client=("198.51.100.1", 1000)) as first,
         TestClient(app, client=("198.51.100.2", 1000)) as other,
     ):
-        assert [first.post("/mcp", json=PING, headers=HEADERS).status_code for _ in range(2)] == [200, 200]
-        refused = first.post("/mcp", json=PING, headers=HEADERS)
+        assert [first.post("/mcp", json=LIST_TOOLS, headers=JSON_ONLY).status_code for _ in range(2)] == [200, 200]
+        refused = first.post("/mcp", json=LIST_TOOLS, headers=JSON_ONLY)
         assert refused.status_code == 429
         assert int(refused.headers["retry-after"]) >= 1
         assert refused.json()["error"]["code"] == -32600
-        assert other.post("/mcp", json=PING, headers=HEADERS).status_code == 200  # its own bucket
+        assert other.post("/mcp", json=LIST_TOOLS, headers=JSON_ONLY).status_code == 200  # its own bucket
 
 
 def test_the_apps_slowapi_limiter_keeps_the_endpoint_budget_and_route_limits_become_error_results() -> None:
@@ -50,10 +50,9 @@ def test_the_apps_slowapi_limiter_keeps_the_endpoint_budget_and_route_limits_bec
     def search(request: Request) -> dict[str, str]:
         return {"found": "x"}
 
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {}}}
     with TestClient(app, client=("198.51.100.9", 1000)) as client:
-        assert client.post("/mcp", json=call, headers=HEADERS).json()["result"]["structuredContent"] == {"found": "x"}
-        limited = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+        assert call_tool(client, "search", headers=JSON_ONLY)["structuredContent"] == {"found": "x"}
+        limited = call_tool(client, "search", headers=JSON_ONLY)
         assert client.get("/search").status_code == 429  # REST shares the route's bucket, keyed by the same IP
     assert limited["isError"] is True
     assert limited["content"][0]["text"].startswith("HTTP 429 (rate limited: retry later)")

@@ -11,17 +11,11 @@ from fastapi import APIRouter, Depends, FastAPI, Query
 
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry, decode_cursor
-
-# The credential headers `mcp_routes` uses by default.
-CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
-
-
-def registry_of(app: FastAPI) -> ToolRegistry:
-    return ToolRegistry(app, CREDENTIALS)
+from tests.helpers import registry_of, tool_of
 
 
 def definition_of(app: FastAPI, name: str) -> dict[str, Any]:
-    return dict(registry_of(app).table().by_name[name].definition)
+    return dict(tool_of(app, name).definition)
 
 
 def test_tool_name_defaults_to_the_function_name() -> None:

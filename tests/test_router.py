@@ -10,14 +10,7 @@ from fastapi.testclient import TestClient
 
 import fastapi_mcp_routes
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
-
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
+from tests.helpers import HEADERS, call_tool, initialize
 
 
 def test_public_names_are_exactly_these() -> None:
@@ -54,8 +47,8 @@ def test_endpoint_dependencies_guard_every_request() -> None:
 
     app.include_router(mcp_routes(app, dependencies=[Depends(require_token)]))
     with TestClient(app) as client:
-        assert client.post("/mcp", json=INITIALIZE, headers=HEADERS).status_code == 401
-        allowed = client.post("/mcp", json=INITIALIZE, headers={**HEADERS, "x-token": "open-sesame"})
+        assert client.post("/mcp", json=initialize(), headers=HEADERS).status_code == 401
+        allowed = client.post("/mcp", json=initialize(), headers={**HEADERS, "x-token": "open-sesame"})
         assert allowed.status_code == 200
 
 
@@ -84,10 +77,10 @@ def test_server_identity_defaults_to_the_app_and_can_be_set() -> None:
     other = FastAPI()
     other.include_router(mcp_routes(other, server_name="stock", server_version="9", path="/agents"))
     with TestClient(app) as client:
-        info = client.post("/mcp", json=INITIALIZE, headers=HEADERS).json()["result"]["serverInfo"]
+        info = client.post("/mcp", json=initialize(), headers=HEADERS).json()["result"]["serverInfo"]
         assert info == {"name": "Inventory", "version": "3.2.1"}
     with TestClient(other) as client:
-        info = client.post("/agents", json=INITIALIZE, headers=HEADERS).json()["result"]["serverInfo"]
+        info = client.post("/agents", json=initialize(), headers=HEADERS).json()["result"]["serverInfo"]
         assert info == {"name": "stock", "version": "9"}
 
 
@@ -101,9 +94,8 @@ def test_the_route_sees_the_real_callers_address() -> None:
         return {"host": request.client.host, "agent": request.headers.get("user-agent")}
 
     app.include_router(mcp_routes(app, sessions=False))
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
     with TestClient(app, client=("203.0.113.7", 5000)) as client:
-        result = client.post("/mcp", json=call, headers={**HEADERS, "user-agent": "agent/1"}).json()["result"]
+        result = call_tool(client, "whoami", headers={**HEADERS, "user-agent": "agent/1"})
     assert result["structuredContent"] == {"host": "203.0.113.7", "agent": "agent/1"}
 
 
@@ -148,9 +140,8 @@ def test_a_response_over_the_cap_ends_the_call_with_an_error_result() -> None:
         return Response(b"x" * 2048, media_type="text/plain")
 
     app.include_router(mcp_routes(app, sessions=False, limits=Limits(max_response_bytes=1024)))
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "big", "arguments": {}}}
     with TestClient(app) as client:
-        result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+        result = call_tool(client, "big")
     assert result["isError"] is True
     assert "larger than 1024 bytes" in result["content"][0]["text"]
 
@@ -170,9 +161,8 @@ def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error()
         return {"orders": len(orders)}
 
     app.include_router(mcp_routes(app, sessions=False, require_confirmation_for_mutations=False))
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "place_order", "arguments": {}}}
     with TestClient(app) as client:
-        result = client.post("/mcp", json=call, headers=HEADERS).json()["result"]
+        result = call_tool(client, "place_order")
     assert "isError" not in result
     assert result["content"][0]["text"] == '{"orders":1}'
 
@@ -194,11 +184,11 @@ def test_the_plain_endpoint_keeps_the_order_of_matching_at_its_included_path() -
         assert type(front.router.routes[0]).__name__ == "Route"  # nothing ahead could take it
         assert front.router.routes[0].path == "/v1/mcp"  # type: ignore[attr-defined]
         assert client.get("/v1/mcp").json() == {"caught": "GET"}
-        assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 200
+        assert client.post("/v1/mcp", json=initialize(), headers=HEADERS).status_code == 200
     assert plain[0] not in app.router.routes  # removed at shutdown
     other = FastAPI()
     with TestClient(other) as client:  # an app that never included the router does not serve it
-        assert client.post("/v1/mcp", json=INITIALIZE, headers=HEADERS).status_code == 404
+        assert client.post("/v1/mcp", json=initialize(), headers=HEADERS).status_code == 404
 
 
 def test_dependencies_of_the_app_and_the_inclusion_guard_the_endpoint_too() -> None:
@@ -211,7 +201,7 @@ def test_dependencies_of_the_app_and_the_inclusion_guard_the_endpoint_too() -> N
     guarded_inclusion.include_router(mcp_routes(guarded_inclusion), dependencies=[Depends(refuse)])
     for app in (guarded_app, guarded_inclusion):
         with TestClient(app) as client:
-            refused = client.post("/mcp", json=INITIALIZE, headers=HEADERS)
+            refused = client.post("/mcp", json=initialize(), headers=HEADERS)
         assert refused.status_code == 401
         assert refused.json() == {"detail": "the app's own guard"}
 
@@ -220,4 +210,4 @@ def test_a_body_limit_of_the_inclusion_applies_to_the_endpoint() -> None:
     app = FastAPI()
     app.include_router(mcp_routes(app), max_body_size=64)
     with TestClient(app) as client:
-        assert client.post("/mcp", json=INITIALIZE, headers=HEADERS).status_code == 413
+        assert client.post("/mcp", json=initialize(), headers=HEADERS).status_code == 413

@@ -13,15 +13,8 @@ from fastapi import Body, Cookie, FastAPI, File, Form, Header, Path, Query, Uplo
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 from fastapi_mcp_routes.tools.schema import Argument, BodyMode
-
-# The credential headers `mcp_routes` uses by default.
-CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
-
-
-def tool_of(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> Tool:
-    return ToolRegistry(app, credential_headers).table().by_name[name]
+from tests.helpers import CREDENTIALS, tool_of
 
 
 def input_schema(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> dict[str, Any]:

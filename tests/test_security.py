@@ -17,12 +17,24 @@ import pytest
 from fastapi import FastAPI, Header, Request, Security
 
 from fastapi_mcp_routes import JWTBearer, Limits, Principal, mcp_routes, mcp_tool
-from tests.conftest import serve
-from tests.test_jwt import AUDIENCE, ISSUER, hs256_with_public_key, public_jwk, token, unsigned
+from tests.helpers import (
+    AUDIENCE,
+    HEADERS,
+    ISSUER,
+    WAIT_S,
+    call_tool,
+    hs256_with_public_key,
+    initialize,
+    open_session,
+    public_jwk,
+    rpc,
+    serve,
+    token,
+    tool_call,
+    unsigned,
+)
 
-WAIT_S = 20.0
 MAX_BODY = 64 * 1024
-BASE = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 ORDER = {"item": "tea"}
 
 
@@ -86,20 +98,14 @@ class Peer:
     base_url: str
 
     def as_(self, subject: str = "alice", **extra: str) -> dict[str, str]:
-        return {**BASE, "authorization": f"Bearer {token(sub=subject)}", **extra}
+        return {**HEADERS, "authorization": f"Bearer {token(sub=subject)}", **extra}
 
     def open(self, subject: str = "alice") -> dict[str, str]:
         """A session opened by `subject`; the headers its later requests carry."""
-        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-        response = self.http.post("/mcp", json=body, headers=self.as_(subject))
-        assert response.status_code == 200, response.text
-        return self.as_(subject, **{"mcp-session-id": response.headers["mcp-session-id"]})
+        return open_session(self.http, headers=self.as_(subject))
 
     def call(self, headers: dict[str, str], name: str, arguments: dict[str, Any], request_id: int = 1) -> Any:
-        params = {"name": name, "arguments": arguments}
-        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-        return self.http.post("/mcp", json=body, headers=headers).json()["result"]
+        return call_tool(self.http, name, arguments, headers=headers, request_id=request_id)
 
 
 def pending_token(peer: Peer, headers: dict[str, str], arguments: dict[str, Any]) -> str:
@@ -115,7 +121,7 @@ def pending_token(peer: Peer, headers: dict[str, str], arguments: dict[str, Any]
 def session_id_with_other_credentials(peer: Peer) -> None:
     alice = peer.open("alice")
     stolen = peer.as_("mallory", **{"mcp-session-id": alice["mcp-session-id"]})
-    response = peer.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=stolen)
+    response = peer.http.post("/mcp", json=rpc("ping"), headers=stolen)
     assert response.status_code == 404
 
 
@@ -127,7 +133,7 @@ def cancellation_from_another_session(peer: Peer) -> None:
     caller = threading.Thread(target=lambda: answers.append(peer.call(alice, "hold", {}, request_id=7)))
     caller.start()
     assert held.started.wait(WAIT_S)
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    cancel = rpc("notifications/cancelled", {"requestId": 7}, request_id=None)
     assert peer.http.post("/mcp", json=cancel, headers=mallory).status_code == 202
     # The notification is handled before its 202: a wrongly cancelled call would be cancelled now.
     held.release.set()
@@ -169,17 +175,15 @@ def origin(value: Callable[[str], str]) -> Callable[[Peer], None]:
     def attack(peer: Peer) -> None:
         port = peer.base_url.rsplit(":", 1)[1]
         headers = {**peer.as_(), "origin": value(port)}
-        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-        assert peer.http.post("/mcp", json=body, headers=headers).status_code == 403
+        assert peer.http.post("/mcp", json=initialize(), headers=headers).status_code == 403
 
     return attack
 
 
 def jwt(bad: str) -> Callable[[Peer], None]:
     def attack(peer: Peer) -> None:
-        headers = {**BASE, "authorization": f"Bearer {bad}"}
-        response = peer.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+        headers = {**HEADERS, "authorization": f"Bearer {bad}"}
+        response = peer.http.post("/mcp", json=rpc("ping"), headers=headers)
         assert response.status_code == 401
         assert 'error="invalid_token"' in response.headers["www-authenticate"]
 
@@ -188,7 +192,7 @@ def jwt(bad: str) -> Callable[[Peer], None]:
 
 def hidden_tool_called_by_name(peer: Peer) -> None:
     alice = peer.open()  # scope notes:read, not admin
-    listing = peer.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=alice).json()
+    listing = peer.http.post("/mcp", json=rpc("tools/list"), headers=alice).json()
     assert "admin_report" not in {tool["name"] for tool in listing["result"]["tools"]}
     refused = peer.call(alice, "admin_report", {})
     assert refused["isError"] is True
@@ -210,8 +214,7 @@ def argument_named_like_a_credential_header(peer: Peer) -> None:
 
 def oversized_body(peer: Peer) -> None:
     alice = peer.open()
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "place_order", "arguments": {}}}
-    body["params"]["arguments"] = {"item": "x" * (MAX_BODY + 1)}
+    body = tool_call("place_order", {"item": "x" * (MAX_BODY + 1)})
     assert peer.http.post("/mcp", json=body, headers=alice).status_code == 413
 
 
@@ -259,7 +262,7 @@ def test_the_attack_is_refused_and_the_server_keeps_serving(base_url: str, attac
         peer = Peer(http, base_url)
         attack(peer)
         alice = peer.open()
-        pong = http.post("/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=alice)
+        pong = http.post("/mcp", json=rpc("ping", request_id=9), headers=alice)
         assert pong.json() == {"jsonrpc": "2.0", "id": 9, "result": {}}
         echoed = peer.call({**alice, "x-api-key": "k"}, "echo_key", {})
         assert echoed["structuredContent"] == {"key": "k", "authorization": "Bearer "}

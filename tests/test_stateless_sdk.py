@@ -4,7 +4,6 @@ its default mode (it calls server/discover first) and with raw HTTP for the erro
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -16,45 +15,31 @@ from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.conftest import serve
-from tests.test_streaming_sdk import WAIT_S, make_app, observed
+from tests.helpers import (
+    STATELESS_VERSION,
+    WAIT_S,
+    iter_sse_messages,
+    observed,
+    post_stateless,
+    read_to_first_message,
+    serve,
+    sse_messages,
+    stateless_headers,
+    stateless_meta,
+    stateless_request,
+    streaming_app,
+)
 
 pytestmark = pytest.mark.anyio
-VERSION = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": VERSION,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-}
+META = stateless_meta()
+CAPABLE = stateless_meta({"elicitation": {}})
+ASK = {"name": "ask", "arguments": {}}
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with serve(make_app()) as url:
+    with serve(streaming_app()) as url:
         yield url
-
-
-def message(method: str, params: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": meta or META}}
-
-
-def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
-    sent = {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": VERSION,
-        "mcp-method": method,
-    }
-    if name is not None:
-        sent["mcp-name"] = name
-    return {**sent, **extra}
-
-
-def post(http: httpx.Client, method: str, params: dict[str, Any] | None = None, **options: Any) -> httpx.Response:
-    """POST one stateless request with the routing headers a conforming client sends."""
-    meta = options.get("meta", META)
-    name = (params or {}).get("name")
-    return http.post("/mcp", json=message(method, params, meta), headers=headers(method, name))
 
 
 async def test_the_sdk_client_discovers_lists_and_calls_without_a_session(base_url: str) -> None:
@@ -65,7 +50,7 @@ async def test_the_sdk_client_discovers_lists_and_calls_without_a_session(base_u
 
     with anyio.fail_after(WAIT_S):
         async with Client(f"{base_url}/mcp") as client:
-            assert client.protocol_version == VERSION
+            assert client.protocol_version == STATELESS_VERSION
             names = {tool.name for tool in (await client.list_tools()).tools}
             counted = await client.call_tool("count", {"steps": 2}, progress_callback=on_progress)
     assert {"count", "ask", "plain"} <= names
@@ -88,13 +73,8 @@ async def test_an_elicitation_taking_two_round_trips_reaches_the_route(base_url:
 
 
 def test_input_required_result_then_a_tampered_request_state_is_refused(base_url: str) -> None:
-    capable = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        first = http.post(
-            "/mcp",
-            json=message("tools/call", {"name": "ask", "arguments": {}}, capable),
-            headers=headers("tools/call", "ask"),
-        ).json()["result"]
+        first = capable_call(http, ASK)
         assert first["resultType"] == "input_required"
         [(key, question)] = first["inputRequests"].items()
         assert question["method"] == "elicitation/create"
@@ -106,16 +86,10 @@ def test_input_required_result_then_a_tampered_request_state_is_refused(base_url
             "inputResponses": {key: {"action": "accept", "content": {"colour": "red"}}},
             "requestState": tampered,
         }
-        refused = http.post("/mcp", json=message("tools/call", retry, capable), headers=headers("tools/call", "ask"))
+        refused = post_stateless(http, "tools/call", retry, meta=CAPABLE)
         other_arguments = {**retry, "requestState": state, "arguments": {"unexpected": 1}}
-        foreign = http.post(
-            "/mcp", json=message("tools/call", other_arguments, capable), headers=headers("tools/call", "ask")
-        )
-        accepted = http.post(
-            "/mcp",
-            json=message("tools/call", {**retry, "requestState": state}, capable),
-            headers=headers("tools/call", "ask"),
-        )
+        foreign = post_stateless(http, "tools/call", other_arguments, meta=CAPABLE)
+        accepted = post_stateless(http, "tools/call", {**retry, "requestState": state}, meta=CAPABLE)
     assert refused.status_code == 400
     assert refused.json()["error"] == {
         "code": -32602,
@@ -128,28 +102,22 @@ def test_input_required_result_then_a_tampered_request_state_is_refused(base_url
 
 def test_closing_the_response_stream_cancels_the_call(base_url: str) -> None:
     observed.cancelled.clear()
-    call = message("tools/call", {"name": "slow", "arguments": {}}, {**META, "progressToken": "s"})
+    call = stateless_request("tools/call", {"name": "slow", "arguments": {}}, {**META, "progressToken": "s"})
     with (
         httpx.Client(base_url=base_url, timeout=WAIT_S) as http,
-        http.stream("POST", "/mcp", json=call, headers=headers("tools/call", "slow")) as response,
+        http.stream("POST", "/mcp", json=call, headers=stateless_headers("tools/call", "slow")) as response,
     ):
-        for line in response.iter_lines():
-            if line.startswith("data: {"):
-                break  # the route is running; now the client goes away
+        read_to_first_message(response)  # the route is running; now the client goes away
     assert observed.cancelled.wait(WAIT_S)
 
 
 def test_results_carry_result_type_server_info_and_cache_hints(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        discovered = http.post("/mcp", json=message("server/discover"), headers=headers("server/discover")).json()
-        listed = http.post("/mcp", json=message("tools/list"), headers=headers("tools/list")).json()
-        called = http.post(
-            "/mcp",
-            json=message("tools/call", {"name": "plain", "arguments": {}}),
-            headers=headers("tools/call", "plain"),
-        ).json()
+        discovered = post_stateless(http, "server/discover").json()
+        listed = post_stateless(http, "tools/list").json()
+        called = post_stateless(http, "tools/call", {"name": "plain", "arguments": {}}).json()
     result = discovered["result"]
-    assert result["supportedVersions"] == [VERSION]
+    assert result["supportedVersions"] == [STATELESS_VERSION]
     assert result["capabilities"]["tools"] == {"listChanged": True}
     for body in (result, listed["result"]):
         assert (body["resultType"], body["ttlMs"], body["cacheScope"]) == ("complete", 0, "public")
@@ -163,35 +131,29 @@ def test_results_carry_result_type_server_info_and_cache_hints(base_url: str) ->
 
 def test_log_messages_only_when_the_request_names_a_level(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        quiet = http.post(
-            "/mcp",
-            json=message("tools/call", {"name": "chatty", "arguments": {}}),
-            headers=headers("tools/call", "chatty"),
-        )
+        quiet = post_stateless(http, "tools/call", {"name": "chatty", "arguments": {}})
         leveled = {**META, "io.modelcontextprotocol/logLevel": "error"}
-        loud = http.post(
-            "/mcp",
-            json=message("tools/call", {"name": "chatty", "arguments": {}}, leveled),
-            headers=headers("tools/call", "chatty"),
-        )
+        loud = post_stateless(http, "tools/call", {"name": "chatty", "arguments": {}}, meta=leveled)
     assert quiet.headers["content-type"] == "application/json"
     levels = [
-        json.loads(line[len("data: ") :])["params"]["level"]
-        for line in loud.text.splitlines()
-        if line.startswith("data: {") and "notifications/message" in line
+        message["params"]["level"]
+        for message in sse_messages(loud.text)
+        if message.get("method") == "notifications/message"
     ]
     assert levels == ["error"]
 
 
 def test_subscriptions_listen_acknowledges_and_tags_list_changes() -> None:
-    app = make_app()
-    listen = message("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}})
+    app = streaming_app()
+    listen = stateless_request(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}}
+    )
     with (
         serve(app) as url,
         httpx.Client(base_url=url, timeout=WAIT_S) as http,
-        http.stream("POST", "/mcp", json=listen, headers=headers("subscriptions/listen")) as stream,
+        http.stream("POST", "/mcp", json=listen, headers=stateless_headers("subscriptions/listen")) as stream,
     ):
-        events = (json.loads(line[len("data: ") :]) for line in stream.iter_lines() if line.startswith("data: {"))
+        events = iter_sse_messages(stream.iter_lines())
         acknowledged = next(events)
 
         @app.get("/late", openapi_extra={"x-mcp": True})
@@ -212,11 +174,11 @@ def b64(value: str) -> str:
     return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
 
 
-ASK = {"name": "ask", "arguments": {}}
+VERSION_ONLY = {"io.modelcontextprotocol/protocolVersion": STATELESS_VERSION}  # no client capabilities
 BAD_REQUESTS = [
     # (case, method, params, meta, header overrides, status, code)
     ("no _meta", "tools/list", {}, None, {}, 400, -32602),
-    ("no client capabilities", "tools/list", {}, {"io.modelcontextprotocol/protocolVersion": VERSION}, {}, 400, -32602),
+    ("no client capabilities", "tools/list", {}, VERSION_ONLY, {}, 400, -32602),
     (
         "unsupported version",
         "tools/list",
@@ -254,7 +216,7 @@ def test_stateless_errors_get_the_status_and_code_the_spec_names(
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": 41, "method": method, "params": dict(params)}
     if meta is not None:
         body["params"]["_meta"] = meta
-    sent = headers(method, params.get("name"))
+    sent = stateless_headers(method, params.get("name"))
     for key, value in overrides.items():
         if value is None:
             sent.pop(key, None)
@@ -264,47 +226,52 @@ def test_stateless_errors_get_the_status_and_code_the_spec_names(
         response = http.post("/mcp", json=body, headers=sent)
         assert (response.status_code, response.json()["error"]["code"]) == (status, code), response.text
         assert response.json()["id"] == 41
-        assert post(http, "tools/call", {"name": "plain", "arguments": {}}).status_code == 200  # still serving
+        assert (
+            post_stateless(http, "tools/call", {"name": "plain", "arguments": {}}).status_code == 200
+        )  # still serving
 
 
 def test_the_error_for_an_unsupported_version_lists_the_supported_ones(base_url: str) -> None:
     meta = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        sent = headers("server/discover", **{"mcp-protocol-version": "2099-01-01"})
-        response = http.post("/mcp", json=message("server/discover", {}, meta), headers=sent)
-    assert response.json()["error"]["data"] == {"supported": [VERSION], "requested": "2099-01-01"}
+        sent = stateless_headers("server/discover", **{"mcp-protocol-version": "2099-01-01"})
+        response = http.post("/mcp", json=stateless_request("server/discover", {}, meta), headers=sent)
+    assert response.json()["error"]["data"] == {"supported": [STATELESS_VERSION], "requested": "2099-01-01"}
 
 
 def test_the_missing_capability_error_names_it(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        response = post(http, "tools/call", ASK)
+        response = post_stateless(http, "tools/call", ASK)
     assert response.json()["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
 def test_a_name_header_may_come_base64_encoded(base_url: str) -> None:
-    body = message("tools/call", {"name": "plain", "arguments": {}})
+    body = stateless_request("tools/call", {"name": "plain", "arguments": {}})
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        response = http.post("/mcp", json=body, headers=headers("tools/call", b64("plain")))
+        response = http.post("/mcp", json=body, headers=stateless_headers("tools/call", b64("plain")))
     assert response.json()["result"]["structuredContent"] == {"is_tool_call": True, "session": False}
 
 
 def test_no_get_stream_no_delete_no_batch_and_notifications_are_acknowledged(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        sent = headers("tools/list")
+        sent = stateless_headers("tools/list")
         assert http.get("/mcp", headers=sent).status_code == 405
         assert http.delete("/mcp", headers=sent).headers["allow"] == "POST"
-        batch = http.post("/mcp", json=[message("tools/list"), message("tools/list")], headers=sent)
+        batch = http.post("/mcp", json=[stateless_request("tools/list"), stateless_request("tools/list")], headers=sent)
         note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "_meta": META}}
-        acknowledged = http.post("/mcp", json=note, headers=headers("notifications/cancelled"))
-        listen = message("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
-        json_only = {**headers("subscriptions/listen"), "accept": "application/json"}
+        acknowledged = http.post("/mcp", json=note, headers=stateless_headers("notifications/cancelled"))
+        listen = stateless_request("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        json_only = {**stateless_headers("subscriptions/listen"), "accept": "application/json"}
         not_acceptable = http.post("/mcp", json=listen, headers=json_only)
     assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
     assert acknowledged.status_code == 202
     assert not_acceptable.status_code == 406
 
 
-CAPABLE = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+def capable_call(http: httpx.Client, params: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call from a client that can elicit; its result."""
+    result: dict[str, Any] = post_stateless(http, "tools/call", params, meta=CAPABLE).json()["result"]
+    return result
 
 
 def answer_to(result: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
@@ -319,42 +286,42 @@ def test_answers_given_up_front_are_used_and_unknown_keys_ignored(base_url: str)
     }
     call = {"name": "ask", "arguments": {}, "inputResponses": responses}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        result = post(http, "tools/call", call, meta=CAPABLE).json()["result"]
+        result = capable_call(http, call)
     assert result["structuredContent"] == {"action": "accept", "content": {"colour": "green"}}
 
 
 def test_a_sealed_answer_cannot_be_replaced_in_a_later_round(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        first = post(http, "tools/call", {"name": "ask_twice", "arguments": {}}, meta=CAPABLE).json()["result"]
+        first = capable_call(http, {"name": "ask_twice", "arguments": {}})
         round_one = answer_to(first, {"answer": "one"})
         retry = {"name": "ask_twice", "arguments": {}, "requestState": first["requestState"]}
-        second = post(http, "tools/call", {**retry, "inputResponses": round_one}, meta=CAPABLE).json()["result"]
+        second = capable_call(http, {**retry, "inputResponses": round_one})
         replaced = {**{key: {"action": "accept", "content": {"answer": "OVERRIDDEN"}} for key in round_one}}
         last = {**replaced, **answer_to(second, {"answer": "two"})}
         final = {"name": "ask_twice", "arguments": {}, "requestState": second["requestState"], "inputResponses": last}
-        done = post(http, "tools/call", final, meta=CAPABLE).json()["result"]
+        done = capable_call(http, final)
     assert done["structuredContent"] == {"answers": [{"answer": "one"}, {"answer": "two"}]}
 
 
 def test_a_cookie_the_app_sets_between_rounds_does_not_break_the_request_state(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        first = post(http, "tools/call", ASK, meta=CAPABLE).json()["result"]
+        first = capable_call(http, ASK)
         http.cookies.set("lb", "node2")  # as a load balancer's affinity cookie would
         retry = {**ASK, "requestState": first["requestState"], "inputResponses": answer_to(first, {"colour": "blue"})}
-        done = post(http, "tools/call", retry, meta=CAPABLE).json()["result"]
+        done = capable_call(http, retry)
     assert done["structuredContent"] == {"action": "accept", "content": {"colour": "blue"}}
 
 
 def test_a_routes_broad_except_does_not_swallow_the_question(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        result = post(http, "tools/call", {"name": "broad", "arguments": {}}, meta=CAPABLE).json()["result"]
+        result = capable_call(http, {"name": "broad", "arguments": {}})
     assert result["resultType"] == "input_required"
 
 
 def test_a_repeated_routing_header_is_refused(base_url: str) -> None:
-    sent = [(k, v) for k, v in headers("tools/list").items()] + [("mcp-method", "tools/call")]
+    sent = [(k, v) for k, v in stateless_headers("tools/list").items()] + [("mcp-method", "tools/call")]
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        response = http.post("/mcp", json=message("tools/list"), headers=sent)
+        response = http.post("/mcp", json=stateless_request("tools/list"), headers=sent)
     assert (response.status_code, response.json()["error"]["code"]) == (400, -32020)
 
 

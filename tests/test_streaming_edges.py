@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -17,44 +16,24 @@ from fastapi import BackgroundTasks, Depends, FastAPI
 
 from fastapi_mcp_routes import mcp_routes
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.conftest import serve
-from tests.test_streaming_sdk import WAIT_S, make_app, observed
-
-BOTH = "application/json, text/event-stream"
+from tests.helpers import (
+    WAIT_S,
+    observed,
+    open_session,
+    read_to_first_message,
+    rpc,
+    serve,
+    sse_ids,
+    sse_messages,
+    streaming_app,
+    tool_call,
+)
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with serve(make_app()) as url:
+    with serve(streaming_app()) as url:
         yield url
-
-
-def open_session(
-    http: httpx.Client, *, version: str = "2025-11-25", accept: str = BOTH, capabilities: dict[str, Any] | None = None
-) -> dict[str, str]:
-    headers = {"content-type": "application/json", "accept": accept, "mcp-protocol-version": version}
-    params = {
-        "protocolVersion": version,
-        "capabilities": capabilities or {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
-    opened = http.post(
-        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
-    )
-    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
-
-
-def call(
-    name: str, arguments: dict[str, Any] | None = None, request_id: int = 1, token: str | None = None
-) -> dict[str, Any]:
-    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
-    if token is not None:
-        params["_meta"] = {"progressToken": token}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-
-
-def data_events(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: {")]
 
 
 def test_a_stream_is_resumed_even_after_its_call_has_ended(base_url: str) -> None:
@@ -62,15 +41,13 @@ def test_a_stream_is_resumed_even_after_its_call_has_ended(base_url: str) -> Non
     observed.gated_done.clear()
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
-        with http.stream("POST", "/mcp", json=call("gated", token="g"), headers=headers) as first:
-            for line in first.iter_lines():
-                if line.startswith("data: {"):
-                    break  # saw event 1.1; the connection drops here
+        with http.stream("POST", "/mcp", json=tool_call("gated", progress_token="g"), headers=headers) as first:
+            read_to_first_message(first)  # saw event 1.1; the connection drops here
         observed.gate.set()
         assert observed.gated_done.wait(WAIT_S)
         resumed = http.get("/mcp", headers={**headers, "accept": "text/event-stream", "last-event-id": "1.1"})
     assert resumed.status_code == 200
-    events = data_events(resumed.text)
+    events = sse_messages(resumed.text)
     assert events[0]["params"]["progress"] == 2
     assert events[1]["result"]["structuredContent"] == {"opened": True}
 
@@ -78,8 +55,8 @@ def test_a_stream_is_resumed_even_after_its_call_has_ended(base_url: str) -> Non
 def test_event_ids_stay_unique_past_the_replay_buffer(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
-        response = http.post("/mcp", json=call("many", {"count": 300}, token="m"), headers=headers)
-    ids = [line[len("id: ") :] for line in response.text.splitlines() if line.startswith("id: ")]
+        response = http.post("/mcp", json=tool_call("many", {"count": 300}, progress_token="m"), headers=headers)
+    ids = sse_ids(response.text)
     assert len(ids) == 302  # priming event, 300 progress events, the answer
     assert len(set(ids)) == len(ids)
 
@@ -87,7 +64,7 @@ def test_event_ids_stay_unique_past_the_replay_buffer(base_url: str) -> None:
 def test_a_json_only_client_gets_a_clear_error_instead_of_a_question(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http, accept="application/json", capabilities={"elicitation": {}})
-        result = http.post("/mcp", json=call("ask"), headers=headers).json()["result"]
+        result = http.post("/mcp", json=tool_call("ask"), headers=headers).json()["result"]
     assert result["isError"] is True
     assert "reads as SSE" in result["content"][0]["text"]
 
@@ -95,7 +72,7 @@ def test_a_json_only_client_gets_a_clear_error_instead_of_a_question(base_url: s
 def test_elicitation_is_not_sent_in_a_mode_the_client_did_not_declare(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http, capabilities={"elicitation": {"url": {}}})
-        response = http.post("/mcp", json=call("ask"), headers=headers)
+        response = http.post("/mcp", json=tool_call("ask"), headers=headers)
     assert response.headers["content-type"] == "application/json"  # nothing went out before the answer
     result = response.json()["result"]
     assert result["isError"] is True
@@ -106,9 +83,9 @@ def test_elicitation_is_not_sent_in_a_mode_the_client_did_not_declare(base_url: 
 def test_a_malformed_cancellation_is_ignored(base_url: str, request_id: Any) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+        cancel = rpc("notifications/cancelled", {"requestId": request_id}, request_id=None)
         assert http.post("/mcp", json=cancel, headers=headers).status_code == 202
-        assert http.post("/mcp", json=call("plain"), headers=headers).status_code == 200
+        assert http.post("/mcp", json=tool_call("plain"), headers=headers).status_code == 200
 
 
 @pytest.mark.parametrize("last_event_id", ["\u00b2.1", "garbage", "99.1", "1.5"])
@@ -126,11 +103,10 @@ def test_a_second_request_with_an_id_still_running_is_refused(base_url: str) -> 
     observed.gate.clear()
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)
-        with http.stream("POST", "/mcp", json=call("gated", request_id=7, token="d"), headers=headers) as first:
-            for line in first.iter_lines():
-                if line.startswith("data: {"):
-                    break  # the first call with id 7 is running
-            duplicate = http.post("/mcp", json=call("plain", request_id=7), headers=headers).json()
+        running = tool_call("gated", request_id=7, progress_token="d")
+        with http.stream("POST", "/mcp", json=running, headers=headers) as first:
+            read_to_first_message(first)  # the first call with id 7 is running
+            duplicate = http.post("/mcp", json=tool_call("plain", request_id=7), headers=headers).json()
             observed.gate.set()
     assert duplicate["error"]["code"] == -32600
 
@@ -145,8 +121,8 @@ def test_background_tasks_of_endpoint_dependencies_run_for_every_post() -> None:
     app.include_router(mcp_routes(app, dependencies=[Depends(audit)]))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         headers = open_session(http)
-        http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-        http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers)
+        http.post("/mcp", json=rpc("notifications/initialized", request_id=None), headers=headers)
+        http.post("/mcp", json=rpc("ping", request_id=2), headers=headers)
     assert ran == ["audited"] * 3
 
 
@@ -156,10 +132,10 @@ def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives(
     monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http, version="2025-06-18")
-        response = http.post("/mcp", json=call("long"), headers=headers)  # no progress token: silent
+        response = http.post("/mcp", json=tool_call("long"), headers=headers)  # no progress token: silent
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.text.startswith(": keep-alive")
-    assert data_events(response.text)[-1]["result"]["structuredContent"] == {"done": True}
+    assert sse_messages(response.text)[-1]["result"]["structuredContent"] == {"done": True}
 
 
 class _Quiet:
@@ -184,8 +160,9 @@ async def test_one_timer_keeps_every_pending_answer_alive_and_stops_when_none_is
     keep_alive.unwatch(answered)  # type: ignore[arg-type]
     with anyio.fail_after(WAIT_S):
         while not (first.asked and second.asked):
-            await anyio.sleep(0.01)
-        await anyio.sleep(0.05)
+            await anyio.sleep(0.01)  # polls the condition itself, within the bound
+    # The tick that asked the last of them has run to its end: with nothing pending it planned
+    # no other, so no keep-alive can follow and there is nothing more to wait for.
     assert (first.asked, second.asked, answered.asked) == (1, 1, 0)  # they did not watch again
     assert dict(keep_alive._next_tick) == {}  # nothing pending: no tick planned
 

@@ -3,158 +3,39 @@ progress, logging, cancellation and elicitation travel on the call's own respons
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import types
 
-from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolContextError, mcp_routes, mcp_tool
 from fastapi_mcp_routes.transport import response_stream as _stream
-from tests.conftest import serve
+from tests.helpers import (
+    WAIT_S,
+    Context,
+    mcp_client,
+    observed,
+    open_session,
+    read_to_first_message,
+    serve,
+    sse_ids,
+    sse_messages,
+    streaming_app,
+    tool_call,
+)
 
 pytestmark = pytest.mark.anyio
-WAIT_S = 20.0
-Context = Annotated[ToolContext, Depends()]
-
-
-class Observed:
-    """What the server-side routes saw, read by the tests across the server's thread."""
-
-    def __init__(self) -> None:
-        self.cancelled = threading.Event()
-        self.elicited: list[Any] = []
-        self.gate = threading.Event()  # holds the `gated` route until a test opens it
-        self.gated_done = threading.Event()  # set as the `gated` route returns
-
-
-observed = Observed()
-
-
-def make_app() -> FastAPI:
-    app = FastAPI(title="Streaming")
-    # What these routes do with their stream is the subject here, not confirming mutations.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
-
-    @mcp_tool()
-    @app.get("/count")
-    async def count(ctx: Context, steps: int = 3) -> dict[str, int]:
-        for step in range(1, steps + 1):
-            await ctx.report_progress(step, total=steps, message=f"step {step}")
-        return {"steps": steps}
-
-    @mcp_tool()
-    @app.get("/chatty")
-    async def chatty(ctx: Context) -> dict[str, bool]:
-        for level in ("debug", "info", "warning", "error"):
-            await ctx.log(level, {"said": level}, logger="chatty")
-        return {"done": True}
-
-    @mcp_tool()
-    @app.get("/slow")
-    async def slow(ctx: Context) -> dict[str, bool]:
-        try:
-            await ctx.report_progress(1)  # tells the test the route is running
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            observed.cancelled.set()
-            raise
-        return {"finished": True}  # pragma: no cover - never reached
-
-    @mcp_tool()
-    @app.post("/ask")
-    async def ask(ctx: Context) -> dict[str, Any]:
-        schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
-        answer = await ctx.elicit("Which colour?", schema)
-        observed.elicited.append(answer.content)
-        return {"action": answer.action, "content": answer.content}
-
-    @mcp_tool()
-    @app.get("/gated")
-    async def gated(ctx: Context) -> dict[str, bool]:
-        await ctx.report_progress(1)
-        opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
-        await ctx.report_progress(2)
-        observed.gated_done.set()
-        return {"opened": opened}
-
-    @mcp_tool()
-    @app.post("/ask-twice")
-    async def ask_twice(ctx: Context) -> dict[str, Any]:
-        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-        first = await ctx.elicit("First question?", schema)
-        second = await ctx.elicit("Second question?", schema)
-        return {"answers": [first.content, second.content]}
-
-    @mcp_tool()
-    @app.post("/broad")
-    async def broad(ctx: Context) -> dict[str, Any]:
-        schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
-        try:
-            answer = await ctx.elicit("Anything?", schema)
-        except Exception as exc:  # a route's own broad handler must not swallow the question
-            return {"swallowed": type(exc).__name__}
-        return {"answer": answer.content}
-
-    @mcp_tool()
-    @app.post("/complete")
-    async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
-        message = {"role": "user", "content": {"type": "text", "text": prompt}}
-        result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
-        return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
-
-    @mcp_tool()
-    @app.get("/many")
-    async def many(ctx: Context, count: int) -> dict[str, int]:
-        for step in range(1, count + 1):
-            await ctx.report_progress(step)
-        return {"count": count}
-
-    @mcp_tool()
-    @app.get("/long")
-    async def long(ctx: Context) -> dict[str, bool]:
-        await ctx.report_progress(1)
-        await anyio.sleep(0.3)  # a quiet stretch of a long call
-        return {"done": True}
-
-    @mcp_tool()
-    @app.get("/plain")
-    async def plain(ctx: Context) -> dict[str, Any]:
-        return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
-
-    return app
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with serve(make_app()) as url:
+    with serve(streaming_app()) as url:
         yield url
-
-
-def raw_session(http: httpx.Client, version: str) -> dict[str, str]:
-    """Open a session over plain HTTP; the headers to send on it."""
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    opened = http.post(
-        "/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, headers=headers
-    )
-    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
-
-
-@asynccontextmanager
-async def mcp_client(base_url: str, **options: Any) -> AsyncIterator[Client]:
-    http = create_mcp_http_client()
-    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
-    async with http, Client(transport, mode="legacy", **options) as client:
-        yield client
 
 
 async def test_progress_callbacks_see_increasing_progress(base_url: str) -> None:
@@ -256,7 +137,7 @@ async def test_a_call_that_sends_nothing_first_is_plain_json_and_sees_its_contex
 
 
 def test_over_rest_the_context_is_inert_and_says_why_it_cannot_ask() -> None:
-    with TestClient(make_app()) as http:
+    with TestClient(streaming_app()) as http:
         assert http.get("/count", params={"steps": 2}).json() == {"steps": 2}
         assert http.get("/plain").json() == {"is_tool_call": False, "session": False}
         with pytest.raises(ToolContextError, match="only possible while the route runs as an MCP tool"):
@@ -265,21 +146,14 @@ def test_over_rest_the_context_is_inert_and_says_why_it_cannot_ask() -> None:
 
 def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-11-25")
-
-        def call(name: str, meta: dict[str, Any]) -> httpx.Response:
-            params = {"name": name, "arguments": {}, "_meta": meta}
-            return http.post(
-                "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers
-            )
-
-        quiet = call("count", {})  # no progress token: nothing goes out before the result
-        streamed = call("count", {"progressToken": "t1"})
+        headers = open_session(http)
+        # No progress token: nothing goes out before the result.
+        quiet = http.post("/mcp", json=tool_call("count"), headers=headers)
+        streamed = http.post("/mcp", json=tool_call("count", progress_token="t1"), headers=headers)
     assert quiet.headers["content-type"] == "application/json"
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert streamed.headers["x-accel-buffering"] == "no"
-    events = [line[len("data: ") :] for line in streamed.text.splitlines() if line.startswith("data: {")]
-    assert [httpx.Response(200, content=e).json().get("method") for e in events] == [
+    assert [message.get("method") for message in sse_messages(streamed.text)] == [
         "notifications/progress",
         "notifications/progress",
         "notifications/progress",
@@ -288,7 +162,7 @@ def test_the_answer_switches_to_sse_only_when_the_call_sends_something_first(bas
 
 
 async def test_a_route_added_at_runtime_produces_list_changed_on_the_get_stream() -> None:
-    app = make_app()
+    app = streaming_app()
     changed = anyio.Event()
 
     async def on_message(message: Any) -> None:
@@ -312,7 +186,7 @@ async def test_a_route_added_at_runtime_produces_list_changed_on_the_get_stream(
 
 def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-11-25")
+        headers = open_session(http)
         listen = {**headers, "accept": "text/event-stream"}
         with http.stream("GET", "/mcp", headers=listen) as stream:
             assert stream.status_code == 200
@@ -324,30 +198,18 @@ def test_a_session_has_at_most_one_get_stream_and_delete_ends_it(base_url: str) 
 
 def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> None:
     observed.gate.clear()
-    call = {
-        "jsonrpc": "2.0",
-        "id": 9,
-        "method": "tools/call",
-        "params": {"name": "gated", "arguments": {}, "_meta": {"progressToken": "p"}},
-    }
+    call = tool_call("gated", request_id=9, progress_token="p")
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-11-25")
-        last_id = None
+        headers = open_session(http)
         with http.stream("POST", "/mcp", json=call, headers=headers) as first:
-            for line in first.iter_lines():
-                if line.startswith("id: "):
-                    last_id = line[len("id: ") :]
-                if line.startswith("data: {"):
-                    break  # got the first progress event; now the connection drops
+            last_id = read_to_first_message(first)  # got the first progress event; now the connection drops
         assert last_id == "1.1"
         resume = {**headers, "accept": "text/event-stream", "last-event-id": last_id}
         with http.stream("GET", "/mcp", headers=resume) as resumed:
             observed.gate.set()
             lines = list(resumed.iter_lines())
-    ids = [line[len("id: ") :] for line in lines if line.startswith("id: ")]
-    messages = [
-        httpx.Response(200, content=line[len("data: ") :]).json() for line in lines if line.startswith("data: {")
-    ]
+    ids = sse_ids(lines)
+    messages = sse_messages(lines)
     assert ids == ["1.2", "1.3"]
     assert messages[0]["params"]["progress"] == 2
     assert messages[1] == {
@@ -362,14 +224,9 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
 
 def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "long", "arguments": {}, "_meta": {"progressToken": "k"}},
-    }
+    call = tool_call("long", request_id=3, progress_token="k")
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        headers = raw_session(http, "2025-06-18")
+        headers = open_session(http, version="2025-06-18")
         response = http.post("/mcp", json=call, headers=headers)
     assert ": keep-alive" in response.text
     assert response.text.rstrip().endswith('"structuredContent":{"done":true}}}')
@@ -383,7 +240,9 @@ async def test_the_sdk_client_resumes_a_stream_the_server_closed_early() -> None
     @app.get("/patient")
     async def patient(ctx: Context) -> dict[str, bool]:
         await ctx.report_progress(1)
-        await anyio.sleep(0.6)  # outlives the stream; the rest reaches the client on resume
+        # Not synchronisation: the route outlives the stream's 0.2 s, the behaviour under test;
+        # the rest reaches the client on resume.
+        await anyio.sleep(0.6)
         await ctx.report_progress(2)
         return {"patient": True}
 

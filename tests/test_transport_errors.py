@@ -13,10 +13,9 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
-from tests.conftest import serve
+from tests.helpers import HEADERS, SESSION_VERSION, WAIT_S, initialize, open_session, rpc, serve, tool_call
 
 MAX_BODY = 4096
-JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 class Echo(BaseModel):
@@ -39,26 +38,6 @@ def make_app(*, sessions: bool = True) -> FastAPI:
 def base_url() -> Iterator[str]:
     with serve(make_app()) as url:
         yield url
-
-
-def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | None = 1) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        message["params"] = params
-    if request_id is not None:
-        message["id"] = request_id
-    return message
-
-
-def open_session(http: httpx.Client, version: str = "2025-11-25", headers: dict[str, str] | None = None) -> str:
-    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "table", "version": "1"}}
-    response = http.post("/mcp", json=rpc("initialize", params), headers={**JSON_HEADERS, **(headers or {})})
-    assert response.status_code == 200, response.text
-    return response.headers["mcp-session-id"]
-
-
-def session_headers(session_id: str, version: str = "2025-11-25") -> dict[str, str]:
-    return {**JSON_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": version}
 
 
 @dataclass
@@ -125,14 +104,14 @@ ROWS = [
 
 def send(http: httpx.Client, row: Row) -> httpx.Response:
     if row.session == "none":
-        headers = dict(JSON_HEADERS)
+        headers = dict(HEADERS)
     elif row.session == "unknown":
-        headers = session_headers("x" * 43)
+        headers = {**HEADERS, "mcp-session-id": "x" * 43}
     elif row.session == "foreign":
-        headers = session_headers(open_session(http, headers={"authorization": "Bearer alice"}))
+        headers = open_session(http, headers={"authorization": "Bearer alice"})
         headers["authorization"] = "Bearer mallory"
     else:
-        headers = session_headers(open_session(http))
+        headers = open_session(http)
     if row.version is None:
         headers.pop("mcp-protocol-version")
     else:
@@ -143,16 +122,15 @@ def send(http: httpx.Client, row: Row) -> httpx.Response:
 
 
 def assert_still_serving(http: httpx.Client) -> None:
-    headers = session_headers(open_session(http))
-    call = rpc("tools/call", {"name": "echo", "arguments": {"text": "alive"}}, request_id=99)
-    response = http.post("/mcp", json=call, headers=headers)
+    headers = open_session(http)
+    response = http.post("/mcp", json=tool_call("echo", {"text": "alive"}, request_id=99), headers=headers)
     assert response.status_code == 200
     assert response.json()["result"]["structuredContent"] == {"text": "alive"}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_bad_input_gets_the_named_status_and_error_and_the_server_keeps_serving(base_url: str, row: Row) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         response = send(http, row)
         assert response.status_code == row.status, response.text
         if row.code is None:
@@ -164,15 +142,15 @@ def test_bad_input_gets_the_named_status_and_error_and_the_server_keeps_serving(
 
 
 def test_params_error_keeps_the_request_id(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        headers = session_headers(open_session(http))
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
         response = http.post("/mcp", json=rpc("tools/call", {"name": 5}, request_id=41), headers=headers)
     assert response.json()["id"] == 41
 
 
 def test_batch_under_2025_03_26_is_answered_in_order(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        headers = session_headers(open_session(http, "2025-03-26"), "2025-03-26")
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http, version="2025-03-26")
         batch = [
             rpc("ping", request_id="a"),
             rpc("notifications/initialized", request_id=None),
@@ -188,28 +166,27 @@ def test_batch_under_2025_03_26_is_answered_in_order(base_url: str) -> None:
 
 
 def test_initialize_inside_a_batch_is_refused(base_url: str) -> None:
-    params = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        alone = http.post("/mcp", json=[rpc("initialize", params)], headers=JSON_HEADERS)
-        headers = session_headers(open_session(http, "2025-03-26"), "2025-03-26")
-        second = http.post("/mcp", json=[rpc("ping"), rpc("initialize", params, request_id=2)], headers=headers)
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        alone = http.post("/mcp", json=[initialize("2025-03-26")], headers=HEADERS)
+        headers = open_session(http, version="2025-03-26")
+        second = http.post("/mcp", json=[rpc("ping"), initialize("2025-03-26", request_id=2)], headers=headers)
     for response in (alone, second):
         assert response.status_code == 400
         assert response.json()["error"]["code"] == -32600
 
 
 def test_refusal_echoes_a_readable_request_id(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        headers = session_headers(open_session(http))
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
         response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": 5}, headers=headers)
     assert response.status_code == 400
     assert response.json()["id"] == 7
 
 
 def test_initialize_with_params_that_are_not_an_object_is_invalid_params(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         message = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": [1]}
-        response = http.post("/mcp", json=message, headers=JSON_HEADERS)
+        response = http.post("/mcp", json=message, headers=HEADERS)
     assert response.json() == {
         "jsonrpc": "2.0",
         "id": 3,
@@ -218,28 +195,27 @@ def test_initialize_with_params_that_are_not_an_object_is_invalid_params(base_ur
 
 
 def test_deleted_session_is_gone(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        headers = session_headers(open_session(http))
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
         assert http.delete("/mcp", headers=headers).status_code == 204
         assert http.post("/mcp", json=rpc("ping"), headers=headers).status_code == 404
         assert http.delete("/mcp", headers=headers).status_code == 404
 
 
 def test_initialize_echoes_a_supported_version_and_offers_the_latest_otherwise(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         for requested, expected in [
             ("2025-03-26", "2025-03-26"),
             ("2025-06-18", "2025-06-18"),
             ("2099-01-01", "2025-11-25"),
         ]:
-            params = {"protocolVersion": requested, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-            response = http.post("/mcp", json=rpc("initialize", params), headers=JSON_HEADERS)
+            response = http.post("/mcp", json=initialize(requested), headers=HEADERS)
             assert response.json()["result"]["protocolVersion"] == expected
 
 
 def test_same_origin_and_loopback_hosts_are_accepted(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        headers = session_headers(open_session(http))
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = open_session(http)
         port = base_url.rsplit(":", 1)[1]
         for extra in ({"origin": base_url}, {"host": f"localhost:{port}"}):
             response = http.post("/mcp", json=rpc("ping"), headers={**headers, **extra})
@@ -247,20 +223,19 @@ def test_same_origin_and_loopback_hosts_are_accepted(base_url: str) -> None:
 
 
 def test_without_sessions_no_id_is_issued_or_needed() -> None:
-    with serve(make_app(sessions=False)) as url, httpx.Client(base_url=url, timeout=20) as http:
-        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-        opened = http.post("/mcp", json=rpc("initialize", params), headers=JSON_HEADERS)
+    with serve(make_app(sessions=False)) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        opened = http.post("/mcp", json=initialize(), headers=HEADERS)
         assert "mcp-session-id" not in opened.headers
-        call = rpc("tools/call", {"name": "echo", "arguments": {"text": "free"}})
-        response = http.post("/mcp", json=call, headers={**JSON_HEADERS, "mcp-protocol-version": "2025-11-25"})
+        call = tool_call("echo", {"text": "free"})
+        response = http.post("/mcp", json=call, headers={**HEADERS, "mcp-protocol-version": SESSION_VERSION})
         assert response.json()["result"]["structuredContent"] == {"text": "free"}
-        assert http.delete("/mcp", headers=JSON_HEADERS).status_code == 405
-        assert http.get("/mcp", headers=JSON_HEADERS).status_code == 405
+        assert http.delete("/mcp", headers=HEADERS).status_code == 405
+        assert http.get("/mcp", headers=HEADERS).status_code == 405
 
 
 def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=20) as http:
-        headers = {**session_headers(open_session(http)), "accept": "text/event-stream"}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        headers = {**open_session(http), "accept": "text/event-stream"}
         response = http.post("/mcp", json=rpc("ping", request_id=5), headers=headers)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")

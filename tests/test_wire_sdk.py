@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import httpx
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
-from tests.conftest import serve
+from tests.helpers import WAIT_S, mcp_client, serve
 
 pytestmark = pytest.mark.anyio
-WAIT_S = 20.0
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
     with serve(app) as url:
         yield url
-
-
-@asynccontextmanager
-async def mcp_client(base_url: str, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
-    http = create_mcp_http_client(headers=headers)
-    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
-    async with http, Client(transport, mode="legacy") as client:
-        yield client
 
 
 async def confirmed_call(client: Client, name: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
@@ -200,10 +188,8 @@ async def test_the_stateless_sdk_client_uses_the_example_app_too(base_url: str) 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
 
-    http = create_mcp_http_client(headers={"x-api-key": API_KEY})
-    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
     with anyio.fail_after(WAIT_S):
-        async with http, Client(transport) as client:
+        async with mcp_client(base_url, {"x-api-key": API_KEY}, mode="auto") as client:
             assert client.protocol_version == "2026-07-28"
             names = [tool.name for tool in (await client.list_tools()).tools]
             note = await client.call_tool("get_note", {"note_id": 1})

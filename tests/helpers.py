@@ -1,0 +1,422 @@
+"""What the test modules share, and the one place they import it from (fixtures stay in
+`conftest.py`; no test module imports another): a real uvicorn server, the official SDK client,
+JSON-RPC messages over streamable HTTP and the SSE they come back in, 2026-07-28 requests,
+bearer tokens from a test issuer, tool discovery with the default credential headers, and the
+app whose tools stream, with what its routes observed."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Annotated, Any
+
+import anyio
+import httpx
+import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi import Depends, FastAPI
+from jose import jwk, jwt
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from starlette.types import ASGIApp
+
+from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+
+START_TIMEOUT_S = 10.0
+WAIT_S = 20.0  # the bound on every wait for a server or a peer
+
+# -- a real server -----------------------------------------------------------------------------
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that says when it is listening."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+@contextmanager
+def serve(app: ASGIApp) -> Iterator[str]:
+    """Serve `app` with uvicorn on an ephemeral 127.0.0.1 port; yields the base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = _Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    if not server.listening.wait(START_TIMEOUT_S) or not server.servers:
+        server.should_exit = True
+        raise RuntimeError("uvicorn did not start listening")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(START_TIMEOUT_S)
+
+
+# -- the official SDK client -------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def mcp_client(
+    base_url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy", **options: Any
+) -> AsyncIterator[Client]:
+    """The official MCP client on `{base_url}/mcp`, sending `headers` on every request; in a
+    session (`legacy`) unless `mode` says otherwise; `options` are the client's callbacks."""
+    http = create_mcp_http_client(headers=headers)
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    async with http, Client(transport, mode=mode, **options) as client:
+        yield client
+
+
+# -- JSON-RPC over streamable HTTP -------------------------------------------------------------
+
+SESSION_VERSION = "2025-11-25"  # the latest revision that has sessions
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+JSON_ONLY = {**HEADERS, "accept": "application/json"}  # a client that reads no SSE
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str | None = 1) -> dict[str, Any]:
+    """A JSON-RPC request; a notification when `request_id` is None."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    if request_id is not None:
+        message["id"] = request_id
+    return message
+
+
+def initialize(
+    version: str = SESSION_VERSION, capabilities: dict[str, Any] | None = None, request_id: int = 0
+) -> dict[str, Any]:
+    """The `initialize` request that opens a session."""
+    client = {"name": "t", "version": "1"}
+    params = {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": client}
+    return rpc("initialize", params, request_id)
+
+
+def open_session(
+    http: httpx.Client,
+    *,
+    version: str = SESSION_VERSION,
+    accept: str = HEADERS["accept"],
+    capabilities: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Open a session over plain HTTP (`headers` are sent too, say a credential); the headers
+    its later requests carry: the same, plus the session id and the protocol version."""
+    sent = {**HEADERS, "accept": accept, "mcp-protocol-version": version, **(headers or {})}
+    response = http.post("/mcp", json=initialize(version, capabilities), headers=sent)
+    assert response.status_code == 200, response.text
+    return {**sent, "mcp-session-id": response.headers["mcp-session-id"]}
+
+
+def tool_call(
+    name: str, arguments: dict[str, Any] | None = None, *, request_id: int = 1, progress_token: str | None = None
+) -> dict[str, Any]:
+    """A `tools/call` request; with a progress token, the call may stream."""
+    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+    if progress_token is not None:
+        params["_meta"] = {"progressToken": progress_token}
+    return rpc("tools/call", params, request_id)
+
+
+def result_of(http: httpx.Client, message: dict[str, Any], headers: dict[str, str] = HEADERS) -> dict[str, Any]:
+    """POST one request, answered in JSON with 200; the answer's result."""
+    response = http.post("/mcp", json=message, headers=headers)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+def call_tool(
+    http: httpx.Client,
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    headers: dict[str, str] = HEADERS,
+    request_id: int = 1,
+) -> dict[str, Any]:
+    """Call a tool over plain HTTP; the call's result."""
+    return result_of(http, tool_call(name, arguments, request_id=request_id), headers)
+
+
+# -- reading server-sent events ----------------------------------------------------------------
+
+
+def _lines(body: str | Iterable[str]) -> Iterable[str]:
+    return body.splitlines() if isinstance(body, str) else body
+
+
+def iter_sse_messages(body: str | Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body (its text, or its lines as they arrive), in order;
+    a priming event's empty data is no message."""
+    for line in _lines(body):
+        if line.startswith("data: {"):
+            yield json.loads(line[len("data: ") :])
+
+
+def sse_messages(body: str | Iterable[str]) -> list[dict[str, Any]]:
+    """Every JSON-RPC message of an SSE body."""
+    return list(iter_sse_messages(body))
+
+
+def sse_ids(body: str | Iterable[str]) -> list[str]:
+    """The event ids of an SSE body, in order."""
+    return [line[len("id: ") :] for line in _lines(body) if line.startswith("id: ")]
+
+
+def read_to_first_message(stream: httpx.Response) -> str | None:
+    """Read a streamed answer up to its first JSON-RPC message, and no further; the id of the
+    last event read (each read is bounded by the client's timeout)."""
+    last_id = None
+    for line in stream.iter_lines():
+        if line.startswith("id: "):
+            last_id = line[len("id: ") :]
+        if line.startswith("data: {"):
+            break
+    return last_id
+
+
+# -- the stateless revision --------------------------------------------------------------------
+
+STATELESS_VERSION = "2026-07-28"  # the revision without sessions: each request says who it is
+
+
+def stateless_meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `_meta` a 2026-07-28 request carries: the revision, the client's capabilities and name."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    }
+
+
+def stateless_request(
+    method: str, params: dict[str, Any] | None = None, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A 2026-07-28 request: `params` with `meta` (by default `stateless_meta()`) as their `_meta`."""
+    return rpc(method, {**(params or {}), "_meta": stateless_meta() if meta is None else meta})
+
+
+def stateless_headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    """The routing headers a conforming 2026-07-28 client sends with `method` (and a tool's `name`)."""
+    sent = {**HEADERS, "mcp-protocol-version": STATELESS_VERSION, "mcp-method": method}
+    if name is not None:
+        sent["mcp-name"] = name
+    return {**sent, **extra}
+
+
+def post_stateless(
+    http: httpx.Client,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    meta: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    """POST one 2026-07-28 request with the routing headers a conforming client sends, and
+    `headers` besides (say a credential)."""
+    sent = {**stateless_headers(method, (params or {}).get("name")), **(headers or {})}
+    return http.post("/mcp", json=stateless_request(method, params, meta), headers=sent)
+
+
+# -- bearer tokens from a test issuer ----------------------------------------------------------
+
+ISSUER = "https://issuer.example"
+AUDIENCE = "https://api.example/mcp"
+
+
+def rsa_pair() -> tuple[str, str]:
+    """A fresh RSA key pair, as (private PEM, public PEM)."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public_pem = (
+        private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return private_pem, public_pem
+
+
+PRIVATE, PUBLIC = rsa_pair()
+
+
+def claims(**changes: Any) -> dict[str, Any]:
+    """Claims for alice from ISSUER to AUDIENCE, valid for five minutes; a change to None drops a claim."""
+    now = int(time.time())
+    merged = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "exp": now + 300, **changes}
+    return {key: value for key, value in merged.items() if value is not None}
+
+
+def token(private: str = PRIVATE, kid: str | None = "k1", **changes: Any) -> str:
+    """An RS256 token with scope notes:read, signed by the issuer's key unless told otherwise."""
+    headers = {"kid": kid} if kid else None
+    return str(jwt.encode(claims(**{"scope": "notes:read", **changes}), private, algorithm="RS256", headers=headers))
+
+
+def _segment(value: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+
+def unsigned(**changes: Any) -> str:
+    """A token that says `alg: none` and carries no signature."""
+    return f"{_segment({'alg': 'none', 'typ': 'JWT'})}.{_segment(claims(**changes))}."
+
+
+def hs256_with_public_key() -> str:
+    """The classic confusion attack: HMAC-sign with the RSA public key as the secret."""
+    header = {"alg": "HS256", "typ": "JWT", "kid": "k1"}
+    signing_input = f"{_segment(header)}.{_segment(claims(sub='mallory'))}"
+    signature = hmac.new(PUBLIC.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return signing_input + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+def public_jwk(kid: str) -> dict[str, Any]:
+    """The issuer's public key as a JWK named `kid`."""
+    key: dict[str, Any] = jwk.construct(PUBLIC, "RS256").to_dict()
+    return {**key, "kid": kid, "alg": "RS256", "use": "sig"}
+
+
+# -- tool discovery ----------------------------------------------------------------------------
+
+# The credential headers `mcp_routes` uses by default.
+CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"})
+
+
+def registry_of(app: FastAPI, credential_headers: frozenset[str] = CREDENTIALS) -> ToolRegistry:
+    """The tool registry of `app`, keeping `credential_headers` out of the tools' arguments."""
+    return ToolRegistry(app, credential_headers)
+
+
+def tool_of(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> Tool:
+    """The tool `name` as discovered in `app` now."""
+    return registry_of(app, credential_headers).table().by_name[name]
+
+
+# -- an app whose tools stream -----------------------------------------------------------------
+
+Context = Annotated[ToolContext, Depends()]
+
+
+class Observed:
+    """What the server-side routes saw, read by the tests across the server's thread."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.gate = threading.Event()  # holds the `gated` route until a test opens it
+        self.gated_done = threading.Event()  # set as the `gated` route returns
+
+
+observed = Observed()
+
+
+def streaming_app() -> FastAPI:
+    """An app whose tools stream: progress, logs, questions, cancellation, long quiet calls."""
+    app = FastAPI(title="Streaming")
+    # What these routes do with their stream is the subject here, not confirming mutations.
+    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+
+    @mcp_tool()
+    @app.get("/count")
+    async def count(ctx: Context, steps: int = 3) -> dict[str, int]:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, total=steps, message=f"step {step}")
+        return {"steps": steps}
+
+    @mcp_tool()
+    @app.get("/chatty")
+    async def chatty(ctx: Context) -> dict[str, bool]:
+        for level in ("debug", "info", "warning", "error"):
+            await ctx.log(level, {"said": level}, logger="chatty")
+        return {"done": True}
+
+    @mcp_tool()
+    @app.get("/slow")
+    async def slow(ctx: Context) -> dict[str, bool]:
+        try:
+            await ctx.report_progress(1)  # tells the test the route is running
+            await anyio.sleep_forever()  # runs until the test cancels it
+        except anyio.get_cancelled_exc_class():
+            observed.cancelled.set()
+            raise
+        return {"finished": True}  # pragma: no cover - never reached
+
+    @mcp_tool()
+    @app.post("/ask")
+    async def ask(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+        answer = await ctx.elicit("Which colour?", schema)
+        return {"action": answer.action, "content": answer.content}
+
+    @mcp_tool()
+    @app.get("/gated")
+    async def gated(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
+        await ctx.report_progress(2)
+        observed.gated_done.set()
+        return {"opened": opened}
+
+    @mcp_tool()
+    @app.post("/ask-twice")
+    async def ask_twice(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+        first = await ctx.elicit("First question?", schema)
+        second = await ctx.elicit("Second question?", schema)
+        return {"answers": [first.content, second.content]}
+
+    @mcp_tool()
+    @app.post("/broad")
+    async def broad(ctx: Context) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+        try:
+            answer = await ctx.elicit("Anything?", schema)
+        except Exception as exc:  # a route's own broad handler must not swallow the question
+            return {"swallowed": type(exc).__name__}
+        return {"answer": answer.content}
+
+    @mcp_tool()
+    @app.post("/complete")
+    async def complete(ctx: Context, prompt: str) -> dict[str, Any]:
+        message = {"role": "user", "content": {"type": "text", "text": prompt}}
+        result = await ctx.sample([message], max_tokens=20, system_prompt="Be brief.")
+        return {"model": result.get("model"), "text": result.get("content", {}).get("text")}
+
+    @mcp_tool()
+    @app.get("/many")
+    async def many(ctx: Context, count: int) -> dict[str, int]:
+        for step in range(1, count + 1):
+            await ctx.report_progress(step)
+        return {"count": count}
+
+    @mcp_tool()
+    @app.get("/long")
+    async def long(ctx: Context) -> dict[str, bool]:
+        await ctx.report_progress(1)
+        # Simulated slow work, not synchronisation: the quiet stretch in which keep-alives go out.
+        await anyio.sleep(0.3)
+        return {"done": True}
+
+    @mcp_tool()
+    @app.get("/plain")
+    async def plain(ctx: Context) -> dict[str, Any]:
+        return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
+
+    return app
