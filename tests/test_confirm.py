@@ -17,7 +17,8 @@ from mcp import Client, types
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
-from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, Kind, Refused, TokenStore
+from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
+from fastapi_mcp_routes.server.confirm import Kind, Refused, TokenStore
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry

@@ -12,21 +12,29 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import Any, Final, NoReturn, Protocol
 
 import anyio
 
-from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION
+from fastapi_mcp_routes.tools.invoke import Caller
+from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import McpError
-
-if TYPE_CHECKING:
-    from fastapi_mcp_routes.server.channel import ClientChannel
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
 CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"
 # RFC 5424 severities, least severe first (spec 2025-11-25, server/utilities/logging).
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 SEVERITY: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+# Keys of the confirmation question and of its sealed state. `ToolContext` refuses the prefix
+# and the stateless channel drops it from a client's inputResponses, so only the server sets them.
+QUESTION_KEY: Final = RESERVED_KEY_PREFIX + "confirm"
+STATE_KEY: Final = RESERVED_KEY_PREFIX + "confirmation"
+
+Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+def is_reserved(key: object) -> bool:
+    return isinstance(key, str) and key.startswith(RESERVED_KEY_PREFIX)
 
 
 class InputRequired(Exception):
@@ -80,6 +88,34 @@ def declares(capabilities: Mapping[str, Any], request: InputRequest) -> bool:
     return isinstance(declared, dict) and (mode is None or not declared or mode in declared)
 
 
+class Channel(Protocol):
+    """What a call needs of its client's channel (server/channel.py has the two eras')."""
+
+    caller: Caller
+    principal: Any
+    emit: Emit | None
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]: ...
+
+    @property
+    def confirmation_owner(self) -> bytes: ...
+
+    def wants_log(self, level: str) -> bool: ...
+
+    def cannot_ask(self, request: InputRequest) -> str | None: ...
+
+    async def ask(
+        self, call: ToolCall, requests: Mapping[str, InputRequest], carry: Mapping[str, Any]
+    ) -> dict[str, Mapping[str, Any]]: ...
+
+
 class ToolCall:
     """One running `tools/call`."""
 
@@ -88,7 +124,7 @@ class ToolCall:
         *,
         request_id: str | int,
         progress_token: str | int | None,
-        channel: ClientChannel,
+        channel: Channel,
         tool: str,
         arguments: Mapping[str, Any],
         answers: Mapping[str, Any],

@@ -12,14 +12,23 @@ two answers to the same questions, so nothing above this module branches on the 
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
 
-from fastapi_mcp_routes.server.call import SEVERITY, InputRequest, InputRequired, ToolCall, declares
-from fastapi_mcp_routes.server.confirm import QUESTION_KEY, STATE_KEY, is_reserved
+from fastapi_mcp_routes.server.call import (
+    QUESTION_KEY,
+    SEVERITY,
+    STATE_KEY,
+    Emit,
+    InputRequest,
+    InputRequired,
+    ToolCall,
+    declares,
+    is_reserved,
+)
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions import SessionManager
@@ -31,7 +40,6 @@ from fastapi_mcp_routes.wire.errors import MissingClientCapability, ToolContextE
 from fastapi_mcp_routes.wire.json import RawJSON
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id
 
-Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
 Result = Mapping[str, Any] | RawJSON
 SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel", "tools/list", "tools/call"})
 # The stateless revision removed the handshake, ping and setLevel, and added discovery.

@@ -28,17 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from fastapi_mcp_routes.server.call import InputRequest, ToolCall
+from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
 from fastapi_mcp_routes.store.base import USED, Store
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps
 
-# Keys of the stateless question and of its sealed state. `ToolContext` refuses this prefix
-# and the stateless channel drops it from a client's inputResponses, so only the server sets them.
-QUESTION_KEY: Final = RESERVED_KEY_PREFIX + "confirm"
-STATE_KEY: Final = RESERVED_KEY_PREFIX + "confirmation"
 DEFAULT_TTL_S: Final = 300.0
 # A person answering a stateless question has as long as its requestState lives.
 QUESTION_TTL_S: Final = 600.0
@@ -270,7 +265,3 @@ def _no(answer: object) -> str:
 
 def _refusal(reason: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": f"Not run: {reason}"}], "isError": True}
-
-
-def is_reserved(key: object) -> bool:
-    return isinstance(key, str) and key.startswith(RESERVED_KEY_PREFIX)

@@ -7,7 +7,7 @@ answered as one JSON array, without streaming.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -15,11 +15,13 @@ from starlette.types import Receive, Scope, Send
 from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.transport.http import Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
-from fastapi_mcp_routes.transport.response_stream import ResponseStream
+from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
+from fastapi_mcp_routes.wire.errors import McpError
+from fastapi_mcp_routes.wire.jsonrpc import Message, RequestId
 from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 
-if TYPE_CHECKING:
-    from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint
+# Answers one message of the POST (the endpoint's `answer`); None for nothing to answer.
+Answer = Callable[[Message | McpError, RequestId | None, SessionChannel], Awaitable[bytes | None]]
 
 
 class SessionAnswer(Response):
@@ -27,25 +29,29 @@ class SessionAnswer(Response):
 
     def __init__(
         self,
-        endpoint: StreamableHTTPEndpoint,
+        *,
+        answer: Answer,
         parsed: Parsed,
         channel: SessionChannel,
         accepts: Accepts,
         logs: StreamLogs | None,
+        keep_alive: KeepAlive,
+        max_open_s: float | None,
     ) -> None:
         # Not Response.__init__: this response writes itself, it renders no body or headers.
         self.background = None  # FastAPI attaches background tasks here when it has any
-        self._endpoint = endpoint
+        self._answer = answer
+        self._keep_alive = keep_alive
+        self._max_open_s = max_open_s
         self._parsed = parsed
         self._channel = channel
         self._accepts = accepts
         self._logs = logs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        parsed, channel, endpoint = self._parsed, self._channel, self._endpoint
-        keep_alive = endpoint.keep_alive
+        parsed, channel, answer = self._parsed, self._channel, self._answer
         stream = ResponseStream(
-            send, self._accepts.sse, self._accepts.json, keep_alive, self._logs, endpoint.max_stream_seconds
+            send, self._accepts.sse, self._accepts.json, self._keep_alive, self._logs, self._max_open_s
         )
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
@@ -53,13 +59,13 @@ class SessionAnswer(Response):
         try:
             if parsed.batch:
                 replies = [
-                    await endpoint.answer(entry, entry_id, channel)
+                    await answer(entry, entry_id, channel)
                     for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
                 ]
                 bodies = [reply for reply in replies if reply is not None]
                 body = b"[" + b",".join(bodies) + b"]" if bodies else None
             else:
-                body = await endpoint.answer(parsed.messages[0], parsed.ids[0], channel)
+                body = await answer(parsed.messages[0], parsed.ids[0], channel)
             answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
             await stream.finish(body, answered_request=answered_request)
         finally:

@@ -161,7 +161,15 @@ class StreamableHTTPEndpoint:
         logs = None
         if session is not None and version >= c.RESUMABLE_VERSION:
             logs = StreamLogs(self._store, session.id, self._config.limits)
-        return SessionAnswer(self, parsed, channel, accepts, logs)
+        return SessionAnswer(
+            answer=self.answer,
+            parsed=parsed,
+            channel=channel,
+            accepts=accepts,
+            logs=logs,
+            keep_alive=self.keep_alive,
+            max_open_s=self._config.max_stream_seconds,
+        )
 
     def _post_stateless(self, request: Request, parsed: Parsed, accepts: Accepts) -> Response:
         """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
@@ -282,10 +290,6 @@ class StreamableHTTPEndpoint:
             return encode_result(entry.id, await self._dispatcher.request(entry, channel))
         except Exception as exc:
             return error_answer(entry.id, exc)
-
-    @property
-    def max_stream_seconds(self) -> float | None:
-        return self._config.max_stream_seconds
 
 
 def _resume(logs: StreamLogs, stream: int, seen: int) -> Response:
