@@ -184,11 +184,13 @@ def read_to_first_message(stream: httpx.Response) -> str | None:
     """Read a streamed answer up to its first JSON-RPC message, and no further; the id of the
     last event read (each read is bounded by the client's timeout)."""
     last_id = None
+    got_message = False
     for line in stream.iter_lines():
         if line.startswith("id: "):
             last_id = line[len("id: ") :]
-        if line.startswith("data: {"):
-            break
+        got_message = got_message or line.startswith("data: {")
+        if got_message and not line:
+            break  # the event is whole: its fields may come in any order
     return last_id
 
 
