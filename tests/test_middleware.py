@@ -22,16 +22,21 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
-from tests.helpers import serve
+from tests.helpers import (
+    WAIT_S,
+    mcp_client,
+    post_stateless,
+    serve,
+    sse_messages,
+    stateless_headers,
+    stateless_request,
+)
 
 pytestmark = pytest.mark.anyio
-WAIT_S = 20.0
 STATELESS = "2026-07-28"
 SESSION_ERA = "2025-11-25"
 Context = Annotated[ToolContext, Depends()]
@@ -143,42 +148,25 @@ CAPABLE = {
 }
 
 
-def tool_call(name: str, meta: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": {}, **params, "_meta": {**CAPABLE, **(meta or {})}},
-    }
-
-
-def routing_headers(served: Served, name: str) -> dict[str, str]:
-    """What a conforming client sends, plus the server's own Origin (accepted) so CORS has work to do."""
-    return {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": STATELESS,
-        "mcp-method": "tools/call",
-        "mcp-name": name,
-        "origin": served.url,
-    }
-
-
 def call(http: httpx.Client, served: Served, name: str, meta: dict[str, Any] | None = None, **params: Any) -> Any:
-    """One stateless `tools/call`; its JSON-RPC result (any other answer fails the test)."""
-    response = http.post("/mcp", json=tool_call(name, meta, **params), headers=routing_headers(served, name))
+    """One stateless `tools/call`; its JSON-RPC result (any other answer fails the test). The
+    server's own Origin goes along (accepted), so CORS has work to do."""
+    response = post_stateless(
+        http,
+        "tools/call",
+        {"name": name, "arguments": {}, **params},
+        meta={**CAPABLE, **(meta or {})},
+        headers={"origin": served.url},
+    )
     assert response.status_code == 200, (response.status_code, response.text)
     return response.json()["result"]
-
-
-def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
-    return [json.loads(line[len("data: ") :]) for line in response.iter_lines() if line.startswith("data: {")]
 
 
 def test_every_layer_of_the_stack_acts_on_a_tool_call(served: Served) -> None:
     served.seen.clear()
     with httpx.Client(base_url=served.url, timeout=WAIT_S) as http:
-        response = http.post("/mcp", json=tool_call("plain"), headers=routing_headers(served, "plain"))
+        params = {"name": "plain", "arguments": {}}
+        response = post_stateless(http, "tools/call", params, meta=CAPABLE, headers={"origin": served.url})
     assert response.json()["result"]["structuredContent"] == {"is_tool_call": True}
     layers = STACKS[served.stack]
     if "cors" in layers:
@@ -219,17 +207,18 @@ def test_a_routes_broad_except_does_not_swallow_a_stateless_question(served: Ser
 
 
 def test_stateless_progress_behind_the_stack_reaches_the_client_as_events(served: Served) -> None:
-    body = tool_call("count", {"progressToken": "p"})
+    body = stateless_request("tools/call", {"name": "count", "arguments": {}}, {**CAPABLE, "progressToken": "p"})
+    headers = stateless_headers("tools/call", "count", origin=served.url)
     with (
         httpx.Client(base_url=served.url, timeout=WAIT_S) as http,
-        http.stream("POST", "/mcp", json=body, headers=routing_headers(served, "count")) as response,
+        http.stream("POST", "/mcp", json=body, headers=headers) as response,
     ):
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         assert "content-encoding" not in response.headers  # GZip leaves event streams alone
         if "cors" in STACKS[served.stack]:
             assert response.headers["access-control-allow-origin"] == served.url
-        messages = sse_messages(response)
+        messages = sse_messages(response.iter_lines())
     progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
     assert [(p["progressToken"], p["progress"], p["message"]) for p in progress] == [
         ("p", 1, "step 1"),
@@ -258,9 +247,7 @@ async def test_the_sdk_client_answers_a_stateless_question_behind_the_stack(serv
 
 @asynccontextmanager
 async def session_client(served: Served, **options: Any) -> AsyncIterator[Client]:
-    http = create_mcp_http_client()
-    transport = streamable_http_client(f"{served.url}/mcp", http_client=http)
-    async with http, Client(transport, mode="legacy", **options) as client:
+    async with mcp_client(served.url, **options) as client:
         assert client.protocol_version == SESSION_ERA
         yield client
 
