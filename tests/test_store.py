@@ -1,0 +1,143 @@
+"""The `Store` contract, as `MemoryStore` keeps it: what any store behind the seam must do."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from fastapi_mcp_routes.store.base import USED, SessionBounds, SessionRecord
+from fastapi_mcp_routes.store.memory import MemoryStore
+
+BOUNDS = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
+pytestmark = pytest.mark.anyio
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record(session_id: str, owner: bytes = b"alice") -> SessionRecord:
+    return SessionRecord(session_id, owner, owner, "2025-11-25")
+
+
+async def test_opening_past_the_bounds_pushes_out_the_owners_oldest_then_the_least_recently_used() -> None:
+    store = MemoryStore()
+    assert await store.open_session(record("a1"), BOUNDS) == ()
+    assert await store.open_session(record("a2"), BOUNDS) == ()
+    assert await store.open_session(record("a3"), BOUNDS) == ("a1",)  # alice's own oldest
+    assert await store.open_session(record("b1", b"bob"), BOUNDS) == ()
+    assert await store.find_session("a2", BOUNDS.idle_s) is not None  # a3 is now the least recent
+    assert await store.open_session(record("c1", b"carol"), BOUNDS) == ("a3",)
+
+
+async def test_a_session_unused_for_its_idle_time_is_gone() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    await store.open_session(record("a1"), BOUNDS)
+    clock.now += 59
+    assert await store.find_session("a1", BOUNDS.idle_s) is not None  # and its idle time restarts
+    clock.now += 59
+    assert await store.find_session("a1", BOUNDS.idle_s) is not None
+    clock.now += 61
+    assert await store.find_session("a1", BOUNDS.idle_s) is None
+
+
+async def test_a_saved_record_replaces_a_live_one_and_never_brings_back_a_closed_one() -> None:
+    store = MemoryStore()
+    await store.open_session(record("a1"), BOUNDS)
+    await store.save_session(SessionRecord("a1", b"alice", b"alice", "2025-11-25", log_level="error"))
+    found = await store.find_session("a1", BOUNDS.idle_s)
+    assert found is not None
+    assert found.log_level == "error"
+    assert await store.close_session("a1") is True
+    await store.save_session(found)
+    assert await store.find_session("a1", BOUNDS.idle_s) is None
+    assert await store.close_session("a1") is False
+
+
+async def test_a_claim_has_one_holder_until_released_or_expired() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    assert await store.claim("listen/a1", 10) is True
+    assert await store.claim("listen/a1", 10) is False
+    await store.release("listen/a1")
+    assert await store.claim("listen/a1", 10) is True
+    clock.now += 11
+    assert await store.claim("listen/a1", 10) is True
+
+
+async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_overflowed() -> None:
+    store = MemoryStore()
+    await store.open_session(record("a1"), BOUNDS)
+    stream = await store.start_stream("a1", max_kept=8)
+    for event in (b"e1", b"e2", b"e3"):
+        await store.append_event("a1", stream, event, max_events=3)
+    read = await store.read_stream("a1", stream, after=1)
+    assert read is not None
+    assert (read.events, read.complete) == ((b"e2", b"e3"), False)
+    await store.append_event("a1", stream, b"e4", max_events=3)
+    assert await store.read_stream("a1", stream, after=0) is None
+
+
+async def test_past_the_kept_streams_the_oldest_finished_one_goes_first() -> None:
+    store = MemoryStore()
+    first, second = await store.start_stream("a1", 2), await store.start_stream("a1", 2)
+    await store.complete_stream("a1", second)
+    third = await store.start_stream("a1", 2)
+    assert await store.read_stream("a1", second, 0) is None
+    assert await store.read_stream("a1", first, 0) is not None
+    assert await store.read_stream("a1", third, 0) is not None
+
+
+async def test_closing_a_session_forgets_its_streams() -> None:
+    store = MemoryStore()
+    await store.open_session(record("a1"), BOUNDS)
+    stream = await store.start_stream("a1", 8)
+    await store.close_session("a1")
+    assert await store.read_stream("a1", stream, 0) is None
+
+
+async def test_a_token_is_used_once_only_with_the_value_it_was_kept_with() -> None:
+    store = MemoryStore()
+    await store.put_token("t1", b"value", 60, b"alice", (10, 100))
+    assert await store.use_token("t1", b"other") == b"value"  # refused, and still good
+    assert await store.use_token("t1", b"value") == b"value"
+    assert await store.use_token("t1", b"value") == USED
+    assert await store.use_token("never", b"value") is None
+
+
+async def test_tokens_past_their_bounds_push_out_the_owners_oldest_then_anyones() -> None:
+    store = MemoryStore()
+    for key in ("a1", "a2", "a3"):
+        await store.put_token(key, b"v", 60, b"alice", (2, 3))
+    assert await store.use_token("a1", b"v") is None
+    await store.put_token("b1", b"v", 60, b"bob", (2, 3))
+    await store.put_token("b2", b"v", 60, b"bob", (2, 3))
+    assert await store.use_token("a2", b"v") is None  # the oldest of all
+    assert await store.use_token("b2", b"v") == b"v"
+
+
+async def test_an_expired_token_is_gone_and_a_revoked_one_is_used() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    await store.put_token("t1", b"v", 60, b"alice", (10, 100))
+    await store.put_token("t2", b"v", 60, b"alice", (10, 100))
+    await store.revoke_token("t2")
+    assert await store.use_token("t2", b"v") == USED
+    clock.now += 61
+    assert await store.use_token("t1", b"v") is None
+
+
+async def test_a_message_reaches_whoever_listens_and_nobody_else() -> None:
+    store = MemoryStore()
+    assert await store.publish("reply/a1/1", b"nobody") is False
+    async with store.subscribe("reply/a1/1") as inbox:
+        assert await store.publish("reply/a1/2", b"elsewhere") is False
+        assert await store.publish("reply/a1/1", b"answer") is True
+        with anyio.fail_after(5):
+            assert await anext(aiter(inbox)) == b"answer"
+    assert await store.publish("reply/a1/1", b"late") is False
