@@ -59,15 +59,27 @@ async def test_a_saved_record_replaces_a_live_one_and_never_brings_back_a_closed
     assert await store.close_session("a1") is False
 
 
-async def test_a_claim_has_one_holder_until_released_or_expired() -> None:
+async def test_a_claim_has_one_holder_until_released_or_lapsed() -> None:
     clock = Clock()
     store = MemoryStore(clock)
-    assert await store.claim("listen/a1", 10) is True
-    assert await store.claim("listen/a1", 10) is False
-    await store.release("listen/a1")
-    assert await store.claim("listen/a1", 10) is True
+    assert await store.claim("listen/a1", "first", 10) is True
+    assert await store.claim("listen/a1", "second", 10) is False
+    await store.release("listen/a1", "second")  # not its claim: nothing changes
+    assert await store.claim("listen/a1", "second", 10) is False
+    await store.release("listen/a1", "first")
+    assert await store.claim("listen/a1", "second", 10) is True
     clock.now += 11
-    assert await store.claim("listen/a1", 10) is True
+    assert await store.claim("listen/a1", "third", 10) is True
+
+
+async def test_a_holder_that_renews_its_claim_keeps_it() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    assert await store.claim("listen/a1", "first", 10) is True
+    for _ in range(3):
+        clock.now += 8
+        assert await store.claim("listen/a1", "first", 10) is True
+        assert await store.claim("listen/a1", "second", 10) is False
 
 
 async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_overflowed() -> None:

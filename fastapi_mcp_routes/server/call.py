@@ -18,7 +18,7 @@ import anyio
 
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
-from fastapi_mcp_routes.wire.errors import McpError
+from fastapi_mcp_routes.wire.errors import McpError, ToolContextError
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
 CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"
@@ -137,6 +137,7 @@ class ToolCall:
         self.answers = dict(answers)  # what the client already answered (earlier rounds)
         self.cancel_scope = anyio.CancelScope()
         self.stopped: BaseException | None = None  # why the call was stopped, when it was
+        self.has_answered = False  # the route's response is whole (its background tasks may run on)
         # What a later round must be handed back besides the answers (a confirmed call's
         # standing confirmation), made only when a round ends with a question.
         self.carried: Callable[[], Awaitable[Mapping[str, Any]]] | None = None
@@ -190,9 +191,20 @@ class ToolCall:
         be given back if the answers come in a later request (sealed with them)."""
         return await self.channel.ask(self, requests, carry or {})
 
+    def answered(self) -> None:
+        """The route's response is whole: from now on the call's result is that response."""
+        self.has_answered = True
+
     async def stop(self, reason: BaseException) -> NoReturn:
         """End the call from inside it: the reason is kept, the call's scope is cancelled,
-        and the pipeline answers for it once the route has unwound."""
+        and the pipeline answers for it once the route has unwound.
+
+        Once the route has answered (a background task asks), the call is that answer: it is
+        not stopped, and the one asking learns why with `ToolContextError`."""
+        if self.has_answered:
+            raise ToolContextError(
+                "the route already answered this tool call; a question asked after the response cannot reach the client"
+            )
         self.stopped = reason
         self.cancel_scope.cancel()
         await anyio.sleep_forever()

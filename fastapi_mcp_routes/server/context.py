@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequest, ToolCall
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
+
+ELICITATION_ACTIONS: Final = ("accept", "decline", "cancel")
 
 __all__ = ["ElicitationResult", "InputRequest", "ToolContext", "ToolContextError"]
 
@@ -100,8 +102,13 @@ class ToolContext:
         call = self._require_call("elicitation/create")
         key = key or call.next_key("elicitation/create")
         result = (await self._ask(call, {key: InputRequest.elicitation(message, schema)}))[key]
+        action = result.get("action")
+        if action not in ELICITATION_ACTIONS:
+            # Anything else is not an answer the spec allows (client/elicitation, ElicitResult):
+            # taken as the user not answering, so a route's "decline" check cannot be bypassed.
+            return ElicitationResult("cancel", None)
         content = result.get("content")
-        return ElicitationResult(str(result.get("action", "cancel")), content if isinstance(content, dict) else None)
+        return ElicitationResult(action, content if action == "accept" and isinstance(content, dict) else None)
 
     async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         """The roots the client exposes (`roots/list`)."""

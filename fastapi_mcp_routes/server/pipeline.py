@@ -180,7 +180,15 @@ class ToolCallPipeline:
         """Step 3: the route, through the app, as the caller's own HTTP request."""
         caller = call.channel.caller
         scope = {CALL_SCOPE_KEY: call}
-        return await invoke(self._app, tool, arguments, caller, scope, max_response_bytes=self._max_response_bytes)
+        return await invoke(
+            self._app,
+            tool,
+            arguments,
+            caller,
+            scope,
+            max_response_bytes=self._max_response_bytes,
+            on_answered=call.answered,
+        )
 
     async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:
         if self._on_tool_call is log_tool_call and not logger.isEnabledFor(logging.INFO):

@@ -79,11 +79,14 @@ class Store(Protocol):
 
     # -- claims: at most one holder of a name (one GET stream per session) --------------------
 
-    async def claim(self, name: str, ttl_s: float) -> bool:
-        """Take `name` if nobody holds it; it is released by `release` or after `ttl_s`."""
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take `name` for `holder` if nobody else holds it, or renew the holder's own claim;
+        it lapses after `ttl_s` unless renewed, so a holder that died frees it."""
         ...
 
-    async def release(self, name: str) -> None: ...
+    async def release(self, name: str, holder: str) -> None:
+        """Give `name` up, if `holder` still holds it."""
+        ...
 
     # -- resumable streams (2025-11-25) ----------------------------------------------------
 

@@ -65,7 +65,7 @@ class MemoryStore:
         self._clock = clock
         self._sessions: OrderedDict[str, _Live] = OrderedDict()
         self._by_owner: dict[bytes, OrderedDict[str, None]] = {}
-        self._claims: dict[str, float] = {}
+        self._claims: dict[str, tuple[str, float]] = {}
         self._streams: dict[str, _Streams] = {}
         self._tokens: OrderedDict[str, _Token] = OrderedDict()
         self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
@@ -124,16 +124,18 @@ class MemoryStore:
 
     # -- claims ----------------------------------------------------------------------------
 
-    async def claim(self, name: str, ttl_s: float) -> bool:
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
         now = self._clock()
-        held_until = self._claims.get(name)
-        if held_until is not None and held_until > now:
+        held = self._claims.get(name)
+        if held is not None and held[0] != holder and held[1] > now:
             return False
-        self._claims[name] = now + ttl_s
+        self._claims[name] = (holder, now + ttl_s)
         return True
 
-    async def release(self, name: str) -> None:
-        self._claims.pop(name, None)
+    async def release(self, name: str, holder: str) -> None:
+        held = self._claims.get(name)
+        if held is not None and held[0] == holder:
+            del self._claims[name]
 
     # -- resumable streams -----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -85,13 +85,14 @@ async def invoke(
     extra_scope: Mapping[str, Any] | None = None,
     *,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    on_answered: Callable[[], None] | None = None,
 ) -> CapturedResponse:
     """Run the tool's route with these arguments as the caller's HTTP request; `extra_scope`
     holds our own scope keys (the running call a route's `ToolContext` reaches)."""
     scope, body = build_request(tool, arguments, caller)
     if extra_scope:
         scope.update(extra_scope)
-    return await call_app(app, scope, body, max_response_bytes)
+    return await call_app(app, scope, body, max_response_bytes, on_answered)
 
 
 def planned_path(tool: Tool, arguments: Mapping[str, Any]) -> str:
@@ -146,9 +147,14 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
 
 
 async def call_app(
-    app: ASGIApp, scope: Scope, body: bytes, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    app: ASGIApp,
+    scope: Scope,
+    body: bytes,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    on_answered: Callable[[], None] | None = None,
 ) -> CapturedResponse:
     """Call the app with one request and collect its whole response, up to `max_response_bytes`.
+    `on_answered` is told when the response is whole (the route's background tasks run after).
 
     A response over the cap stops the app the way a cancellation does: an exception raised in
     `send` would travel back through the app's middleware (wrapped in exception groups by task
@@ -185,6 +191,8 @@ async def call_app(
                 return
             chunks.append(chunk)
             complete = not message.get("more_body", False)
+            if complete and on_answered is not None:
+                on_answered()
 
     try:
         with cut_off:

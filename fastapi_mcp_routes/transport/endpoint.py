@@ -10,6 +10,7 @@ no step builds an error response itself.
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -236,22 +237,23 @@ class StreamableHTTPEndpoint:
                 # The general GET stream would never carry the answer the client waits for.
                 raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
             return _resume(logs, *found)
-        claim = f"listen/{session.id}"
-        if not await self._store.claim(claim, sessions.idle_s):
+        claim, holder = f"listen/{session.id}", secrets.token_urlsafe(16)
+        if not await self._store.claim(claim, holder, sessions.idle_s):
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
         generation: int | None = None
 
         async def poll() -> list[bytes] | None:
             nonlocal generation
             # Finding the session keeps it alive while it listens, and ends the stream once
-            # the session is closed or expired.
+            # the session is closed or expired; the claim is renewed as long as the stream lives.
             if await sessions.find(session.id, identity) is None:
                 return None
+            await self._store.claim(claim, holder, sessions.idle_s)
             generation, messages = self._dispatcher.changes_since(generation)
             return [sse_event(dumps(message)) for message in messages]
 
         async def close() -> None:
-            await self._store.release(claim)
+            await self._store.release(claim, holder)
 
         return ListenStream(poll, close)
 
