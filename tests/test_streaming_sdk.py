@@ -334,11 +334,13 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
         headers = raw_session(http, "2025-11-25")
         last_id = None
         with http.stream("POST", "/mcp", json=call, headers=headers) as first:
+            got_message = False
             for line in first.iter_lines():
                 if line.startswith("id: "):
                     last_id = line[len("id: ") :]
-                if line.startswith("data: {"):
-                    break  # got the first progress event; now the connection drops
+                got_message = got_message or line.startswith("data: {")
+                if got_message and not line:
+                    break  # the first progress event is whole; now the connection drops
         assert last_id == "1.1"
         resume = {**headers, "accept": "text/event-stream", "last-event-id": last_id}
         with http.stream("GET", "/mcp", headers=resume) as resumed:

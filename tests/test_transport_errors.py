@@ -266,5 +266,5 @@ def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> Non
     assert response.headers["content-type"].startswith("text/event-stream")
     # 2025-11-25 streams open with a priming event (an id to resume from, and a retry delay).
     assert response.text == (
-        'id: 1.0\nretry: 1000\ndata: \n\nid: 1.1\nevent: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\n\n'
+        'data: \nid: 1.0\nretry: 1000\n\nevent: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\nid: 1.1\n\n'
     )

@@ -6,6 +6,10 @@ the client seemed to receive them (a server often cannot tell a dropped connecti
 one), so a client whose connection dropped can send GET with `Last-Event-ID` and receive what
 followed that event on that stream, and only that stream, up to the answer. A log is dropped
 once a resume has delivered it whole, or when newer streams push it out.
+
+Events are framed by FastAPI's own SSE encoder (`fastapi.sse.format_sse_event`), which writes
+`event`, `data`, `id`, `retry` in that order, each line ending in LF. Field order within an
+event does not matter to SSE parsers (WHATWG HTML, "Interpreting an event stream").
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ import re
 from collections import OrderedDict
 from typing import Final
 
+from fastapi.sse import format_sse_event
+
 # Per session: how many streams are kept, and how many events of each.
 MAX_KEPT_STREAMS: Final = 8
 MAX_EVENTS_PER_STREAM: Final = 256
 # What clients wait before reconnecting, sent in each stream's priming event (milliseconds).
 RETRY_MS: Final = 1000
+MESSAGE_EVENT: Final = "message"  # the event type every MCP message is sent as
 _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
 
 
@@ -37,8 +44,7 @@ class StreamLog:
     def record(self, data: bytes) -> bytes:
         """Frame a message as this stream's next event, keeping it while there is room."""
         self.sent += 1
-        head = b"id: %d.%d\nevent: message\ndata: " % (self.number, self.sent)
-        framed = head + data + b"\n\n"
+        framed = message_event(data, f"{self.number}.{self.sent}")
         if len(self.events) < MAX_EVENTS_PER_STREAM:
             self.events.append(framed)
         else:
@@ -79,6 +85,12 @@ class StreamLogs:
         return log, seen
 
 
+def message_event(data: bytes, event_id: str | None = None) -> bytes:
+    """One SSE event carrying one JSON-RPC message (`data` is its JSON, on one line)."""
+    return format_sse_event(data_str=data.decode(), event=MESSAGE_EVENT, id=event_id)
+
+
 def priming_event(stream: int) -> bytes:
-    """The first event of a resumable stream: an id to resume from, and the retry delay."""
-    return b"id: %d.0\nretry: %d\ndata: \n\n" % (stream, RETRY_MS)
+    """The first event of a resumable stream: an id to resume from, the retry delay, and empty
+    data (spec 2025-11-25, basic/transports "Resumability and Redelivery")."""
+    return format_sse_event(data_str="", id=f"{stream}.0", retry=RETRY_MS)

@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import anyio
+from fastapi.sse import format_sse_event
 from starlette.types import Send
 
-from fastapi_mcp_routes.store.replay import StreamLog, StreamLogs, priming_event
+from fastapi_mcp_routes.store.replay import StreamLog, StreamLogs, message_event, priming_event
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.json import dumps
 
@@ -45,7 +46,7 @@ SSE_HEADERS: Final = [
 _JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
 # Well under the idle timeouts of common proxies (nginx: 60 s). Not Final: tests shorten it.
 KEEP_ALIVE_S = 15.0
-KEEP_ALIVE_COMMENT: Final = b": keep-alive\n\n"
+KEEP_ALIVE_COMMENT: Final = format_sse_event(comment="keep-alive")
 
 
 class KeepAlive:
@@ -233,5 +234,4 @@ class ResponseStream:
 
 def sse_event(data: bytes, event_id: bytes | None = None) -> bytes:
     """One SSE event carrying one JSON-RPC message."""
-    head = b"id: " + event_id + b"\nevent: message\ndata: " if event_id else b"event: message\ndata: "
-    return head + data + b"\n\n"
+    return message_event(data, event_id.decode() if event_id else None)
