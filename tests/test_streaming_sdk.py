@@ -3,6 +3,7 @@ progress, logging, cancellation and elicitation travel on the call's own respons
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from fastapi_mcp_routes import ToolContext, ToolContextError, mcp_routes, mcp_tool
-from fastapi_mcp_routes.transport import response_stream as _stream
+from fastapi_mcp_routes.transport import endpoint as _endpoint
+from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from tests.conftest import serve
 
 pytestmark = pytest.mark.anyio
@@ -131,6 +133,13 @@ def make_app() -> FastAPI:
         return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
 
     return app
+
+
+def make_app_with_keep_alive_every(seconds: float, monkeypatch: pytest.MonkeyPatch) -> FastAPI:
+    """`make_app()` whose endpoint sends keep-alive comments every `seconds`. Until `mcp_routes`
+    takes the interval as an option, the endpoint's `KeepAlive` is made with it."""
+    monkeypatch.setattr(_endpoint, "KeepAlive", functools.partial(KeepAlive, interval_s=seconds))
+    return make_app()
 
 
 @pytest.fixture(scope="module")
@@ -362,15 +371,15 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
     }
 
 
-def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
+def test_a_quiet_stream_gets_keep_alive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
     call = {
         "jsonrpc": "2.0",
         "id": 3,
         "method": "tools/call",
         "params": {"name": "long", "arguments": {}, "_meta": {"progressToken": "k"}},
     }
-    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+    app = make_app_with_keep_alive_every(0.05, monkeypatch)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         headers = raw_session(http, "2025-06-18")
         response = http.post("/mcp", json=call, headers=headers)
     assert ": keep-alive" in response.text

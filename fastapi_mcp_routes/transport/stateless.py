@@ -2,17 +2,14 @@
 
 A request is checked (envelope, routing headers, version), answered through the shared
 dispatcher, and written as JSON or, once the call has something to say first, as SSE. Closing
-the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation), so a
-watcher task waits for the client to go away. The watcher starts only once a request has run
-for `WATCH_AFTER_S`: a task per request, and the event-loop turns that cancelling it at the
-answer takes, cost a quick call about as much as the call itself. A client that leaves sooner
-is noticed when the watcher starts. `subscriptions/listen` holds a stream open for list-change
-notifications, tagged with the subscription's id.
+the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation): the
+response stream watches for the client going away (from `WATCH_AFTER_S` on: see
+`response_stream`). `subscriptions/listen` holds a stream open for list-change notifications,
+tagged with the subscription's id.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -22,15 +19,15 @@ from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.server.dispatch import CallContext, Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.store.replay import message_event
 from fastapi_mcp_routes.transport.listen import ListenStream
-from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream, sse_event
+from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import CallCancelled, McpError
 from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, RequestId, encode_error, encode_result, internal_error
 
 SUBSCRIBE: Final = "subscriptions/listen"
-WATCH_AFTER_S: Final = 0.25  # a request running this long gets a watcher for the client leaving
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 # What a listener can opt in to, and the notification each one brings.
 _SUBSCRIBABLE: Final = {"toolsListChanged": "notifications/tools/list_changed"}
@@ -52,40 +49,25 @@ class StatelessAnswer(Response):
         self._json = json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        stream = ResponseStream(send, self._sse, self._json, self._keep_alive)
         calls: dict[RequestId, anyio.CancelScope] = {}
         ctx = self._ctx
-        ctx.emit = stream.emit if self._sse else None
         ctx.cancel_scopes = calls
-        loop = asyncio.get_running_loop()
-        watcher: asyncio.Task[None] | None = None
 
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
+        def cancel_calls() -> None:
             # The client left: the call is cancelled (its context sees it), nothing is sent.
-            for scope in calls.values():
-                scope.cancel()
+            for call in calls.values():
+                call.cancel()
 
-        def start_watching() -> None:
-            nonlocal watcher
-            watcher = loop.create_task(watch())
-
-        answer: tuple[bytes, int] | None = None
-        timer = loop.call_later(WATCH_AFTER_S, start_watching)
-        try:
+        stream = ResponseStream(
+            send, self._sse, self._json, self._keep_alive, receive=receive, on_disconnect=cancel_calls
+        )
+        async with stream:
+            ctx.emit = stream.emit if self._sse else None
             answer = await self._answer(ctx)
             if answer is not None:
                 body, status = answer
                 await stream.finish(body, answered_request=True, status=status)
-        finally:
-            timer.cancel()
-            if watcher is not None:
-                watcher.cancel()
-            stream.abandon()  # no keep-alive or anything else once the request is over
-        if answer is None:
-            return
-        if self.background is not None:
+        if answer is not None and self.background is not None:
             await self.background()
 
     async def _answer(self, ctx: CallContext) -> tuple[bytes, int] | None:
@@ -100,7 +82,7 @@ class StatelessAnswer(Response):
             return internal_error(request.id, exc), 200
 
 
-def subscription(dispatcher: Dispatcher, request: Request) -> Response:
+def subscription(dispatcher: Dispatcher, request: Request, keep_alive: KeepAlive | None = None) -> Response:
     """The long-lived answer to `subscriptions/listen`: an acknowledgement naming what will be
     sent, then those notifications only, each tagged with the subscription's id."""
     wanted = request.params.get("notifications")
@@ -124,8 +106,8 @@ def subscription(dispatcher: Dispatcher, request: Request) -> Response:
             if note["method"] in sends
         ]
 
-    return ListenStream(poll, lambda: None)
+    return ListenStream(poll, lambda: None, keep_alive)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:
-    return sse_event(dumps(message))
+    return message_event(dumps(message))
