@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI, Query
+from fastapi import BackgroundTasks, Depends, FastAPI, Query
 from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
@@ -55,6 +55,20 @@ def post(http: httpx.Client, method: str, params: dict[str, Any] | None = None, 
     meta = options.get("meta", META)
     name = (params or {}).get("name")
     return http.post("/mcp", json=message(method, params, meta), headers=headers(method, name))
+
+
+def test_background_tasks_of_endpoint_dependencies_run_for_a_stateless_request() -> None:
+    ran: list[str] = []
+
+    def audit(background: BackgroundTasks) -> None:
+        background.add_task(ran.append, "audited")
+
+    app = FastAPI()
+    app.include_router(mcp_routes(app, dependencies=[Depends(audit)]))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        discovered = post(http, "server/discover")
+    assert discovered.json()["result"]["resultType"] == "complete"
+    assert ran == ["audited"]
 
 
 async def test_the_sdk_client_discovers_lists_and_calls_without_a_session(base_url: str) -> None:

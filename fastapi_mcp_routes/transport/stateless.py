@@ -39,9 +39,10 @@ class StatelessAnswer(Response):
     def __init__(
         self, dispatcher: Dispatcher, request: Request, ctx: CallContext, sse: bool, json: bool, keep_alive: KeepAlive
     ) -> None:
+        # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
+        # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
+        super().__init__()
         self._keep_alive = keep_alive
-        # Not Response.__init__: this response writes itself, it renders no body or headers.
-        self.background = None  # FastAPI attaches background tasks here when it has any
         self._dispatcher = dispatcher
         self._request = request
         self._ctx = ctx
