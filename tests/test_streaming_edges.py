@@ -201,7 +201,7 @@ async def test_a_pending_answer_gets_keep_alives_and_its_helpers_end_with_it() -
             await send.kept_alive.wait()
             await stream.finish(ANSWER, answered_request=True)
     assert asyncio.all_tasks() == before
-    assert send.messages[0]["headers"] == SSE_HEADERS
+    assert send.messages[0]["headers"] == list(SSE_HEADERS)
     assert send.body().startswith(KEEP_ALIVE_COMMENT)
     assert send.body().endswith(b"data: " + ANSWER + b"\n\n")
 

@@ -35,7 +35,7 @@ class ListenStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
+            await send({"type": "http.response.start", "status": self.status_code, "headers": list(SSE_HEADERS)})
             async with anyio.create_task_group() as tasks:
 
                 async def watch() -> None:

@@ -47,13 +47,14 @@ from fastapi_mcp_routes.wire.json import dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-SSE_HEADERS: Final = [
+# Tuples: every response gets its own list, which a middleware may change in place.
+SSE_HEADERS: Final = (
     (b"content-type", c.MEDIA_SSE.encode()),
     (b"cache-control", b"no-cache"),
     # Reverse proxies (nginx) would otherwise hold events back until the stream ends.
     (b"x-accel-buffering", b"no"),
-]
-_JSON_HEADERS: Final = [(b"content-type", c.MEDIA_JSON.encode())]
+)
+_JSON_HEADERS: Final = ((b"content-type", c.MEDIA_JSON.encode()),)
 # Well under the idle timeouts of common proxies (nginx: 60 s).
 KEEP_ALIVE_S: Final = 15.0
 KEEP_ALIVE_COMMENT: Final = format_sse_event(comment="keep-alive")
@@ -176,7 +177,7 @@ class ResponseStream:
         if self._streaming:
             return
         self._streaming = True
-        await self._write_start(200, SSE_HEADERS)
+        await self._write_start(200, list(SSE_HEADERS))
         if self._logs is not None:
             self._log = self._logs.start()
             await self._write(priming_event(self._log.number), more=True)
