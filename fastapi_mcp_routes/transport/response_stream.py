@@ -210,7 +210,8 @@ class ResponseStream:
                 if self._closing and self._max_open_s is not None:
                     helpers.start_soon(self._then_stop, self._close_early, self._max_open_s)
         except Exception:
-            # Nobody awaits a helper's result: its failure is logged here, never sent.
+            # A helper's failure is the server's to know, not the client's: logged with its
+            # traceback, while the answer goes on without its helpers.
             logger.exception("a helper of a pending answer failed")
         finally:
             self._helpers = None
