@@ -329,11 +329,12 @@ class Observed:
 observed = Observed()
 
 
-def streaming_app() -> FastAPI:
-    """An app whose tools stream: progress, logs, questions, cancellation, long quiet calls."""
+def streaming_app(**options: Any) -> FastAPI:
+    """An app whose tools stream: progress, logs, questions, cancellation, long quiet calls;
+    `options` go to `mcp_routes`."""
     app = FastAPI(title="Streaming")
     # What these routes do with their stream is the subject here, not confirming mutations.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, **options))
 
     @mcp_tool()
     @app.get("/count")

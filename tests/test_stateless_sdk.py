@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI, Query
+from fastapi import BackgroundTasks, Depends, FastAPI, Query
 from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
@@ -347,3 +347,17 @@ def test_an_x_mcp_header_the_spec_does_not_allow_stops_discovery(endpoint: Any, 
     app.add_api_route("/h", mcp_tool()(endpoint), methods=["GET"])
     with pytest.raises(ValueError, match=message):
         ToolRegistry(app, frozenset()).table()
+
+
+def test_background_tasks_of_endpoint_dependencies_run_for_a_stateless_request() -> None:
+    ran: list[str] = []
+
+    def audit(background: BackgroundTasks) -> None:
+        background.add_task(ran.append, "audited")
+
+    app = FastAPI()
+    app.include_router(mcp_routes(app, dependencies=[Depends(audit)]))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        discovered = post_stateless(http, "server/discover")
+    assert discovered.json()["result"]["resultType"] == "complete"
+    assert ran == ["audited"]

@@ -4,8 +4,6 @@ the call ended, JSON-only clients, long streams, malformed cancellations and res
 from __future__ import annotations
 
 import asyncio
-import gc
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,9 +11,11 @@ import anyio
 import httpx
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI
+from starlette.types import Message
 
-from fastapi_mcp_routes import mcp_routes
-from fastapi_mcp_routes.transport import response_stream as _stream
+from fastapi_mcp_routes import Limits, mcp_routes
+from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
 from tests.helpers import (
     WAIT_S,
     observed,
@@ -126,11 +126,9 @@ def test_background_tasks_of_endpoint_dependencies_run_for_every_post() -> None:
     assert ran == ["audited"] * 3
 
 
-def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives(
-    base_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
-    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives() -> None:
+    app = streaming_app(limits=Limits(keep_alive_s=0.05))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         headers = open_session(http, version="2025-06-18")
         response = http.post("/mcp", json=tool_call("long"), headers=headers)  # no progress token: silent
     assert response.headers["content-type"].startswith("text/event-stream")
@@ -138,47 +136,79 @@ def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives(
     assert sse_messages(response.text)[-1]["result"]["structuredContent"] == {"done": True}
 
 
-class _Quiet:
-    """Stands in for a pending answer: counts the keep-alives it is asked for."""
+# -- the response stream on its own, with a recording `send` -----------------------------------
+
+
+class _Recorded:
+    """An ASGI `send` that keeps what it is given and says when a keep-alive went out."""
 
     def __init__(self) -> None:
-        self.asked = 0
+        self.messages: list[Message] = []
+        self.kept_alive = anyio.Event()
 
-    def keep_alive_due(self) -> None:
-        self.asked += 1
+    async def __call__(self, message: Message) -> None:
+        self.messages.append(message)
+        if message.get("body") == KEEP_ALIVE_COMMENT:
+            self.kept_alive.set()
+
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.messages)
+
+
+ANSWER = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 
 
 @pytest.mark.anyio
-async def test_one_timer_keeps_every_pending_answer_alive_and_stops_when_none_is(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.02)
-    keep_alive = _stream.KeepAlive()
-    first, second, answered = _Quiet(), _Quiet(), _Quiet()
-    for stream in (first, second, answered):
-        keep_alive.watch(stream)  # type: ignore[arg-type]
-    keep_alive.unwatch(answered)  # type: ignore[arg-type]
+async def test_a_quick_answer_is_plain_json_and_starts_no_task() -> None:
+    send = _Recorded()
+    before = asyncio.all_tasks()
+    async with ResponseStream(send, sse_allowed=True, json_allowed=True, keep_alive=KeepAlive(0.05)) as stream:
+        await stream.finish(ANSWER, answered_request=True)
+        assert asyncio.all_tasks() == before
+    assert send.messages[0]["headers"][0] == (b"content-type", b"application/json")
+    assert send.body() == ANSWER
+
+
+@pytest.mark.anyio
+async def test_a_pending_answer_gets_keep_alives_and_its_helpers_end_with_it() -> None:
+    send = _Recorded()
+    before = asyncio.all_tasks()
     with anyio.fail_after(WAIT_S):
-        while not (first.asked and second.asked):
-            await anyio.sleep(0.01)  # polls the condition itself, within the bound
-    # The tick that asked the last of them has run to its end: with nothing pending it planned
-    # no other, so no keep-alive can follow and there is nothing more to wait for.
-    assert (first.asked, second.asked, answered.asked) == (1, 1, 0)  # they did not watch again
-    assert dict(keep_alive._next_tick) == {}  # nothing pending: no tick planned
+        async with ResponseStream(send, sse_allowed=True, json_allowed=True, keep_alive=KeepAlive(0.02)) as stream:
+            await send.kept_alive.wait()
+            await stream.finish(ANSWER, answered_request=True)
+    assert asyncio.all_tasks() == before
+    assert send.messages[0]["headers"] == list(SSE_HEADERS)
+    assert send.body().startswith(KEEP_ALIVE_COMMENT)
+    assert send.body().endswith(b"data: " + ANSWER + b"\n\n")
 
 
-def test_keep_alive_holds_no_closed_loop() -> None:
-    keep_alive = _stream.KeepAlive()
-    answer = _Quiet()
+@pytest.mark.anyio
+async def test_an_answer_cancelled_from_outside_leaves_no_helper_behind() -> None:
+    send = _Recorded()
+    before = asyncio.all_tasks()
+    with anyio.fail_after(WAIT_S), anyio.CancelScope() as outside:
+        async with ResponseStream(send, sse_allowed=True, json_allowed=True, keep_alive=KeepAlive(0.02)):
+            await send.kept_alive.wait()
+            outside.cancel()  # a server shutdown, a middleware's timeout
+            await anyio.sleep_forever()
+    assert asyncio.all_tasks() == before  # nothing is left to write to the ended response
 
-    async def one_answer() -> None:
-        keep_alive.watch(answer)  # type: ignore[arg-type]
-        keep_alive.unwatch(answer)  # type: ignore[arg-type]
 
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(one_answer())
-    loop.close()
-    alive = weakref.ref(loop)
-    del loop
-    gc.collect()
-    assert alive() is None
+@pytest.mark.anyio
+async def test_a_client_leaving_a_pending_answer_is_noticed() -> None:
+    left = anyio.Event()
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    stream = ResponseStream(_Recorded(), False, True, KeepAlive(), receive=receive, on_disconnect=left.set)
+    with anyio.fail_after(WAIT_S):
+        async with stream:
+            await left.wait()
+
+
+@pytest.mark.parametrize("interval_s", [0, -1.5])
+def test_a_keep_alive_interval_must_be_positive(interval_s: float) -> None:
+    with pytest.raises(ValueError, match=f"positive number of seconds, got {interval_s}"):
+        KeepAlive(interval_s)

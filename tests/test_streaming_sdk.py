@@ -13,8 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from mcp import types
 
-from fastapi_mcp_routes import ToolContextError, mcp_routes, mcp_tool
-from fastapi_mcp_routes.transport import response_stream as _stream
+from fastapi_mcp_routes import Limits, ToolContextError, mcp_routes, mcp_tool
 from tests.helpers import (
     WAIT_S,
     Context,
@@ -222,10 +221,10 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
     }
 
 
-def test_a_quiet_stream_gets_keep_alive_comments(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_stream, "KEEP_ALIVE_S", 0.05)
+def test_a_quiet_stream_gets_keep_alive_comments() -> None:
     call = tool_call("long", request_id=3, progress_token="k")
-    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+    app = streaming_app(limits=Limits(keep_alive_s=0.05))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         headers = open_session(http, version="2025-06-18")
         response = http.post("/mcp", json=call, headers=headers)
     assert ": keep-alive" in response.text

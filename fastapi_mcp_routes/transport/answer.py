@@ -38,8 +38,9 @@ class SessionAnswer(Response):
         keep_alive: KeepAlive,
         max_open_s: float | None,
     ) -> None:
-        # Not Response.__init__: this response writes itself, it renders no body or headers.
-        self.background = None  # FastAPI attaches background tasks here when it has any
+        # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
+        # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
+        super().__init__()
         self._answer = answer
         self._keep_alive = keep_alive
         self._max_open_s = max_open_s
@@ -56,7 +57,7 @@ class SessionAnswer(Response):
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
             channel.emit = stream.emit
-        try:
+        async with stream:
             if parsed.batch:
                 replies = [
                     await answer(entry, entry_id, channel)
@@ -68,9 +69,5 @@ class SessionAnswer(Response):
                 body = await answer(parsed.messages[0], parsed.ids[0], channel)
             answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
             await stream.finish(body, answered_request=answered_request)
-        finally:
-            # An answer cancelled from outside (a server shutdown, a middleware's timeout)
-            # leaves no keep-alive behind to write to a response that has ended.
-            stream.abandon()
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()

@@ -92,7 +92,7 @@ class StreamableHTTPEndpoint:
         self._channels = channels
         self._store = store
         self._sessions = sessions
-        self.keep_alive = KeepAlive()
+        self.keep_alive = KeepAlive(config.limits.keep_alive_s)
 
     async def __call__(self, request: Request) -> Response:
         try:
@@ -191,14 +191,21 @@ class StreamableHTTPEndpoint:
             if not accepts.sse:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
-            return subscription(self._dispatcher, entry)
+            return subscription(self._dispatcher, entry, self.keep_alive)
         channel = self._channels.stateless(
             caller=caller_from_scope(request.scope, self._config.forward_headers),
             principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
             identity=caller_identity(request, self._config.credential_headers),
             envelope=envelope,
         )
-        return StatelessAnswer(self._dispatcher, entry, channel, accepts.sse, accepts.json, self.keep_alive)
+        return StatelessAnswer(
+            dispatcher=self._dispatcher,
+            request=entry,
+            channel=channel,
+            sse=accepts.sse,
+            json=accepts.json,
+            keep_alive=self.keep_alive,
+        )
 
     async def _initialize(self, initialize: RpcRequest, channel: SessionChannel) -> Response:
         try:
@@ -236,7 +243,7 @@ class StreamableHTTPEndpoint:
             if found is None:
                 # The general GET stream would never carry the answer the client waits for.
                 raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
-            return _resume(logs, *found)
+            return _resume(logs, *found, self.keep_alive)
         claim, holder = f"listen/{session.id}", secrets.token_urlsafe(16)
         if not await self._store.claim(claim, holder, sessions.idle_s):
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
@@ -255,7 +262,7 @@ class StreamableHTTPEndpoint:
         async def close() -> None:
             await self._store.release(claim, holder)
 
-        return ListenStream(poll, close)
+        return ListenStream(poll, close, self.keep_alive)
 
     async def _require_session(
         self, request: Request, sessions: SessionManager, identity: bytes | None = None
@@ -294,7 +301,7 @@ class StreamableHTTPEndpoint:
             return error_answer(entry.id, exc)
 
 
-def _resume(logs: StreamLogs, stream: int, seen: int) -> Response:
+def _resume(logs: StreamLogs, stream: int, seen: int, keep_alive: KeepAlive) -> Response:
     """Replay one stream after the event the client saw last, then follow it to its answer."""
 
     async def poll() -> list[bytes] | None:
@@ -311,7 +318,7 @@ def _resume(logs: StreamLogs, stream: int, seen: int) -> Response:
     async def nothing() -> None:
         return None
 
-    return ListenStream(poll, nothing)
+    return ListenStream(poll, nothing, keep_alive)
 
 
 def _refusal(refusal: HttpError) -> Response:

@@ -16,12 +16,13 @@ from fastapi.sse import format_sse_event
 
 from fastapi_mcp_routes.wire import constants as c
 
-SSE_HEADERS: Final = [
+# A tuple: every response gets its own list, which a middleware may change in place.
+SSE_HEADERS: Final = (
     (b"content-type", c.MEDIA_SSE.encode()),
     (b"cache-control", b"no-cache"),
     # Reverse proxies (nginx) would otherwise hold events back until the stream ends.
     (b"x-accel-buffering", b"no"),
-]
+)
 # What clients wait before reconnecting, sent in each resumable stream's priming event.
 RETRY_MS: Final = 1000
 KEEP_ALIVE_COMMENT: Final = format_sse_event(comment="keep-alive")

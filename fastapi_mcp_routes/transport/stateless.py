@@ -2,17 +2,14 @@
 
 A request is checked (envelope, routing headers, version), answered through the shared
 dispatcher, and written as JSON or, once the call has something to say first, as SSE. Closing
-the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation), so a
-watcher task waits for the client to go away. The watcher starts only once a request has run
-for `WATCH_AFTER_S`: a task per request, and the event-loop turns that cancelling it at the
-answer takes, cost a quick call about as much as the call itself. A client that leaves sooner
-is noticed when the watcher starts. `subscriptions/listen` holds a stream open for list-change
-notifications, tagged with the subscription's id.
+the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation): the
+response stream watches for the client going away (from `WATCH_AFTER_S` on: see
+`response_stream`). `subscriptions/listen` holds a stream open for list-change notifications,
+tagged with the subscription's id.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -32,7 +29,6 @@ from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
 
 SUBSCRIBE: Final = "subscriptions/listen"
-WATCH_AFTER_S: Final = 0.25  # a request running this long gets a watcher for the client leaving
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 # What a listener can opt in to, and the notification each one brings.
 _SUBSCRIBABLE: Final = {"toolsListChanged": "notifications/tools/list_changed"}
@@ -43,6 +39,7 @@ class StatelessAnswer(Response):
 
     def __init__(
         self,
+        *,
         dispatcher: Dispatcher,
         request: Request,
         channel: StatelessChannel,
@@ -50,9 +47,10 @@ class StatelessAnswer(Response):
         json: bool,
         keep_alive: KeepAlive,
     ) -> None:
+        # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
+        # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
+        super().__init__()
         self._keep_alive = keep_alive
-        # Not Response.__init__: this response writes itself, it renders no body or headers.
-        self.background = None  # FastAPI attaches background tasks here when it has any
         self._dispatcher = dispatcher
         self._request = request
         self._channel = channel
@@ -60,37 +58,18 @@ class StatelessAnswer(Response):
         self._json = json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        stream = ResponseStream(send, self._sse, self._json, self._keep_alive)
         channel = self._channel
-        channel.emit = stream.emit if self._sse else None
-        loop = asyncio.get_running_loop()
-        watcher: asyncio.Task[None] | None = None
-
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            # The client left: the call is cancelled (its context sees it), nothing is sent.
-            channel.cancel_all()
-
-        def start_watching() -> None:
-            nonlocal watcher
-            watcher = loop.create_task(watch())
-
-        answer: tuple[bytes, int] | None = None
-        timer = loop.call_later(WATCH_AFTER_S, start_watching)
-        try:
+        # The client leaving cancels the call (its context sees it), and nothing is sent.
+        stream = ResponseStream(
+            send, self._sse, self._json, self._keep_alive, receive=receive, on_disconnect=channel.cancel_all
+        )
+        async with stream:
+            channel.emit = stream.emit if self._sse else None
             answer = await self._answer(channel)
             if answer is not None:
                 body, status = answer
                 await stream.finish(body, answered_request=True, status=status)
-        finally:
-            timer.cancel()
-            if watcher is not None:
-                watcher.cancel()
-            stream.abandon()  # no keep-alive or anything else once the request is over
-        if answer is None:
-            return
-        if self.background is not None:
+        if answer is not None and self.background is not None:
             await self.background()
 
     async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int] | None:
@@ -103,7 +82,7 @@ class StatelessAnswer(Response):
             return None if body is None else (body, status_for(exc) if isinstance(exc, McpError) else 200)
 
 
-def subscription(dispatcher: Dispatcher, request: Request) -> Response:
+def subscription(dispatcher: Dispatcher, request: Request, keep_alive: KeepAlive | None = None) -> Response:
     """The long-lived answer to `subscriptions/listen`: an acknowledgement naming what will be
     sent, then those notifications only, each tagged with the subscription's id."""
     wanted = request.params.get("notifications")
@@ -127,10 +106,10 @@ def subscription(dispatcher: Dispatcher, request: Request) -> Response:
             if note["method"] in sends
         ]
 
-    async def nothing() -> None:
+    async def nothing_to_close() -> None:
         return None
 
-    return ListenStream(poll, nothing)
+    return ListenStream(poll, nothing_to_close, keep_alive)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:
