@@ -18,7 +18,7 @@ import anyio
 
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
-from fastapi_mcp_routes.wire.errors import McpError, ToolContextError
+from fastapi_mcp_routes.wire.errors import ToolContextError
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
 CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"
@@ -205,12 +205,12 @@ class ToolCall:
             raise ToolContextError(
                 "the route already answered this tool call; a question asked after the response cannot reach the client"
             )
-        self.stopped = reason
-        self.cancel_scope.cancel()
+        self.halt(reason)
         await anyio.sleep_forever()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def stopped_for(self) -> InputRequired | McpError | None:
-        """Why the call stopped itself, when it did (else it was cancelled, or it finished)."""
-        reason = self.stopped
-        return reason if isinstance(reason, (InputRequired, McpError)) else None
+    def halt(self, reason: BaseException) -> None:
+        """End the call from outside the route (its response outgrew the cap): the reason is
+        kept and the call's scope cancelled; the route unwinds as from a cancellation."""
+        self.stopped = reason
+        self.cancel_scope.cancel()

@@ -145,11 +145,14 @@ class ToolCallPipeline:
         except Exception as exc:
             result, failure = tool_failure(exc, parsed.tool.name)
             return Ran(result, failure)
-        stopped = call.stopped_for()
+        stopped = call.stopped
         if isinstance(stopped, McpError):
             raise stopped  # a protocol error the call met (a missing client capability)
         if isinstance(stopped, InputRequired):
             return Ran(stopped.result, "confirmation_required" if confirming else "input_required")
+        if isinstance(stopped, Exception):  # the route's response outgrew the cap
+            result, failure = tool_failure(stopped, parsed.tool.name)
+            return Ran(result, failure)
         if call.cancel_scope.cancelled_caught:
             raise CallCancelled(call.request_id)
         result = tool_result(parsed.tool, response)
@@ -188,6 +191,7 @@ class ToolCallPipeline:
             scope,
             max_response_bytes=self._max_response_bytes,
             on_answered=call.answered,
+            stop=call.halt,
         )
 
     async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:

@@ -86,13 +86,14 @@ async def invoke(
     *,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     on_answered: Callable[[], None] | None = None,
+    stop: Callable[[BaseException], None] | None = None,
 ) -> CapturedResponse:
     """Run the tool's route with these arguments as the caller's HTTP request; `extra_scope`
     holds our own scope keys (the running call a route's `ToolContext` reaches)."""
     scope, body = build_request(tool, arguments, caller)
     if extra_scope:
         scope.update(extra_scope)
-    return await call_app(app, scope, body, max_response_bytes, on_answered)
+    return await call_app(app, scope, body, max_response_bytes, on_answered, stop)
 
 
 def planned_path(tool: Tool, arguments: Mapping[str, Any]) -> str:
@@ -152,13 +153,15 @@ async def call_app(
     body: bytes,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     on_answered: Callable[[], None] | None = None,
+    stop: Callable[[BaseException], None] | None = None,
 ) -> CapturedResponse:
     """Call the app with one request and collect its whole response, up to `max_response_bytes`.
     `on_answered` is told when the response is whole (the route's background tasks run after).
 
-    A response over the cap stops the app the way a cancellation does: an exception raised in
-    `send` would travel back through the app's middleware (wrapped in exception groups by task
-    group based ones) instead of reaching us as itself."""
+    Past the cap nothing more is kept, and `stop` (the running call's) is handed the `ToolError`
+    to end the call with: it stops the app the way a cancellation does. Raising in `send` would
+    instead travel back through the app's middleware, wrapped in exception groups by those built
+    on task groups. Without `stop`, the app runs to its end and then the `ToolError` is raised."""
     delivered = False
     status = 500
     headers: tuple[tuple[bytes, bytes], ...] = ()
@@ -175,19 +178,21 @@ async def call_app(
 
     size = 0
     complete = False
-    cut_off = anyio.CancelScope()
+    too_large = False
 
     async def send(message: Message) -> None:
-        nonlocal status, headers, size, complete
+        nonlocal status, headers, size, complete, too_large
         if message["type"] == "http.response.start":
             status = message["status"]
             headers = tuple(message.get("headers", ()))
-        elif message["type"] == "http.response.body" and not cut_off.cancel_called:
+        elif message["type"] == "http.response.body" and not too_large:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > max_response_bytes:
+                too_large = True
                 chunks.clear()
-                cut_off.cancel()
+                if stop is not None:
+                    stop(_too_large(max_response_bytes))
                 return
             chunks.append(chunk)
             complete = not message.get("more_body", False)
@@ -195,8 +200,7 @@ async def call_app(
                 on_answered()
 
     try:
-        with cut_off:
-            await app(scope, receive, send)
+        await app(scope, receive, send)
     except Exception:
         # Starlette answers a crash with a whole 500 and then re-raises, so only a failure after
         # a whole non-5xx response comes from the route's background tasks: a REST client would
@@ -204,9 +208,13 @@ async def call_app(
         if not complete or status >= 500:
             raise
         logger.exception("a background task of %s %s failed after its response", scope["method"], scope["path"])
-    if cut_off.cancel_called:
-        raise ToolError(f"The route's response is larger than {max_response_bytes} bytes.")
+    if too_large:
+        raise _too_large(max_response_bytes)
     return CapturedResponse(status, headers, b"".join(chunks))
+
+
+def _too_large(limit: int) -> ToolError:
+    return ToolError(f"The route's response is larger than {limit} bytes.")
 
 
 def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:

@@ -28,11 +28,12 @@ from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
     Accepts,
+    Headers,
     Parsed,
     accepts_sse,
     caller_identity,
     check_media_types,
-    header,
+    header_table,
     parse,
     protocol_version,
     read_body,
@@ -96,18 +97,19 @@ class StreamableHTTPEndpoint:
 
     async def __call__(self, request: Request) -> Response:
         try:
-            self._check_origin(request)
+            headers = header_table(request)
+            self._check_origin(request, headers)
             if self._rate_limit is not None:
                 self._rate_limit.check(request)
             if request.method == "POST":
-                return await self._post(request)
-            if header(request, c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
+                return await self._post(request, headers)
+            if headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
                 # The stateless revision has no GET stream and no session to delete.
                 raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": "POST"})
             if request.method == "DELETE" and self._sessions is not None:
-                return await self._delete(request, self._sessions)
+                return await self._delete(request, headers, self._sessions)
             if request.method == "GET" and self._sessions is not None:
-                return await self._listen(request, self._sessions)
+                return await self._listen(request, headers, self._sessions)
             allow = "POST, DELETE" if self._sessions is not None else "POST"
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
@@ -118,25 +120,25 @@ class StreamableHTTPEndpoint:
     def refuse_foreign_origin(self, request: Request) -> None:
         """The Origin/Host check as a FastAPI dependency: refusals raise HTTPException(403)."""
         try:
-            self._check_origin(request)
+            self._check_origin(request, header_table(request))
         except HttpError as refusal:
             raise HTTPException(refusal.status, refusal.error.message) from None
 
     # -- steps -------------------------------------------------------------------------------
 
-    def _check_origin(self, request: Request) -> None:
+    def _check_origin(self, request: Request, headers: Headers) -> None:
         policy = self._config.origin_policy
-        host = header(request, c.HEADER_HOST)
+        host = headers.get(c.HEADER_HOST)
         server = request.scope.get("server")
         if not policy.host_allowed(host, server[0] if server else None):
             raise HttpError(403, InvalidRequest("Forbidden: this Host is not allowed."))
-        if not policy.origin_allowed(header(request, c.HEADER_ORIGIN), host, request.scope.get("scheme", "http")):
+        if not policy.origin_allowed(headers.get(c.HEADER_ORIGIN), host, request.scope.get("scheme", "http")):
             raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
 
-    async def _post(self, request: Request) -> Response:
-        accepts = check_media_types(request)
-        parsed = parse(await read_body(request, self._config.limits.max_body_bytes))
-        if is_modern(header(request, c.HEADER_PROTOCOL_VERSION), parsed.first):
+    async def _post(self, request: Request, headers: Headers) -> Response:
+        accepts = check_media_types(headers)
+        parsed = parse(await read_body(request, headers, self._config.limits.max_body_bytes))
+        if is_modern(headers.get(c.HEADER_PROTOCOL_VERSION), parsed.first):
             return self._post_stateless(request, parsed, accepts)
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
@@ -145,8 +147,8 @@ class StreamableHTTPEndpoint:
         identity = caller_identity(request, self._config.credential_headers)
         session = None
         if not opening and self._sessions is not None:
-            session = await self._require_session(request, self._sessions, identity)
-        version = protocol_version(request, session.protocol_version if session else None, opening)
+            session = await self._require_session(headers, self._sessions, identity)
+        version = protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
         channel = self._channels.session(
@@ -222,21 +224,22 @@ class StreamableHTTPEndpoint:
             headers[c.HEADER_SESSION_ID] = opened.id
         return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
 
-    async def _delete(self, request: Request, sessions: SessionManager) -> Response:
-        session = await self._require_session(request, sessions)
-        protocol_version(request, session.protocol_version, opening=False)
+    async def _delete(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
+        identity = caller_identity(request, self._config.credential_headers)
+        session = await self._require_session(headers, sessions, identity)
+        protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
         return Response(status_code=204)
 
-    async def _listen(self, request: Request, sessions: SessionManager) -> Response:
+    async def _listen(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
         """Open the session's GET stream for notifications not tied to a request, or resume
         a POST stream after `Last-Event-ID`."""
-        if not accepts_sse(request):
+        if not accepts_sse(headers):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
         identity = caller_identity(request, self._config.credential_headers)
-        session = await self._require_session(request, sessions, identity)
-        protocol_version(request, session.protocol_version, opening=False)  # an invalid header is refused here too
-        last_event_id = header(request, c.HEADER_LAST_EVENT_ID)
+        session = await self._require_session(headers, sessions, identity)
+        protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
+        last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
             logs = StreamLogs(self._store, session.id, self._config.limits)
             found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
@@ -264,15 +267,11 @@ class StreamableHTTPEndpoint:
 
         return ListenStream(poll, close, self.keep_alive)
 
-    async def _require_session(
-        self, request: Request, sessions: SessionManager, identity: bytes | None = None
-    ) -> SessionRecord:
+    async def _require_session(self, headers: Headers, sessions: SessionManager, identity: bytes) -> SessionRecord:
         """The caller's live session named by the request: 400 without an id, 404 for any other."""
-        session_id = header(request, c.HEADER_SESSION_ID)
+        session_id = headers.get(c.HEADER_SESSION_ID)
         if not session_id:
             raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
-        if identity is None:
-            identity = caller_identity(request, self._config.credential_headers)
         session = await sessions.find(session_id, identity)
         if session is None:
             logger.info("refused unknown, expired or foreign session %s", truncate(session_id))
