@@ -58,6 +58,9 @@ class CallInput:
     confirmation_answer: object = None  # this round's answer to the confirmation question
 
 
+NO_EARLIER_ROUND: Final = CallInput({})
+
+
 class ClientChannel(abc.ABC):
     """What every era answers alike: who calls, and where the call's messages go."""
 
@@ -116,8 +119,8 @@ class ClientChannel(abc.ABC):
         when the answers come in a later request."""
 
     def call_input(self, params: Mapping[str, Any], tool: Tool, arguments: Mapping[str, Any]) -> CallInput:
-        """What the request carries from earlier rounds of this call."""
-        return CallInput({})
+        """What the request carries from earlier rounds of this call: by default nothing."""
+        return NO_EARLIER_ROUND
 
     async def set_log_level(self, level: str) -> None:  # noqa: B027 - most channels keep no level
         """`logging/setLevel`: remembered where there is somewhere to remember it (a session)."""
