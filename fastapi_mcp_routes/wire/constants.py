@@ -1,4 +1,5 @@
-"""Protocol constants: versions, header names, media types, JSON-RPC codes and limits."""
+"""Protocol constants: versions, header names, media types, JSON-RPC codes (limits are
+options, in `options.py`)."""
 
 from __future__ import annotations
 
@@ -67,15 +68,6 @@ INTERNAL_ERROR: Final = -32603
 # Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
 TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"
 
-# Sessions: idle expiry and a cap on live sessions keep memory bounded.
-DEFAULT_SESSION_IDLE_S: Final = 30 * 60.0
-DEFAULT_MAX_SESSIONS: Final = 10_000
-# 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
-SESSION_ID_BYTES: Final = 32
-
-DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
-# Large enough that clients which never follow `nextCursor` still see every tool.
-TOOLS_PAGE_SIZE: Final = 1000
 # Untrusted values (session ids, tool names from the wire) are cut to this length in logs.
 LOG_VALUE_MAX: Final = 32
 # Input-request keys the library owns (mutation confirmation); a route cannot use them.
