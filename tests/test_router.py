@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi.responses import StreamingResponse
 from fastapi.testclient import TestClient
 
 import fastapi_mcp_routes
@@ -144,6 +146,36 @@ def test_a_response_over_the_cap_ends_the_call_with_an_error_result() -> None:
         result = call_tool(client, "big")
     assert result["isError"] is True
     assert "larger than 1024 bytes" in result["content"][0]["text"]
+
+
+def test_a_response_that_never_ends_is_stopped_at_the_cap_even_behind_base_http_middleware() -> None:
+    app = FastAPI()
+    stopped: list[str] = []
+
+    @app.middleware("http")
+    async def pass_through(request: Request, call_next: Any) -> Any:
+        return await call_next(request)
+
+    @mcp_tool()
+    @app.get("/endless")
+    async def endless() -> StreamingResponse:
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                while True:
+                    yield b"x" * 512
+            finally:
+                stopped.append("generator closed")
+
+        return StreamingResponse(chunks(), media_type="text/plain")
+
+    app.include_router(mcp_routes(app, sessions=False, limits=Limits(max_response_bytes=4096)))
+    with TestClient(app) as client:
+        result = call_tool(client, "endless")
+        served_after = call_tool(client, "endless")
+    assert result["isError"] is True
+    assert "larger than 4096 bytes" in result["content"][0]["text"]
+    assert served_after["isError"] is True  # the server keeps serving, and stops the next one too
+    assert stopped == ["generator closed", "generator closed"]
 
 
 def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error() -> None:
