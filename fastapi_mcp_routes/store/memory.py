@@ -50,14 +50,6 @@ class _Token:
     owner: bytes
 
 
-class _Inbox:
-    def __init__(self, receive: AsyncIterator[bytes]) -> None:
-        self._receive = receive
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._receive
-
-
 class MemoryStore:
     """Keeps every record in this process; see `Store` for what each method promises."""
 
@@ -245,7 +237,7 @@ class MemoryStore:
         listeners.add(send)
         try:
             with send, receive:
-                yield _Inbox(receive)
+                yield receive  # a memory stream is itself an async iterator of messages
         finally:
             listeners.discard(send)
             if not listeners:

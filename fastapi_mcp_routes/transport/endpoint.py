@@ -314,10 +314,7 @@ def _resume(logs: StreamLogs, stream: int, seen: int, keep_alive: KeepAlive) -> 
         await logs.forget(stream)  # delivered whole at last
         return None
 
-    async def nothing() -> None:
-        return None
-
-    return ListenStream(poll, nothing, keep_alive)
+    return ListenStream(poll, keep_alive=keep_alive)
 
 
 def _refusal(refusal: HttpError) -> Response:

@@ -25,10 +25,13 @@ Poll = Callable[[], Awaitable[list[bytes] | None]]
 
 
 class ListenStream(Response):
-    """A long-lived SSE response fed by `poll`; `on_close` runs when it ends, however."""
+    """A long-lived SSE response fed by `poll`; `on_close`, if any, runs when it ends, however."""
 
     def __init__(
-        self, poll: Poll, on_close: Callable[[], Awaitable[None]], keep_alive: KeepAlive | None = None
+        self,
+        poll: Poll,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+        keep_alive: KeepAlive | None = None,
     ) -> None:
         # No body to render: the stream writes its own. FastAPI sets `background` after this.
         super().__init__(status_code=200)
@@ -52,8 +55,9 @@ class ListenStream(Response):
         except OSError:
             pass  # the client went away mid-write
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._on_close()
+            if self._on_close is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._on_close()
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 

@@ -106,10 +106,7 @@ def subscription(dispatcher: Dispatcher, request: Request, keep_alive: KeepAlive
             if note["method"] in sends
         ]
 
-    async def nothing_to_close() -> None:
-        return None
-
-    return ListenStream(poll, nothing_to_close, keep_alive)
+    return ListenStream(poll, keep_alive=keep_alive)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:
