@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from fastapi_mcp_routes.store.base import USED, SessionBounds, SessionRecord
+from fastapi_mcp_routes.store.base import USED, SessionBounds, SessionRecord, StoreFull, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
 
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
@@ -20,8 +20,8 @@ class Clock:
         return self.now
 
 
-def record(session_id: str, owner: bytes = b"alice") -> SessionRecord:
-    return SessionRecord(session_id, owner, owner, "2025-11-25")
+def record(session_id: str, owner: bytes = b"alice", trust: Trust = Trust.ANONYMOUS) -> SessionRecord:
+    return SessionRecord(session_id, owner, owner, "2025-11-25", trust=trust)
 
 
 async def test_opening_past_the_bounds_pushes_out_the_owners_oldest_then_the_least_recently_used() -> None:
@@ -32,6 +32,22 @@ async def test_opening_past_the_bounds_pushes_out_the_owners_oldest_then_the_lea
     assert await store.open_session(record("b1", b"bob"), BOUNDS) == ()
     assert await store.find_session("a2", BOUNDS.idle_s) is not None  # a3 is now the least recent
     assert await store.open_session(record("c1", b"carol"), BOUNDS) == ("a3",)
+
+
+async def test_at_the_total_bound_a_session_pushes_out_only_sessions_trusted_no_more_than_itself() -> None:
+    store = MemoryStore()
+    bounds = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=3)
+    await store.open_session(record("v1", b"vera", Trust.VERIFIED), bounds)
+    await store.open_session(record("c1", b"carl", Trust.CLAIMED), bounds)
+    await store.open_session(record("n1", b"10.0.0.1"), bounds)
+    # An anonymous newcomer pushes out the anonymous one, even though v1 is older.
+    assert await store.open_session(record("n2", b"10.0.0.2"), bounds) == ("n1",)
+    assert await store.open_session(record("c2", b"cora", Trust.CLAIMED), bounds) == ("n2",)
+    with pytest.raises(StoreFull):  # only claimed and verified are left: nothing it may push out
+        await store.open_session(record("n3", b"10.0.0.3"), bounds)
+    assert await store.open_session(record("v2", b"vic", Trust.VERIFIED), bounds) == ("c1",)
+    assert await store.open_session(record("c3", b"cleo", Trust.CLAIMED), bounds) == ("c2",)
+    assert await store.find_session("v1", 60.0) is not None
 
 
 async def test_a_session_unused_for_its_idle_time_is_gone() -> None:
@@ -115,7 +131,7 @@ async def test_closing_a_session_forgets_its_streams() -> None:
 
 async def test_a_token_is_used_once_only_with_the_value_it_was_kept_with() -> None:
     store = MemoryStore()
-    await store.put_token("t1", b"value", 60, b"alice", (10, 100))
+    await store.put_token("t1", b"value", 60, b"alice", Trust.ANONYMOUS, (10, 100))
     assert await store.use_token("t1", b"other") == b"value"  # refused, and still good
     assert await store.use_token("t1", b"value") == b"value"
     assert await store.use_token("t1", b"value") == USED
@@ -125,19 +141,31 @@ async def test_a_token_is_used_once_only_with_the_value_it_was_kept_with() -> No
 async def test_tokens_past_their_bounds_push_out_the_owners_oldest_then_anyones() -> None:
     store = MemoryStore()
     for key in ("a1", "a2", "a3"):
-        await store.put_token(key, b"v", 60, b"alice", (2, 3))
+        await store.put_token(key, b"v", 60, b"alice", Trust.ANONYMOUS, (2, 3))
     assert await store.use_token("a1", b"v") is None
-    await store.put_token("b1", b"v", 60, b"bob", (2, 3))
-    await store.put_token("b2", b"v", 60, b"bob", (2, 3))
+    await store.put_token("b1", b"v", 60, b"bob", Trust.ANONYMOUS, (2, 3))
+    await store.put_token("b2", b"v", 60, b"bob", Trust.ANONYMOUS, (2, 3))
     assert await store.use_token("a2", b"v") is None  # the oldest of all
     assert await store.use_token("b2", b"v") == b"v"
+
+
+async def test_at_the_total_bound_a_token_pushes_out_only_tokens_trusted_no_more_than_itself() -> None:
+    store = MemoryStore()
+    await store.put_token("v", b"v", 60, b"vera", Trust.VERIFIED, (5, 2))
+    await store.put_token("n1", b"v", 60, b"10.0.0.1", Trust.ANONYMOUS, (5, 2))
+    await store.put_token("n2", b"v", 60, b"10.0.0.2", Trust.ANONYMOUS, (5, 2))  # pushes out n1
+    assert await store.use_token("n1", b"v") is None
+    await store.put_token("v2", b"v", 60, b"vic", Trust.VERIFIED, (5, 2))  # pushes out n2
+    with pytest.raises(StoreFull):
+        await store.put_token("n3", b"v", 60, b"10.0.0.3", Trust.ANONYMOUS, (5, 2))
+    assert await store.use_token("v", b"v") == b"v"
 
 
 async def test_an_expired_token_is_gone_and_a_revoked_one_is_used() -> None:
     clock = Clock()
     store = MemoryStore(clock)
-    await store.put_token("t1", b"v", 60, b"alice", (10, 100))
-    await store.put_token("t2", b"v", 60, b"alice", (10, 100))
+    await store.put_token("t1", b"v", 60, b"alice", Trust.ANONYMOUS, (10, 100))
+    await store.put_token("t2", b"v", 60, b"alice", Trust.ANONYMOUS, (10, 100))
     await store.revoke_token("t2")
     assert await store.use_token("t2", b"v") == USED
     clock.now += 61

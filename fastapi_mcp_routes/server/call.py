@@ -16,6 +16,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import anyio
 
+from fastapi_mcp_routes.store.base import Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
@@ -106,6 +107,9 @@ class Channel(Protocol):
 
     @property
     def confirmation_owner(self) -> bytes: ...
+
+    @property
+    def trust(self) -> Trust: ...
 
     def wants_log(self, level: str) -> bool: ...
 

@@ -32,7 +32,7 @@ from fastapi_mcp_routes.server.call import (
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.store.base import SessionRecord
+from fastapi_mcp_routes.store.base import SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.registry import Tool
 from fastapi_mcp_routes.wire.constants import ELICITATION_SINCE, JSONRPC_VERSION
@@ -67,10 +67,11 @@ class ClientChannel(abc.ABC):
     protocol_version: str
     methods: frozenset[str]
 
-    def __init__(self, *, caller: Caller, principal: Any, identity: bytes) -> None:
+    def __init__(self, *, caller: Caller, principal: Any, identity: bytes, address: str = "") -> None:
         self.caller = caller  # what the route's own request inherits
         self.principal = principal  # what the endpoint's `auth` dependency returned
         self.identity = identity  # the caller's credentials, canonical: what state binds to
+        self.address = address  # the client's network address, as the server sees it
         self.emit: Emit | None = None  # the request's own SSE stream, when the client reads one
         self._own_calls: dict[RequestId, anyio.CancelScope] = {}
 
@@ -85,6 +86,18 @@ class ClientChannel(abc.ABC):
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         return {}
+
+    @property
+    def owner(self) -> bytes:
+        """Who counts toward per-caller bounds: the credentials, else (anonymous) the client's
+        address, so anonymous callers are not all one caller."""
+        return self.identity or b"address\x00" + self.address.encode()
+
+    @property
+    def trust(self) -> Trust:
+        if self.principal is not None:
+            return Trust.VERIFIED
+        return Trust.CLAIMED if self.identity else Trust.ANONYMOUS
 
     @property
     def confirmation_owner(self) -> bytes:
@@ -155,8 +168,9 @@ class SessionChannel(ClientChannel):
         protocol_version: str,
         session: SessionRecord | None = None,
         sessions: SessionManager | None = None,
+        address: str = "",
     ) -> None:
-        super().__init__(caller=caller, principal=principal, identity=identity)
+        super().__init__(caller=caller, principal=principal, identity=identity, address=address)
         self.protocol_version = protocol_version
         self.session = session
         self._sessions = sessions if session is not None else None
@@ -259,8 +273,9 @@ class StatelessChannel(ClientChannel):
         envelope: Envelope,
         sealer: RequestStateSealer,
         shaper: ResultShaper,
+        address: str = "",
     ) -> None:
-        super().__init__(caller=caller, principal=principal, identity=identity)
+        super().__init__(caller=caller, principal=principal, identity=identity, address=address)
         self.protocol_version = envelope.version
         self._envelope = envelope
         self._sealer = sealer
@@ -352,6 +367,7 @@ class Channels:
         caller: Caller,
         principal: Any,
         identity: bytes,
+        address: str,
         protocol_version: str,
         session: SessionRecord | None,
     ) -> SessionChannel:
@@ -359,16 +375,20 @@ class Channels:
             caller=caller,
             principal=principal,
             identity=identity,
+            address=address,
             protocol_version=protocol_version,
             session=session,
             sessions=self._sessions,
         )
 
-    def stateless(self, *, caller: Caller, principal: Any, identity: bytes, envelope: Envelope) -> StatelessChannel:
+    def stateless(
+        self, *, caller: Caller, principal: Any, identity: bytes, address: str, envelope: Envelope
+    ) -> StatelessChannel:
         return StatelessChannel(
             caller=caller,
             principal=principal,
             identity=identity,
+            address=address,
             envelope=envelope,
             sealer=self._sealer,
             shaper=self._shaper,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
-from fastapi_mcp_routes.store.base import USED, Store
+from fastapi_mcp_routes.store.base import USED, Store, StoreFull, Trust
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps
@@ -65,13 +65,16 @@ class TokenStore:
         self._bounds = (per_caller, capacity)
         self._clock = clock
 
-    async def issue(self, caller: bytes, tool: str, digest: str, kind: Kind, expires: float) -> str:
-        """A new token; the caller's oldest (then anyone's oldest) goes when a bound is reached."""
+    async def issue(
+        self, caller: bytes, tool: str, digest: str, kind: Kind, expires: float, trust: Trust = Trust.ANONYMOUS
+    ) -> str:
+        """A new token; the caller's oldest goes past its own bound, and past the total the
+        oldest of the lowest trust; `StoreFull` when all are trusted more than this caller."""
         token = secrets.token_urlsafe(24)
         ttl_s = expires - self._clock()
         # Hashed: the store holds no credential, only what tells callers apart.
         await self._store.put_token(
-            _key(caller, token), _value(kind, tool, digest), ttl_s, _owner(caller), self._bounds
+            _key(caller, token), _value(kind, tool, digest), ttl_s, _owner(caller), trust, self._bounds
         )
         return token
 
@@ -153,6 +156,10 @@ class GatedCall:
     def caller(self) -> bytes:
         return self.call.channel.confirmation_owner
 
+    @property
+    def trust(self) -> Trust:
+        return self.call.channel.trust
+
 
 class ConfirmationGate:
     """Decides, for each call of a gated tool, whether it runs."""
@@ -165,6 +172,13 @@ class ConfirmationGate:
     async def check(self, gated: GatedCall) -> Confirmed | Held:
         """Confirmed, or held with an answer; a question answered in a later request stops
         the call (`ToolCall.stop`) until then."""
+        try:
+            return await self._check(gated)
+        except StoreFull:
+            busy = "the server holds as many confirmations as it may (Limits.max_tokens); try again later."
+            return Held(_refusal(busy), "not_confirmed")
+
+    async def _check(self, gated: GatedCall) -> Confirmed | Held:
         if isinstance(gated.offered.state, Mapping):
             try:
                 return await self._later_round(gated, gated.offered.state)
@@ -181,18 +195,20 @@ class ConfirmationGate:
         if gated.call.channel.cannot_ask(ask) is None:
             return await self._ask_user(gated, ask)
         expires = self._clock() + self._ttl_s
-        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "model", expires)
+        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "model", expires, gated.trust)
         return Held(pending_result(gated, token, self._ttl_s), "confirmation_required")
 
     async def carried(self, gated: GatedCall, confirmed: Confirmed) -> dict[str, Any]:
         """What keeps a confirmed call confirmed while its route asks questions of its own in
         later rounds: a new token, expiring when the confirmation does."""
-        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "confirmed", confirmed.expires)
+        token = await self._tokens.issue(
+            gated.caller, gated.tool, gated.digest, "confirmed", confirmed.expires, gated.trust
+        )
         return {STATE_KEY: {"token": token, "kind": "confirmed", "expires": confirmed.expires}}
 
     async def _ask_user(self, gated: GatedCall, ask: InputRequest) -> Confirmed | Held:
         expires = self._clock() + max(self._ttl_s, QUESTION_TTL_S)
-        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "question", expires)
+        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "question", expires, gated.trust)
         state = {"token": token, "kind": "question", "expires": expires}
         try:
             answers = await gated.call.ask({QUESTION_KEY: ask}, {STATE_KEY: state})

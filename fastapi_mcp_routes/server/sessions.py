@@ -18,7 +18,7 @@ from typing import Any, Final
 import anyio
 
 from fastapi_mcp_routes.options import Sessions
-from fastapi_mcp_routes.store.base import Inbox, SessionBounds, SessionRecord, Store
+from fastapi_mcp_routes.store.base import Inbox, SessionBounds, SessionRecord, Store, StoreFull, Trust
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 # 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
@@ -51,13 +51,27 @@ class SessionManager:
         protocol_version: str,
         client_info: Mapping[str, Any] | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
+        *,
+        owner: bytes | None = None,
+        trust: Trust = Trust.ANONYMOUS,
     ) -> SessionRecord:
-        """Start a session for this caller; the store pushes out what its bounds do not hold."""
+        """Start a session bound to `identity`, counted against `owner` (by default the same)
+        for the per-caller bound; the store pushes out what its bounds do not hold, and raises
+        `StoreFull` when the total is reached by sessions trusted more than this one."""
         binding = self.binding(identity)
+        counted = self.binding(owner) if owner is not None else binding
         session_id = secrets.token_urlsafe(SESSION_ID_BYTES)
-        record = SessionRecord(session_id, binding, binding, protocol_version, client_info, client_capabilities)
-        for gone in await self._store.open_session(record, self._bounds):
-            self._retire(gone)
+        record = SessionRecord(
+            session_id, binding, counted, protocol_version, client_info, client_capabilities, trust=trust
+        )
+        try:
+            gone = await self._store.open_session(record, self._bounds)
+        except StoreFull as full:
+            for pushed_out in full.gone:
+                self._retire(pushed_out)
+            raise
+        for pushed_out in gone:
+            self._retire(pushed_out)
         return record
 
     async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:

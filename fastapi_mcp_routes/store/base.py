@@ -15,10 +15,30 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, Final, Protocol
 
 # What a used token's value becomes: a second use can then be told from one never issued.
 USED: Final = b"\x00used"
+
+
+class Trust(IntEnum):
+    """How far the server can vouch for who a caller is. At a total bound, a record is only
+    ever pushed out by one of equal or higher trust, so a flood of anonymous callers cannot
+    push out a signed-in user's session or token (the lowest trust goes first)."""
+
+    ANONYMOUS = 0  # no credential at all: told apart by client address only
+    CLAIMED = 1  # credential headers the endpoint has not checked (no `auth=`)
+    VERIFIED = 2  # a principal the endpoint's `auth` dependency returned
+
+
+class StoreFull(Exception):
+    """A total bound is reached and nothing this caller may push out is left; `gone` names
+    the sessions pushed out on the way (expired ones, the caller's own oldest)."""
+
+    def __init__(self, gone: tuple[str, ...] = ()) -> None:
+        super().__init__("a total bound is reached")
+        self.gone = gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +52,7 @@ class SessionRecord:
     client_info: Mapping[str, Any] | None = None
     client_capabilities: Mapping[str, Any] | None = None
     log_level: str | None = None  # set by logging/setLevel; None sends every level
+    trust: Trust = Trust.ANONYMOUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +83,8 @@ class Store(Protocol):
 
     async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
         """Keep a new session; returns the ids it pushed out (expired, the owner's oldest past
-        `max_per_owner`, the least recently used past `max_sessions`)."""
+        `max_per_owner`, past `max_sessions` the least recently used of the lowest trust, never
+        one trusted more than the new one: then `StoreFull`)."""
         ...
 
     async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
@@ -110,8 +132,12 @@ class Store(Protocol):
 
     # -- single-use tokens -----------------------------------------------------------------
 
-    async def put_token(self, key: str, value: bytes, ttl_s: float, owner: bytes, bounds: tuple[int, int]) -> None:
-        """Keep a token; `bounds` = (per owner, in all): past either, the oldest goes first."""
+    async def put_token(
+        self, key: str, value: bytes, ttl_s: float, owner: bytes, trust: Trust, bounds: tuple[int, int]
+    ) -> None:
+        """Keep a token; `bounds` = (per owner, in all). Past the owner's bound its own oldest
+        goes; past the total, the oldest of the lowest trust, never one trusted more than the
+        new one: then `StoreFull`."""
         ...
 
     async def use_token(self, key: str, expected: bytes) -> bytes | None:

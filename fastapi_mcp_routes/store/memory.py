@@ -18,7 +18,7 @@ from typing import Final
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from fastapi_mcp_routes.store.base import USED, Inbox, SessionBounds, SessionRecord, StreamEvents
+from fastapi_mcp_routes.store.base import USED, Inbox, SessionBounds, SessionRecord, StoreFull, StreamEvents, Trust
 
 # Messages a subscriber has not read yet; a reply channel gets one message, so this is slack.
 _INBOX_SIZE: Final = 16
@@ -48,6 +48,19 @@ class _Token:
     value: bytes
     expires: float
     owner: bytes
+    trust: Trust
+
+
+def _oldest_of_lowest_trust(by_trust: dict[Trust, OrderedDict[str, None]], ceiling: Trust) -> str:
+    """The key to push out for a newcomer of trust `ceiling`: the oldest of the lowest trust,
+    never one trusted more than the newcomer."""
+    for trust in Trust:
+        if trust > ceiling:
+            break
+        keys = by_trust.get(trust)
+        if keys:
+            return next(iter(keys))
+    raise StoreFull
 
 
 class MemoryStore:
@@ -57,10 +70,12 @@ class MemoryStore:
         self._clock = clock
         self._sessions: OrderedDict[str, _Live] = OrderedDict()
         self._by_owner: dict[bytes, OrderedDict[str, None]] = {}
+        self._by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
         self._claims: dict[str, tuple[str, float]] = {}
         self._streams: dict[str, _Streams] = {}
         self._tokens: OrderedDict[str, _Token] = OrderedDict()
         self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
+        self._tokens_by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
         self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
 
     # -- sessions --------------------------------------------------------------------------
@@ -77,9 +92,13 @@ class MemoryStore:
         while mine and len(mine) >= bounds.max_per_owner:
             gone.append(self._drop_session(next(iter(mine))))
         while len(self._sessions) >= bounds.max_sessions:
-            gone.append(self._drop_session(next(iter(self._sessions))))
+            try:
+                gone.append(self._drop_session(_oldest_of_lowest_trust(self._by_trust, record.trust)))
+            except StoreFull:
+                raise StoreFull(tuple(gone)) from None
         self._sessions[record.id] = _Live(record, now)
         self._by_owner.setdefault(record.owner, OrderedDict())[record.id] = None
+        self._by_trust[record.trust][record.id] = None
         return tuple(gone)
 
     async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
@@ -92,6 +111,7 @@ class MemoryStore:
             return None
         live.last_seen = now
         self._sessions.move_to_end(session_id)
+        self._by_trust[live.record.trust].move_to_end(session_id)
         return live.record
 
     async def save_session(self, record: SessionRecord) -> None:
@@ -111,6 +131,7 @@ class MemoryStore:
         del mine[session_id]
         if not mine:
             del self._by_owner[live.record.owner]
+        del self._by_trust[live.record.trust][session_id]
         self._streams.pop(session_id, None)
         return session_id
 
@@ -174,7 +195,9 @@ class MemoryStore:
 
     # -- tokens ----------------------------------------------------------------------------
 
-    async def put_token(self, key: str, value: bytes, ttl_s: float, owner: bytes, bounds: tuple[int, int]) -> None:
+    async def put_token(
+        self, key: str, value: bytes, ttl_s: float, owner: bytes, trust: Trust, bounds: tuple[int, int]
+    ) -> None:
         per_owner, total = bounds
         now = self._clock()
         while self._tokens:  # expired ones first; a later expiry behind an earlier is harmless
@@ -186,9 +209,10 @@ class MemoryStore:
         while mine and len(mine) >= per_owner:
             self._drop_token(next(iter(mine)))
         while len(self._tokens) >= total:
-            self._drop_token(next(iter(self._tokens)))
-        self._tokens[key] = _Token(value, now + ttl_s, owner)
+            self._drop_token(_oldest_of_lowest_trust(self._tokens_by_trust, trust))
+        self._tokens[key] = _Token(value, now + ttl_s, owner, trust)
         self._tokens_by_owner.setdefault(owner, OrderedDict())[key] = None
+        self._tokens_by_trust[trust][key] = None
 
     async def use_token(self, key: str, expected: bytes) -> bytes | None:
         token = self._live_token(key)
@@ -217,6 +241,7 @@ class MemoryStore:
         del mine[key]
         if not mine:
             del self._tokens_by_owner[token.owner]
+        del self._tokens_by_trust[token.trust][key]
 
     # -- messages --------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from fastapi import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -23,7 +23,7 @@ from fastapi_mcp_routes.server.channel import Channels, SessionChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
 from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.store.base import SessionRecord, Store
+from fastapi_mcp_routes.store.base import SessionRecord, Store, StoreFull
 from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
@@ -33,6 +33,7 @@ from fastapi_mcp_routes.transport.http import (
     accepts_sse,
     caller_identity,
     check_media_types,
+    client_address,
     header_table,
     parse,
     protocol_version,
@@ -63,6 +64,10 @@ if TYPE_CHECKING:
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
 logger = logging.getLogger("fastapi_mcp_routes")
+
+# What a refusal at a total bound tells a client to wait: long enough for idle sessions,
+# streams or questions to end, short enough for an agent waiting on a person.
+RETRY_AFTER_S: Final = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,7 @@ class StreamableHTTPEndpoint:
             caller=caller_from_scope(request.scope, self._config.forward_headers),
             principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
             identity=identity,
+            address=client_address(request),
             protocol_version=version,
             session=session,
         )
@@ -198,6 +204,7 @@ class StreamableHTTPEndpoint:
             caller=caller_from_scope(request.scope, self._config.forward_headers),
             principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
             identity=caller_identity(request, self._config.credential_headers),
+            address=client_address(request),
             envelope=envelope,
         )
         return StatelessAnswer(
@@ -218,9 +225,25 @@ class StreamableHTTPEndpoint:
         if self._sessions is not None:
             params = initialize.params
             version = negotiate_version(str(params["protocolVersion"]))
-            opened = await self._sessions.open(
-                channel.identity, version, params.get("clientInfo"), params.get("capabilities")
-            )
+            try:
+                opened = await self._sessions.open(
+                    channel.identity,
+                    version,
+                    params.get("clientInfo"),
+                    params.get("capabilities"),
+                    owner=channel.owner,
+                    trust=channel.trust,
+                )
+            except StoreFull:
+                raise HttpError(
+                    503,
+                    InvalidRequest(
+                        "Service Unavailable: the server holds as many sessions as it may "
+                        "(Sessions.max_sessions), all of callers it trusts more; try again later."
+                    ),
+                    {"retry-after": str(RETRY_AFTER_S)},
+                    request_id=initialize.id,
+                ) from None
             headers[c.HEADER_SESSION_ID] = opened.id
         return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
 

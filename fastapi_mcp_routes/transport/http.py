@@ -155,3 +155,10 @@ def caller_identity(request: Request, credential_headers: frozenset[bytes]) -> b
         tenant = getattr(principal, "tenant", None) or ""
         return b"principal\x00" + str(subject).encode() + b"\x00" + str(tenant).encode()
     return b"\x00".join(sorted(k + b"=" + v for k, v in request.scope["headers"] if k in credential_headers))
+
+
+def client_address(request: Request) -> str:
+    """The client's address as the server sees it (behind a proxy, run uvicorn with
+    `--proxy-headers` so this is the client's, not the proxy's)."""
+    client = request.scope.get("client")
+    return str(client[0]) if client else ""
