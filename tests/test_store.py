@@ -98,6 +98,23 @@ async def test_a_holder_that_renews_its_claim_keeps_it() -> None:
         assert await store.claim("listen/a1", "second", 10) is False
 
 
+async def test_slots_are_taken_in_every_pool_or_none_and_lapse_unless_renewed() -> None:
+    clock = Clock()
+    store = MemoryStore(clock)
+    pools = [("caller/alice", 2), ("all", 3)]
+    assert await store.take_slots(pools, "s1", 10) is None
+    assert await store.take_slots(pools, "s2", 10) is None
+    assert await store.take_slots(pools, "s3", 10) == "caller/alice"
+    assert await store.take_slots([("caller/bob", 2), ("all", 3)], "b1", 10) is None
+    assert await store.take_slots([("caller/carol", 2), ("all", 3)], "c1", 10) == "all"
+    assert await store.take_slots([("caller/carol", 2)], "c1", 10) is None  # the failed take held nothing
+    assert await store.take_slots(pools, "s1", 10) is None  # a holder renews its own
+    await store.free_slots(["caller/alice", "all"], "s2")
+    assert await store.take_slots(pools, "s3", 10) is None
+    clock.now += 11  # nobody renewed: every slot lapsed
+    assert await store.take_slots([("caller/dave", 1), ("all", 1)], "d1", 10) is None
+
+
 async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_overflowed() -> None:
     store = MemoryStore()
     await store.open_session(record("a1"), BOUNDS)

@@ -12,7 +12,7 @@ anywhere. `MemoryStore` (store/memory.py) is the default, for one process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from enum import IntEnum
@@ -108,6 +108,18 @@ class Store(Protocol):
 
     async def release(self, name: str, holder: str) -> None:
         """Give `name` up, if `holder` still holds it."""
+        ...
+
+    # -- slots: bounded counts of things held open (streams, questions), per caller and in all --
+
+    async def take_slots(self, pools: Sequence[tuple[str, int]], holder: str, ttl_s: float) -> str | None:
+        """Take a slot for `holder` in every pool `(name, limit)`, all or none; a holder that
+        has its slots renews them. Returns `None` when taken, else the name of the first pool
+        that is full. A slot lapses after `ttl_s` unless renewed, so a holder that died frees it."""
+        ...
+
+    async def free_slots(self, pools: Sequence[str], holder: str) -> None:
+        """Give the holder's slots in these pools back."""
         ...
 
     # -- resumable streams (2025-11-25) ----------------------------------------------------

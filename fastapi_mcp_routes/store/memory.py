@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
@@ -77,6 +77,8 @@ class MemoryStore:
         self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
         self._tokens_by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
         self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
+        # pool -> holder -> expiry, in the order of renewal: lapsed slots are at the front.
+        self._slots: dict[str, OrderedDict[str, float]] = {}
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -149,6 +151,32 @@ class MemoryStore:
         held = self._claims.get(name)
         if held is not None and held[0] == holder:
             del self._claims[name]
+
+    # -- slots -----------------------------------------------------------------------------
+
+    async def take_slots(self, pools: Sequence[tuple[str, int]], holder: str, ttl_s: float) -> str | None:
+        now = self._clock()
+        for name, limit in pools:
+            held = self._slots.get(name)
+            if held is None:
+                continue
+            while held and next(iter(held.values())) <= now:
+                held.popitem(last=False)
+            if holder not in held and len(held) >= limit:
+                return name
+        for name, _ in pools:
+            held = self._slots.setdefault(name, OrderedDict())
+            held[holder] = now + ttl_s
+            held.move_to_end(holder)
+        return None
+
+    async def free_slots(self, pools: Sequence[str], holder: str) -> None:
+        for name in pools:
+            held = self._slots.get(name)
+            if held is not None:
+                held.pop(holder, None)
+                if not held:
+                    del self._slots[name]
 
     # -- resumable streams -----------------------------------------------------------------
 
