@@ -29,6 +29,20 @@ DEFAULT_MAX_TOKENS_PER_CALLER: Final = 64
 # of each, for a client that reconnects with Last-Event-ID.
 DEFAULT_MAX_KEPT_STREAMS: Final = 8
 DEFAULT_MAX_EVENTS_PER_STREAM: Final = 256
+# 2025-03-26 batches: clients send a handful of messages at most; a batch is answered whole,
+# so its answer is held whole: as large as one route response may be.
+DEFAULT_MAX_BATCH_LENGTH: Final = 100
+DEFAULT_MAX_BATCH_ANSWER_BYTES: Final = DEFAULT_MAX_RESPONSE_BYTES
+# Server-to-client questions (elicitation, sampling, roots) waiting for the client's answer. A
+# call that asks is held until answered or timed out (minutes), even after its client hung up.
+DEFAULT_MAX_QUESTIONS_PER_SESSION: Final = 8
+DEFAULT_MAX_QUESTIONS_PER_CALLER: Final = 32
+DEFAULT_MAX_QUESTIONS: Final = 2_000
+# Bytes of resumable-stream events kept for Last-Event-ID, per session and in all. A stream
+# that does not fit (one answer larger than a session's share, say) cannot be resumed; it is
+# still delivered live.
+DEFAULT_MAX_REPLAY_BYTES_PER_SESSION: Final = 2 * 1024 * 1024
+DEFAULT_MAX_REPLAY_BYTES: Final = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +79,15 @@ class Limits:
         max_tokens, max_tokens_per_caller: unexpired confirmation tokens, in all and per caller.
         max_kept_streams, max_events_per_stream: per session, the resumable streams kept for
             `Last-Event-ID`, and the events kept of each.
+        max_batch_length: messages in one 2025-03-26 batch; a longer batch is refused whole.
+        max_batch_answer_bytes: once a batch's answers reach this size, its later requests
+            are not run and each is answered with an error naming this bound.
+        max_questions_per_session, max_questions_per_caller, max_questions: server-to-client
+            questions waiting for an answer, per session, per caller and in all; past one, the
+            question is not sent and the route gets `ToolContextError` naming the bound.
+        max_replay_bytes_per_session, max_replay_bytes: bytes of resumable-stream events kept,
+            per session and in all; finished streams are pushed out first, and a stream that
+            still does not fit can no longer be resumed (it is still delivered live).
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -75,14 +98,32 @@ class Limits:
     max_tokens_per_caller: int = DEFAULT_MAX_TOKENS_PER_CALLER
     max_kept_streams: int = DEFAULT_MAX_KEPT_STREAMS
     max_events_per_stream: int = DEFAULT_MAX_EVENTS_PER_STREAM
+    max_batch_length: int = DEFAULT_MAX_BATCH_LENGTH
+    max_batch_answer_bytes: int = DEFAULT_MAX_BATCH_ANSWER_BYTES
+    max_questions_per_session: int = DEFAULT_MAX_QUESTIONS_PER_SESSION
+    max_questions_per_caller: int = DEFAULT_MAX_QUESTIONS_PER_CALLER
+    max_questions: int = DEFAULT_MAX_QUESTIONS
+    max_replay_bytes_per_session: int = DEFAULT_MAX_REPLAY_BYTES_PER_SESSION
+    max_replay_bytes: int = DEFAULT_MAX_REPLAY_BYTES
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
         _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
         _check_count("Limits.page_size", self.page_size)
         _check_seconds("Limits.keep_alive_s", self.keep_alive_s)
-        for name in ("max_tokens", "max_tokens_per_caller", "max_kept_streams", "max_events_per_stream"):
+        for name in (
+            "max_tokens",
+            "max_tokens_per_caller",
+            "max_kept_streams",
+            "max_events_per_stream",
+            "max_batch_length",
+            "max_questions_per_session",
+            "max_questions_per_caller",
+            "max_questions",
+        ):
             _check_count(f"Limits.{name}", getattr(self, name))
+        for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):
+            _check_count(f"Limits.{name}", getattr(self, name), "bytes")
 
 
 def _check_count(name: str, value: object, unit: str = "") -> None:

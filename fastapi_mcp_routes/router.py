@@ -143,7 +143,7 @@ def mcp_routes(
         max_response_bytes=limits.max_response_bytes,
     )
     lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
-    session_manager = SessionManager(options=session_options, store=store) if session_options else None
+    session_manager = SessionManager(options=session_options, store=store, limits=limits) if session_options else None
     endpoint = StreamableHTTPEndpoint(
         config=config,
         dispatcher=Dispatcher(identity=identity, tools=lister, calls=calls),

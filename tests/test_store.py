@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from fastapi_mcp_routes.store.base import USED, SessionBounds, SessionRecord, StoreFull, Trust
+from fastapi_mcp_routes.store.base import USED, LogBounds, SessionBounds, SessionRecord, StoreFull, StreamEvents, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
 
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
@@ -120,12 +120,45 @@ async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_over
     await store.open_session(record("a1"), BOUNDS)
     stream = await store.start_stream("a1", max_kept=8)
     for event in (b"e1", b"e2", b"e3"):
-        await store.append_event("a1", stream, event, max_events=3)
+        await store.append_event("a1", stream, event, LogBounds(3, 10_000, 100_000))
     read = await store.read_stream("a1", stream, after=1)
     assert read is not None
     assert (read.events, read.complete) == ((b"e2", b"e3"), False)
-    await store.append_event("a1", stream, b"e4", max_events=3)
+    await store.append_event("a1", stream, b"e4", LogBounds(3, 10_000, 100_000))
     assert await store.read_stream("a1", stream, after=0) is None
+
+
+async def test_past_a_sessions_replay_bytes_its_finished_streams_go_first_then_the_stream_overflows() -> None:
+    store = MemoryStore()
+    bounds = LogBounds(max_events=100, max_session_bytes=10, max_total_bytes=1000)
+    done = await store.start_stream("a1", 8)
+    await store.append_event("a1", done, b"12345", bounds)
+    await store.complete_stream("a1", done)
+    running = await store.start_stream("a1", 8)
+    await store.append_event("a1", running, b"1234", bounds)
+    await store.append_event("a1", running, b"1234", bounds)  # 13 bytes: the finished one goes
+    assert await store.read_stream("a1", done, 0) is None
+    assert await store.read_stream("a1", running, 0) == StreamEvents((b"1234", b"1234"), False)
+    await store.append_event("a1", running, b"1234", bounds)  # nothing finished left to push out
+    assert await store.read_stream("a1", running, 0) is None
+    again = await store.start_stream("a1", 8)  # the overflowed stream holds no bytes any more
+    await store.append_event("a1", again, b"1234567890", bounds)
+    assert await store.read_stream("a1", again, 0) == StreamEvents((b"1234567890",), False)
+
+
+async def test_past_the_total_replay_bytes_anyones_oldest_finished_stream_goes_first() -> None:
+    store = MemoryStore()
+    bounds = LogBounds(max_events=100, max_session_bytes=100, max_total_bytes=10)
+    bobs = await store.start_stream("b1", 8)
+    await store.append_event("b1", bobs, b"123456", bounds)
+    await store.complete_stream("b1", bobs)
+    alices = await store.start_stream("a1", 8)
+    await store.append_event("a1", alices, b"123456", bounds)
+    assert await store.read_stream("b1", bobs, 0) is None
+    carols = await store.start_stream("c1", 8)
+    await store.append_event("c1", carols, b"123456", bounds)  # alice's still runs: carol's overflows
+    assert await store.read_stream("c1", carols, 0) is None
+    assert await store.read_stream("a1", alices, 0) == StreamEvents((b"123456",), False)
 
 
 async def test_past_the_kept_streams_the_oldest_finished_one_goes_first() -> None:

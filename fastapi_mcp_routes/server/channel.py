@@ -236,7 +236,10 @@ class SessionChannel(ClientChannel):
         request_id = sessions.new_request_id()
         message = {"jsonrpc": JSONRPC_VERSION, "id": request_id, **request.as_wire()}
         try:
-            async with sessions.replies(session.id, request_id) as replies:
+            async with (
+                sessions.question(session.id, self.owner, request_id, CLIENT_REQUEST_TIMEOUT_S),
+                sessions.replies(session.id, request_id) as replies,
+            ):
                 await emit(message)
                 with anyio.fail_after(CLIENT_REQUEST_TIMEOUT_S):
                     reply = sessions.decode_reply(await anext(aiter(replies)))

@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import secrets
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
 import anyio
 
-from fastapi_mcp_routes.options import Sessions
+from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.store.base import Inbox, SessionBounds, SessionRecord, Store, StoreFull, Trust
+from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 # 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
@@ -30,8 +31,11 @@ RequestKey = str | int
 class SessionManager:
     """Opens, finds and closes sessions, and carries replies to the calls waiting for them."""
 
-    def __init__(self, *, options: Sessions, store: Store, key: bytes | None = None) -> None:
+    def __init__(
+        self, *, options: Sessions, store: Store, limits: Limits | None = None, key: bytes | None = None
+    ) -> None:
         self._options = options
+        self._limits = limits if limits is not None else Limits()
         self._bounds = SessionBounds(options.idle_s, options.max_sessions, options.max_per_caller)
         self._store = store
         self._key = key or secrets.token_bytes(32)
@@ -117,6 +121,36 @@ class SessionManager:
     async def deliver(self, session_id: str, request_id: RequestKey, payload: Mapping[str, Any]) -> None:
         """Hand a client's reply to the call waiting for it; a reply nobody waits for is dropped."""
         await self._store.publish(_reply_channel(session_id, request_id), dumps(dict(payload)))
+
+    @asynccontextmanager
+    async def question(self, session_id: str, owner: bytes, request_id: str, wait_s: float) -> AsyncIterator[None]:
+        """Hold one question's place while it waits up to `wait_s` for the client's answer;
+        `ToolContextError` names the bound when the session, the caller or the server has as
+        many questions waiting as it may."""
+        limits = self._limits
+        pools = {
+            f"questions/session/{session_id}": ("max_questions_per_session", limits.max_questions_per_session),
+            f"questions/caller/{self.binding(owner).hex()}": (
+                "max_questions_per_caller",
+                limits.max_questions_per_caller,
+            ),
+            "questions/all": ("max_questions", limits.max_questions),
+        }
+        # The slot outlives the wait a little, so it lapses only once the question surely ended.
+        full = await self._store.take_slots(
+            [(name, bound[1]) for name, bound in pools.items()], request_id, wait_s + 60
+        )
+        if full is not None:
+            option, count = pools[full]
+            raise ToolContextError(
+                f"{count} questions already wait for the client's answer (Limits.{option}); "
+                "answer or cancel one, then try again"
+            )
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._store.free_slots(list(pools), request_id)
 
     def replies(self, session_id: str, request_id: RequestKey) -> AbstractAsyncContextManager[Inbox]:
         """Listen for the reply to one request (open it before the request goes out)."""

@@ -63,6 +63,15 @@ class SessionBounds:
 
 
 @dataclass(frozen=True, slots=True)
+class LogBounds:
+    """What is kept of resumable streams: events per stream, bytes per session and in all."""
+
+    max_events: int
+    max_session_bytes: int
+    max_total_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class StreamEvents:
     """Events a resumable stream sent after a point, and whether its answer is among them."""
 
@@ -129,9 +138,11 @@ class Store(Protocol):
         (else the oldest) is forgotten."""
         ...
 
-    async def append_event(self, session_id: str, stream: int, event: bytes, max_events: int) -> None:
-        """Keep one more event of a stream; past `max_events` the stream can no longer be
-        resumed (it is marked overflowed, never silently cut)."""
+    async def append_event(self, session_id: str, stream: int, event: bytes, bounds: LogBounds) -> None:
+        """Keep one more event of a stream. To make room past the byte bounds, finished
+        streams go first (the session's own, then anyone's, oldest first); past
+        `max_events`, or with no room left, the stream can no longer be resumed (it is marked
+        overflowed and its events dropped, never silently cut)."""
         ...
 
     async def complete_stream(self, session_id: str, stream: int) -> None: ...

@@ -18,7 +18,16 @@ from typing import Final
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from fastapi_mcp_routes.store.base import USED, Inbox, SessionBounds, SessionRecord, StoreFull, StreamEvents, Trust
+from fastapi_mcp_routes.store.base import (
+    USED,
+    Inbox,
+    LogBounds,
+    SessionBounds,
+    SessionRecord,
+    StoreFull,
+    StreamEvents,
+    Trust,
+)
 
 # Messages a subscriber has not read yet; a reply channel gets one message, so this is slack.
 _INBOX_SIZE: Final = 16
@@ -33,6 +42,7 @@ class _Live:
 @dataclass(slots=True)
 class _Stream:
     events: list[bytes] = field(default_factory=list)
+    size: int = 0  # bytes of its events
     complete: bool = False
     overflowed: bool = False
 
@@ -41,6 +51,7 @@ class _Stream:
 class _Streams:
     next: int = 1
     kept: OrderedDict[int, _Stream] = field(default_factory=OrderedDict)
+    size: int = 0  # bytes of all its streams' events
 
 
 @dataclass(slots=True)
@@ -73,6 +84,8 @@ class MemoryStore:
         self._by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
         self._claims: dict[str, tuple[str, float]] = {}
         self._streams: dict[str, _Streams] = {}
+        self._log_size = 0  # bytes of every kept event
+        self._finished: OrderedDict[tuple[str, int], None] = OrderedDict()  # in order of finishing
         self._tokens: OrderedDict[str, _Token] = OrderedDict()
         self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
         self._tokens_by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
@@ -134,6 +147,9 @@ class MemoryStore:
         if not mine:
             del self._by_owner[live.record.owner]
         del self._by_trust[live.record.trust][session_id]
+        streams = self._streams.get(session_id)
+        for number in list(streams.kept) if streams is not None else ():
+            self._discard(session_id, number)
         self._streams.pop(session_id, None)
         return session_id
 
@@ -188,23 +204,38 @@ class MemoryStore:
         if len(streams.kept) > max_kept:
             # Push out the oldest finished stream; only if every one still runs, the oldest.
             done = next((n for n, kept in streams.kept.items() if kept.complete), None)
-            streams.kept.pop(done if done is not None else next(iter(streams.kept)))
+            self._discard(session_id, done if done is not None else next(iter(streams.kept)))
         return number
 
-    async def append_event(self, session_id: str, stream: int, event: bytes, max_events: int) -> None:
+    async def append_event(self, session_id: str, stream: int, event: bytes, bounds: LogBounds) -> None:
         kept = self._stream(session_id, stream)
         if kept is None or kept.overflowed:
             return
-        if len(kept.events) < max_events:
-            kept.events.append(event)
-        else:
-            kept.overflowed = True
-            kept.events.clear()  # it can no longer be resumed: hold none of it
+        streams = self._streams[session_id]
+        size = len(event)
+        # Room in the session's bound: its own finished streams go first, oldest first.
+        while streams.size + size > bounds.max_session_bytes:
+            done = next((n for n, other in streams.kept.items() if other.complete), None)
+            if done is None:
+                break
+            self._discard(session_id, done)
+        # Room in the total: anyone's finished streams, in the order they finished.
+        while self._log_size + size > bounds.max_total_bytes and self._finished:
+            self._discard(*next(iter(self._finished)))
+        fits = streams.size + size <= bounds.max_session_bytes and self._log_size + size <= bounds.max_total_bytes
+        if not fits or len(kept.events) >= bounds.max_events:
+            self._overflow(streams, kept)
+            return
+        kept.events.append(event)
+        kept.size += size
+        streams.size += size
+        self._log_size += size
 
     async def complete_stream(self, session_id: str, stream: int) -> None:
         kept = self._stream(session_id, stream)
-        if kept is not None:
+        if kept is not None and not kept.complete:
             kept.complete = True
+            self._finished[(session_id, stream)] = None
 
     async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
         kept = self._stream(session_id, stream)
@@ -213,9 +244,23 @@ class MemoryStore:
         return StreamEvents(tuple(kept.events[after:]), kept.complete)
 
     async def forget_stream(self, session_id: str, stream: int) -> None:
-        streams = self._streams.get(session_id)
-        if streams is not None:
-            streams.kept.pop(stream, None)
+        if self._stream(session_id, stream) is not None:
+            self._discard(session_id, stream)
+
+    def _overflow(self, streams: _Streams, kept: _Stream) -> None:
+        """The stream can no longer be resumed: hold none of it."""
+        kept.overflowed = True
+        streams.size -= kept.size
+        self._log_size -= kept.size
+        kept.events.clear()
+        kept.size = 0
+
+    def _discard(self, session_id: str, number: int) -> None:
+        streams = self._streams[session_id]
+        kept = streams.kept.pop(number)
+        streams.size -= kept.size
+        self._log_size -= kept.size
+        self._finished.pop((session_id, number), None)
 
     def _stream(self, session_id: str, stream: int) -> _Stream | None:
         streams = self._streams.get(session_id)

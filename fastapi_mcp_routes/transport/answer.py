@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import anyio.lowlevel
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -16,8 +17,8 @@ from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.transport.http import Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
-from fastapi_mcp_routes.wire.errors import McpError
-from fastapi_mcp_routes.wire.jsonrpc import Message, RequestId
+from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError
+from fastapi_mcp_routes.wire.jsonrpc import Message, RequestId, encode_error
 from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 
 # Answers one message of the POST (the endpoint's `answer`); None for nothing to answer.
@@ -37,6 +38,7 @@ class SessionAnswer(Response):
         logs: StreamLogs | None,
         keep_alive: KeepAlive,
         max_open_s: float | None,
+        max_batch_answer_bytes: int,
     ) -> None:
         # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
         # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
@@ -48,6 +50,7 @@ class SessionAnswer(Response):
         self._channel = channel
         self._accepts = accepts
         self._logs = logs
+        self._max_batch_answer_bytes = max_batch_answer_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed, channel, answer = self._parsed, self._channel, self._answer
@@ -59,11 +62,7 @@ class SessionAnswer(Response):
             channel.emit = stream.emit
         async with stream:
             if parsed.batch:
-                replies = [
-                    await answer(entry, entry_id, channel)
-                    for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True)
-                ]
-                bodies = [reply for reply in replies if reply is not None]
+                bodies = await self._answer_batch()
                 body = b"[" + b",".join(bodies) + b"]" if bodies else None
             else:
                 body = await answer(parsed.messages[0], parsed.ids[0], channel)
@@ -71,3 +70,30 @@ class SessionAnswer(Response):
             await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
+
+    async def _answer_batch(self) -> list[bytes]:
+        """Each entry's answer in order, yielding to the event loop between entries, so a long
+        batch of quick requests cannot hold the loop. Once the answers reach
+        `max_batch_answer_bytes`, later requests are not run: each gets an error naming the
+        bound (an entry that already ran keeps its answer, however large)."""
+        parsed, cap = self._parsed, self._max_batch_answer_bytes
+        bodies: list[bytes] = []
+        size = 0
+        for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True):
+            await anyio.lowlevel.checkpoint()
+            if size >= cap:
+                if isinstance(entry, RpcRequest):
+                    bodies.append(encode_error(entry_id, _batch_full(cap)))
+                continue
+            reply = await self._answer(entry, entry_id, self._channel)
+            if reply is not None:
+                bodies.append(reply)
+                size += len(reply)
+        return bodies
+
+
+def _batch_full(cap: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid Request: not run, the batch's answers reached {cap} bytes (Limits.max_batch_answer_bytes); "
+        "send this request again on its own."
+    )

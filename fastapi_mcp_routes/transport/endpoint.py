@@ -142,7 +142,8 @@ class StreamableHTTPEndpoint:
 
     async def _post(self, request: Request, headers: Headers) -> Response:
         accepts = check_media_types(headers)
-        parsed = parse(await read_body(request, headers, self._config.limits.max_body_bytes))
+        limits = self._config.limits
+        parsed = parse(await read_body(request, headers, limits.max_body_bytes), limits.max_batch_length)
         if is_modern(headers.get(c.HEADER_PROTOCOL_VERSION), parsed.first):
             return self._post_stateless(request, parsed, accepts)
         if parsed.batch and "initialize" in parsed.methods:
@@ -178,6 +179,7 @@ class StreamableHTTPEndpoint:
             logs=logs,
             keep_alive=self.keep_alive,
             max_open_s=self._config.max_stream_seconds,
+            max_batch_answer_bytes=limits.max_batch_answer_bytes,
         )
 
     def _post_stateless(self, request: Request, parsed: Parsed, accepts: Accepts) -> Response:

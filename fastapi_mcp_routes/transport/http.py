@@ -103,7 +103,7 @@ def _too_large(limit: int) -> HttpError:
     return HttpError(413, InvalidRequest(f"Payload Too Large: the body may be at most {limit} bytes."))
 
 
-def parse(body: bytes) -> Parsed:
+def parse(body: bytes, max_batch_length: int) -> Parsed:
     """Decode and classify the messages; a batch keeps the errors of its bad entries."""
     try:
         value: Any = loads(body)
@@ -113,6 +113,9 @@ def parse(body: bytes) -> Parsed:
     values = value if batch else [value]
     if not values:
         raise HttpError(400, InvalidRequest("Invalid Request: an empty batch."))
+    if len(values) > max_batch_length:
+        too_long = f"Invalid Request: a batch may hold at most {max_batch_length} messages (Limits.max_batch_length)"
+        raise HttpError(400, InvalidRequest(f"{too_long}; this one holds {len(values)}."))
     messages: list[Message | McpError] = []
     for item in values:
         try:

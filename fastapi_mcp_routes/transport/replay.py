@@ -14,7 +14,7 @@ import re
 from typing import Final
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.store.base import Store, StreamEvents
+from fastapi_mcp_routes.store.base import LogBounds, Store, StreamEvents
 from fastapi_mcp_routes.transport.sse import priming_event, sse_event
 
 _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
@@ -23,12 +23,12 @@ _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
 class StreamLog:
     """One resumable stream of a session, as it is being sent."""
 
-    __slots__ = ("_limits", "_sent", "_session_id", "_store", "number")
+    __slots__ = ("_bounds", "_sent", "_session_id", "_store", "number")
 
-    def __init__(self, store: Store, session_id: str, number: int, limits: Limits) -> None:
+    def __init__(self, store: Store, session_id: str, number: int, bounds: LogBounds) -> None:
         self._store = store
         self._session_id = session_id
-        self._limits = limits
+        self._bounds = bounds
         self.number = number
         self._sent = 0
 
@@ -40,7 +40,7 @@ class StreamLog:
         """Frame a message as this stream's next event, and keep it for a resume."""
         self._sent += 1
         framed = sse_event(data, f"{self.number}.{self._sent}")
-        await self._store.append_event(self._session_id, self.number, framed, self._limits.max_events_per_stream)
+        await self._store.append_event(self._session_id, self.number, framed, self._bounds)
         return framed
 
     async def complete(self) -> None:
@@ -58,8 +58,10 @@ class StreamLogs:
         self.session_id = session_id
 
     async def start(self) -> StreamLog:
-        number = await self._store.start_stream(self.session_id, self._limits.max_kept_streams)
-        return StreamLog(self._store, self.session_id, number, self._limits)
+        limits = self._limits
+        number = await self._store.start_stream(self.session_id, limits.max_kept_streams)
+        bounds = LogBounds(limits.max_events_per_stream, limits.max_replay_bytes_per_session, limits.max_replay_bytes)
+        return StreamLog(self._store, self.session_id, number, bounds)
 
     async def find(self, last_event_id: str) -> tuple[int, int] | None:
         """The stream an event id names and how many of its events the client has seen,
