@@ -1,0 +1,314 @@
+"""The bounds table: each row pushes past one bound on what a caller can make the server hold,
+against a real server, and sees the refusal that names it, while other callers are still
+served. Every row runs on a server of its own (the rows fill what they test), with bounds small
+enough to reach in a few requests; `benchmarks/soak.py` pushes the same attacks at the default
+bounds and measures the server's memory.
+
+Callers are told apart as the server tells them apart: by credentials (an `x-api-key`, which
+the endpoint forwards but cannot check: a claimed identity), else by client address. Loopback
+is a whole /8 on Linux, so anonymous callers here connect from 127.0.0.2, 127.0.0.3, ..."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from fastapi_mcp_routes import Limits, Sessions, mcp_routes, mcp_tool
+from tests.helpers import (
+    HEADERS,
+    WAIT_S,
+    call_tool,
+    initialize,
+    open_session,
+    read_to_first_message,
+    rpc,
+    serve,
+    sse_messages,
+    tool_call,
+)
+
+ASKING = {"elicitation": {}}  # a client that can be asked to confirm
+BIG = 40_000  # characters in a `big` answer
+
+
+def make_app(limits: Limits, sessions: Sessions) -> FastAPI:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, limits=limits, sessions=sessions))
+
+    @mcp_tool()
+    @app.post("/orders")
+    def place_order(item: str) -> dict[str, str]:
+        return {"placed": item}
+
+    @mcp_tool()
+    @app.get("/big")
+    def big() -> dict[str, str]:
+        return {"text": "x" * BIG}
+
+    @mcp_tool()
+    @app.get("/small")
+    def small() -> dict[str, bool]:
+        return {"ok": True}
+
+    return app
+
+
+@dataclass
+class Server:
+    """A server of the row's own, and HTTP clients on it from any loopback address."""
+
+    base_url: str
+    stack: ExitStack
+    clients: dict[str, httpx.Client] = field(default_factory=dict)
+    opened: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+
+    def client(self, address: str = "127.0.0.1") -> httpx.Client:
+        if address not in self.clients:
+            transport = httpx.HTTPTransport(local_address=address)
+            http = httpx.Client(base_url=self.base_url, timeout=WAIT_S, transport=transport)
+            self.clients[address] = self.stack.enter_context(http)
+        return self.clients[address]
+
+    def session(self, address: str = "127.0.0.1", key: str | None = None, **options: Any) -> dict[str, str]:
+        """A session of the anonymous caller at `address`, or of the holder of `key`."""
+        headers = {"x-api-key": key} if key else None
+        opened = open_session(self.client(address), headers=headers, **options)
+        self.opened.append((address, opened))
+        return opened
+
+    def close_sessions(self) -> None:
+        """End every session the row opened, and so every call they still run."""
+        for address, headers in self.opened:
+            self.client(address).delete("/mcp", headers=headers)
+
+    def served(self) -> None:
+        """A caller the row did not touch still opens a session and gets its answers."""
+        http = self.client("127.0.0.254")
+        fresh = self.session("127.0.0.254", key="bystander")
+        assert http.post("/mcp", json=rpc("ping", request_id=9), headers=fresh).json()["result"] == {}
+        assert call_tool(http, "small", headers=fresh)["structuredContent"] == {"ok": True}
+
+
+@contextmanager
+def server(limits: Limits, sessions: Sessions | None = None) -> Iterator[Server]:
+    with ExitStack() as stack:
+        base_url = stack.enter_context(serve(make_app(limits, sessions or Sessions())))
+        running = Server(base_url, stack)
+        try:
+            yield running
+        finally:
+            running.close_sessions()
+
+
+# -- the rows --------------------------------------------------------------------------------
+
+
+def batch_too_long(server: Server) -> None:
+    http = server.client()
+    headers = server.session(version="2025-03-26")
+    batch = [rpc("tools/list", request_id=n) for n in range(101)]
+    refused = http.post("/mcp", json=batch, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == -32600
+    assert "at most 100 messages (Limits.max_batch_length); this one holds 101" in refused.json()["error"]["message"]
+
+
+def batch_answer_too_large(server: Server) -> None:
+    http = server.client()
+    headers = server.session(version="2025-03-26")
+    batch = [tool_call("big", request_id=n) for n in range(50)]
+    answered = http.post("/mcp", json=batch, headers=headers)
+    assert answered.status_code == 200
+    entries = answered.json()
+    assert [entry["id"] for entry in entries] == list(range(50))  # every request is answered
+    ran = [entry for entry in entries if "result" in entry]
+    # An answer holds the text twice (content and structuredContent), about 80,000 bytes: the
+    # second crosses the 100,000-byte cap, and the third is not run.
+    assert len(ran) == 2
+    assert all(entry["error"]["code"] == -32600 for entry in entries[2:])
+    assert "Limits.max_batch_answer_bytes" in entries[2]["error"]["message"]
+    assert len(answered.content) < 100_000 + 2 * BIG + 1000 + 48 * 250  # the cap, one answer, short errors
+
+
+def questions_per_session(server: Server) -> None:
+    http = server.client()
+    headers = server.session(capabilities=ASKING)
+    for n in range(2):  # asked to confirm, then the client hangs up: the call waits on
+        pinned_question(http, headers, n)
+    refused = call_tool(http, "place_order", {"item": "tea"}, headers=headers, request_id=2)
+    assert refused["isError"] is True
+    assert "Limits.max_questions_per_session" in refused["content"][0]["text"]
+    other = server.session(capabilities=ASKING)  # the same caller, another session: still asked
+    pinned_question(http, other, 0)
+    assert http.delete("/mcp", headers=headers).status_code == 204  # its calls end, their places free
+    again = server.session(capabilities=ASKING)
+    pinned_question(http, again, 0)
+
+
+def questions_per_caller(server: Server) -> None:
+    http = server.client()
+    for _ in range(2):
+        headers = server.session(capabilities=ASKING)
+        pinned_question(http, headers, 0)
+        pinned_question(http, headers, 1)
+    refused = call_tool(http, "place_order", {"item": "tea"}, headers=server.session(capabilities=ASKING))
+    assert "Limits.max_questions_per_caller" in refused["content"][0]["text"]
+    pinned_question(server.client("127.0.0.2"), server.session("127.0.0.2", capabilities=ASKING), 0)
+
+
+def questions_in_all(server: Server) -> None:
+    for n in range(2, 7):  # five callers, one question each: the total
+        pinned_question(server.client(f"127.0.0.{n}"), server.session(f"127.0.0.{n}", capabilities=ASKING), 0)
+    headers = server.session("127.0.0.7", capabilities=ASKING)
+    refused = call_tool(server.client("127.0.0.7"), "place_order", {"item": "tea"}, headers=headers)
+    assert "Limits.max_questions)" in refused["content"][0]["text"]
+
+
+def pinned_question(http: httpx.Client, headers: dict[str, str], request_id: int) -> None:
+    """Call a gated tool, read up to the question that asks to confirm it, and hang up."""
+    with http.stream(
+        "POST", "/mcp", json=tool_call("place_order", {"item": "tea"}, request_id=request_id), headers=headers
+    ) as answer:
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        read_to_first_message(answer)
+
+
+def replay_bytes_per_session(server: Server) -> None:
+    http = server.client()
+    sse_only = {"accept": "text/event-stream"}
+    headers = {**server.session(), **sse_only}
+    big = http.post("/mcp", json=tool_call("big"), headers=headers)
+    assert sse_messages(big.text)[-1]["result"]["structuredContent"] == {"text": "x" * BIG}  # delivered live
+    resumed = http.get("/mcp", headers={**headers, "last-event-id": last_event_id(big.text)})
+    assert resumed.status_code == 400  # over the session's 30,000 bytes: not kept for a resume
+    small = http.post("/mcp", json=tool_call("small", request_id=2), headers=headers)
+    first = f"{last_event_id(small.text).split('.')[0]}.0"
+    assert http.get("/mcp", headers={**headers, "last-event-id": first}).status_code == 200  # the next one is
+
+
+def replay_bytes_in_all(server: Server) -> None:
+    http = server.client()
+    sse_only = {"accept": "text/event-stream"}
+    kept: list[tuple[dict[str, str], str]] = []
+    for n in range(4):  # each keeps one finished stream of about 140 bytes; the total holds two
+        headers = {**server.session(key=f"k{n}"), **sse_only}
+        answer = http.post("/mcp", json=tool_call("small"), headers=headers)
+        kept.append((headers, f"{last_event_id(answer.text).split('.')[0]}.0"))
+    statuses = [http.get("/mcp", headers={**headers, "last-event-id": first}).status_code for headers, first in kept]
+    assert statuses[:2] == [400, 400]  # the oldest finished streams went first
+    assert statuses[-1] == 200
+
+
+def last_event_id(body: str) -> str:
+    return [line[4:] for line in body.splitlines() if line.startswith("id: ")][-1]
+
+
+def tokens_anonymous_flood(server: Server) -> None:
+    http = server.client()
+    alice = server.session(key="alice")
+    token = call_tool(http, "place_order", {"item": "tea"}, headers=alice)["structuredContent"]["token"]
+    refusals = 0
+    for n in range(2, 12):  # ten anonymous callers at other addresses, one token each
+        anonymous = server.session(f"127.0.0.{n}")
+        result = call_tool(server.client(f"127.0.0.{n}"), "place_order", {"item": "x"}, headers=anonymous)
+        refusals += bool(result.get("isError"))
+        if result.get("isError"):
+            assert "Limits.max_tokens" in result["content"][0]["text"]
+    assert refusals == 0  # anonymous tokens push out anonymous ones: the total is never refused...
+    confirmed = call_tool(http, "place_order", {"item": "tea", "confirmationToken": token}, headers=alice)
+    assert confirmed["structuredContent"] == {"placed": "tea"}  # ...and alice's token survived
+
+
+def tokens_claimed_full(server: Server) -> None:
+    http = server.client()
+    for n in range(4):  # four credentialed callers fill the total
+        headers = server.session(key=f"k{n}")
+        assert call_tool(http, "place_order", {"item": "tea"}, headers=headers)["structuredContent"]["pending"]
+    anonymous = server.session("127.0.0.2")
+    refused = call_tool(server.client("127.0.0.2"), "place_order", {"item": "x"}, headers=anonymous)
+    assert refused["isError"] is True
+    assert "Limits.max_tokens" in refused["content"][0]["text"]
+
+
+def sessions_anonymous_flood(server: Server) -> None:
+    http = server.client()
+    alice = server.session(key="alice")
+    for n in range(2, 30):  # 28 anonymous callers, sessions for 6 in all
+        server.session(f"127.0.0.{n}")
+    assert http.post("/mcp", json=rpc("ping"), headers=alice).status_code == 200  # never pushed out
+
+
+def sessions_per_anonymous_caller(server: Server) -> None:
+    http = server.client("127.0.0.2")
+    first = server.session("127.0.0.2")
+    for _ in range(3):
+        server.session("127.0.0.2")
+    assert http.post("/mcp", json=rpc("ping"), headers=first).status_code == 404  # its own oldest went
+    other = server.session("127.0.0.3")  # another anonymous caller is its own caller
+    for _ in range(2):
+        server.session("127.0.0.2")
+    assert server.client("127.0.0.3").post("/mcp", json=rpc("ping"), headers=other).status_code == 200
+
+
+def sessions_claimed_full(server: Server) -> None:
+    for n in range(6):
+        server.session(key=f"k{n}")
+    refused = server.client("127.0.0.2").post("/mcp", json=initialize(), headers=HEADERS)
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "30"
+    assert "Sessions.max_sessions" in refused.json()["error"]["message"]
+    assert refused.json()["id"] == 0
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    attack: Callable[[Server], None]
+    limits: Limits = field(default_factory=Limits)
+    sessions: Sessions = field(default_factory=Sessions)
+
+
+SMALL_BATCH = Limits(max_batch_answer_bytes=100_000)
+FEW_QUESTIONS = Limits(max_questions_per_session=2, max_questions_per_caller=4, max_questions=5)
+FEW_TOKENS = Limits(max_tokens=4, max_tokens_per_caller=2)
+FEW_SESSIONS = Sessions(max_sessions=6, max_per_caller=3)
+
+ROWS = [
+    Row("a batch longer than max_batch_length -> 400 naming it", batch_too_long),
+    Row(
+        "a batch whose answers outgrow max_batch_answer_bytes -> the rest not run", batch_answer_too_large, SMALL_BATCH
+    ),
+    Row("questions past max_questions_per_session -> refused to the route", questions_per_session, FEW_QUESTIONS),
+    Row("questions past max_questions_per_caller -> refused to the route", questions_per_caller, FEW_QUESTIONS),
+    Row("questions past max_questions -> refused to the route", questions_in_all, FEW_QUESTIONS),
+    Row(
+        "an answer over max_replay_bytes_per_session -> live, not kept",
+        replay_bytes_per_session,
+        Limits(max_replay_bytes_per_session=30_000),
+    ),
+    Row("streams past max_replay_bytes -> the oldest finished go", replay_bytes_in_all, Limits(max_replay_bytes=300)),
+    Row("an anonymous token flood -> a credentialed token survives", tokens_anonymous_flood, FEW_TOKENS),
+    Row("tokens full of credentialed callers -> anonymous refused", tokens_claimed_full, FEW_TOKENS),
+    Row(
+        "an anonymous session flood -> a credentialed session survives", sessions_anonymous_flood, sessions=FEW_SESSIONS
+    ),
+    Row(
+        "one address's sessions past max_per_caller -> its own oldest go",
+        sessions_per_anonymous_caller,
+        sessions=FEW_SESSIONS,
+    ),
+    Row("sessions full of credentialed callers -> anonymous 503", sessions_claimed_full, sessions=FEW_SESSIONS),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_past_the_bound_the_caller_is_refused_and_others_are_served(row: Row) -> None:
+    with server(row.limits, row.sessions) as running:
+        row.attack(running)
+        running.served()
