@@ -217,6 +217,7 @@ def test_urls_elsewhere_are_not_allowed(url: str) -> None:
         ("https://api.example.com/v1/%2E%2e/admin", "'..' segment"),
         ("https://api.example.com/v1/..;/admin", "'..' segment"),
         ("https://api.example.com/v1/./x", "'..' segment"),
+        ("https://api.example.com/v1/\uff0e\uff0e/admin", "'..' segment"),  # full-width dots
         ("https://api.example.com/v1%2f..%2fadmin", "encoded '/'"),
         ("https://api.example.com/v1/%5c..", "encoded '/'"),
         ("https://api.example.com/v1/%0d%0aHost:%20evil", "control character"),

@@ -15,8 +15,8 @@ with) could read a different host or path from the same text:
 - no `scheme://host` (`https:evil.com` has a host for WHATWG, not for urlsplit);
 - user information (`https://allowed.com@evil.com`), a `%` in the authority, a host ending
   in a dot, an empty label, or a bracketed host that is not an IPv6 address;
-- `.` or `..` path segments, also percent-encoded or followed by `;`, and an encoded `/` or
-  `\\` in the path: a server may resolve them to a path outside the allowed prefix.
+- `.` or `..` path segments, also percent-encoded, full-width or followed by `;`, and an
+  encoded `/` or `\\` in the path: a server may resolve them to a path outside the prefix.
 Everything after the host is left as sent otherwise; a `#@allowed.com` fragment does not
 change the host urlsplit reads, and that host is what is compared.
 """
@@ -146,8 +146,10 @@ def _check_path(path: str) -> None:
     decoded = unquote(path)
     if _ENCODED_SEPARATOR.search(path):
         raise UrlRefused("has an encoded '/' or '\\' in its path")
-    # Some servers (Tomcat) drop a segment's `;parameters`, so `..;` is `..` to them.
-    if any(segment.split(";", 1)[0] in (".", "..") for segment in decoded.split("/")):
+    # Some servers (Tomcat) drop a segment's `;parameters`, so `..;` is `..` to them, and some
+    # normalise Unicode (NFKC), so full-width dots are dots to them.
+    segments = unicodedata.normalize("NFKC", decoded).split("/")
+    if any(segment.split(";", 1)[0] in (".", "..") for segment in segments):
         raise UrlRefused("has a '.' or '..' segment in its path")
     if any(unicodedata.category(ch)[0] == "C" for ch in decoded):
         raise UrlRefused("has an encoded control character in its path")
