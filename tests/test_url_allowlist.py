@@ -20,6 +20,7 @@ from pydantic import AnyUrl, BaseModel, HttpUrl
 from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.url_match import UrlRefused, is_allowed, parse_server_url
 from fastapi_mcp_routes.server.url_policy import UrlPolicy, url_policy
+from fastapi_mcp_routes.tools.urls import url_arguments
 from tests.helpers import WAIT_S, call_tool, open_session, post_stateless, serve, tool_of
 
 ALLOWED = "https://api.example.com/v1"
@@ -147,6 +148,24 @@ def test_a_key_named_by_a_model_is_not_taken_for_a_map_value() -> None:
     urls = tool_of(make_app(), "add_hook").urls
     assert urls is not None
     assert list(urls.values({"links": [{"href": "h", "label": "plain"}]})) == [("links[0].href", "h")]
+
+
+def test_a_cycle_of_references_is_walked_once_and_a_reference_under_not_is_no_url_place() -> None:
+    uri = {"type": "string", "format": "uri"}
+    schema = {
+        "type": "object",
+        "properties": {"alias": {"$ref": "#/$defs/A"}, "negated": {"$ref": "#/$defs/N"}},
+        "$defs": {
+            "A": {"anyOf": [{"$ref": "#/$defs/B"}, uri]},
+            "B": {"$ref": "#/$defs/A"},  # A and B name each other without descending
+            "N": {"not": {"$ref": "#/$defs/U"}},
+            "U": uri,
+        },
+    }
+    urls = url_arguments(schema)
+    assert urls is not None
+    assert urls.places() == ("alias",)
+    assert list(urls.values({"alias": "a", "negated": "n"})) == [("alias", "a")]
 
 
 # -- what "under an allowed server URL" means -----------------------------------------------------

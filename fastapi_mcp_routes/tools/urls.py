@@ -73,8 +73,9 @@ class UrlArguments:
             # A reference applies to the same value; `followed` stops a cycle of references
             # that never descends into the value.
             for name in shape.refs:
-                if name not in followed:
-                    pending.append((value, self.defs[name], where, followed | {name}))
+                referenced = self.defs.get(name)
+                if referenced is not None and name not in followed:
+                    pending.append((value, referenced, where, followed | {name}))
 
     def places(self) -> tuple[str, ...]:
         """Where the URLs go, for people (`links[].href`, `extra.*`); a recursive model's
@@ -94,7 +95,7 @@ def _places(shape: UrlShape, where: str, defs: Mapping[str, UrlShape], followed:
     if shape.values is not None:
         yield from _places(shape.values, f"{where}.*", defs, followed)
     for name in shape.refs:
-        if name not in followed:
+        if name in defs and name not in followed:
             yield from _places(defs[name], where, defs, followed | {name})
 
 
