@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from fastapi_mcp_routes.server.listing import ToolLister
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.url_policy import url_policy
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
@@ -64,6 +66,9 @@ def mcp_routes(
     rate_limit: str | None = None,
     require_confirmation_for_mutations: bool = True,
     confirmation_ttl_s: float = DEFAULT_TTL_S,
+    allowed_server_urls: Iterable[str] | None = None,
+    allow_arbitrary_urls: bool = False,
+    allowed_server_urls_from_env: bool | str = False,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools.
 
@@ -112,6 +117,19 @@ def mcp_routes(
             `confirmationToken` the first call returned. `mcp_tool(confirm=...)` overrides it
             per tool. Turn it off where an approval layer of your own confirms calls.
         confirmation_ttl_s: how long a confirmation token stays usable.
+        allowed_server_urls: the server URLs a tool call may pass to a route, as prefixes
+            (`"https://api.example.com/v1"` allows `/v1` and `/v1/...`, not `/v10`). A URL
+            argument (JSON Schema `format: uri`, as pydantic's `HttpUrl` and `AnyUrl` give) must
+            have the same scheme, host and port as an entry and a path under its path; any
+            other is refused with an `isError` result before the route runs (and before a
+            confirmation is asked for), so a prompt-injected agent cannot make the server
+            fetch internal addresses. `None` or empty: every URL argument is refused, and a
+            warning at startup names the tools taking URLs. REST calls are not checked.
+        allow_arbitrary_urls: accept every URL argument (a warning at startup says so); cannot
+            be combined with `allowed_server_urls` or `allowed_server_urls_from_env`.
+        allowed_server_urls_from_env: add entries from an environment variable, read when
+            `mcp_routes` is called: `True` reads `MCP_ALLOWED_SERVER_URLS`, a string names
+            another variable. Entries are separated by commas or whitespace.
     """
     _check_options(path, max_stream_seconds)
     _check_seconds("confirmation_ttl_s", confirmation_ttl_s)
@@ -122,6 +140,7 @@ def mcp_routes(
     forwarded = _header_names(forward_headers)
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
     caller_headers = credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS)
+    urls = url_policy(allowed_server_urls, allow_arbitrary_urls, allowed_server_urls_from_env, os.environ)
     registry = ToolRegistry(app, caller_headers, require_confirmation_for_mutations, page_size=limits.page_size)
     identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
     config = TransportConfig(
@@ -141,6 +160,7 @@ def mcp_routes(
         gate=ConfirmationGate(tokens=tokens, ttl_s=confirmation_ttl_s),
         on_tool_call=on_tool_call,
         max_response_bytes=limits.max_response_bytes,
+        urls=urls,
     )
     lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
     session_manager = SessionManager(options=session_options, store=store, limits=limits) if session_options else None
@@ -175,7 +195,8 @@ def mcp_routes(
                 plain = _serve_plainly(app, route, guards, mcp_endpoint)
                 if plain is not None:
                     served_first.append(plain)
-            registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
+            table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
+            urls.log_startup(table.by_name.values())
             yield
         finally:
             for served in served_first:

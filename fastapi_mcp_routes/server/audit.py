@@ -24,7 +24,7 @@ Outcome = Literal[
     "error",
     "invalid_arguments",
     "crashed",
-    "refused",
+    "refused",  # a protocol error, or a URL argument not allowed (nothing ran)
     "cancelled",
     "input_required",
     "confirmation_required",  # a gated call answered with a plan and a token; nothing ran

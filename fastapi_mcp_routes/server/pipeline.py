@@ -1,4 +1,4 @@
-"""The tool-call pipeline: parse → gate → invoke → result, with the audit around it.
+"""The tool-call pipeline: parse → URLs → gate → invoke → result, with the audit around it.
 
 Each step is a function or a small object that can be tested alone; `ToolCallPipeline` only
 strings them together. Protocol errors (an unknown tool, params of the wrong shape) are raised
@@ -21,6 +21,7 @@ from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCa
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.request_state import arguments_sha256
+from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke, planned_path
 from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
@@ -91,9 +92,11 @@ class ToolCallPipeline:
         gate: ConfirmationGate,
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        urls: UrlPolicy | None = None,
         invoker: Invoke | None = None,
     ) -> None:
         self._max_response_bytes = max_response_bytes
+        self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
         self._registry = registry
         self._gate = gate
         self._on_tool_call = on_tool_call
@@ -129,10 +132,12 @@ class ToolCallPipeline:
             await self._audit(parsed, call, ran, started)
 
     async def run(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran:
-        """Steps 2 to 4: the gate, the route, the result. A call stopped from inside (a
-        question for a later round, a missing client capability) ends as it asked."""
+        """Steps 2 to 5: the URL arguments, the gate, the route, the result. A call stopped
+        from inside (a question for a later round, a missing client capability) ends as it asked."""
         confirming = parsed.tool.confirm
         try:
+            # Before the gate: a call that will be refused is never offered for confirmation.
+            self._urls.check(parsed.tool, parsed.arguments)
             with call.cancel_scope:
                 if confirming:
                     held = await self._confirm(parsed, given, call)
@@ -159,7 +164,7 @@ class ToolCallPipeline:
         return Ran(result, "error" if result.get("isError") else "ok", response.status)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Held | None:
-        """Step 2: a gated tool's call runs once confirmed; `Held` answers it otherwise.
+        """Step 3: a gated tool's call runs once confirmed; `Held` answers it otherwise.
         Arguments that cannot make a request at all fail here, before anyone is asked."""
         tool = parsed.tool
         path = planned_path(tool, parsed.arguments)
@@ -180,7 +185,7 @@ class ToolCallPipeline:
         return None
 
     async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
-        """Step 3: the route, through the app, as the caller's own HTTP request."""
+        """Step 4: the route, through the app, as the caller's own HTTP request."""
         caller = call.channel.caller
         scope = {CALL_SCOPE_KEY: call}
         return await invoke(

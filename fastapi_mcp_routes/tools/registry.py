@@ -29,6 +29,7 @@ from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
 from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
 from fastapi_mcp_routes.tools.marking import ToolOptions, is_auth_guard, read_tool_options
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
+from fastapi_mcp_routes.tools.urls import UrlArguments, url_arguments
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.json import RawJSON, dumps
 
@@ -74,6 +75,7 @@ class Tool:
     header_params: tuple[tuple[str, str, str], ...] = ()
     access: Access | None = None  # None: anyone sees it in tools/list
     confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
+    urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +319,7 @@ def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
         header_params=_header_params(schema.input_schema["properties"], entry.where),
         access=_access(route, options),
         confirm=confirm,
+        urls=url_arguments(schema.input_schema),
     )
 
 

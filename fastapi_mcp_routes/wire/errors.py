@@ -15,6 +15,8 @@ CallCancelled             the client cancelled a request: no response is sent
 ToolError                 a call the route cannot take or complete (bad arguments, a
                           response over the cap): an `isError` result, not a protocol
                           error, so the model can correct itself
+└── UrlNotAllowed         a URL argument outside the allowed server URLs: refused before
+                          the confirmation gate and the route
 ToolContextError          (public) a `ToolContext` request the call cannot make: raised to
                           the route; uncaught, an `isError` result naming the reason
 
@@ -80,6 +82,11 @@ class HttpError(Exception):
 
 class ToolError(Exception):
     """A tool call that cannot be made or completed; reported as an `isError` result."""
+
+
+class UrlNotAllowed(ToolError):
+    """A URL argument the server may not reach (server-side request forgery); the message
+    names the argument, the value and the option that allows it."""
 
 
 class CallCancelled(Exception):

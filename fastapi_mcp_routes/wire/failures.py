@@ -14,12 +14,12 @@ import logging
 import uuid
 from typing import Any, Literal
 
-from fastapi_mcp_routes.wire.errors import CallCancelled, McpError, ToolContextError, ToolError
+from fastapi_mcp_routes.wire.errors import CallCancelled, McpError, ToolContextError, ToolError, UrlNotAllowed
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, encode_error
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-ToolFailure = Literal["invalid_arguments", "error", "crashed"]
+ToolFailure = Literal["invalid_arguments", "refused", "error", "crashed"]
 
 
 def error_answer(request_id: RequestId | None, exc: Exception) -> bytes | None:
@@ -34,6 +34,9 @@ def error_answer(request_id: RequestId | None, exc: Exception) -> bytes | None:
 
 def tool_failure(exc: Exception, tool: str) -> tuple[dict[str, Any], ToolFailure]:
     """The `isError` result for a tool call that raised `exc`, and how the audit names it."""
+    if isinstance(exc, UrlNotAllowed):
+        # A policy refusal, not a mistake in the call: the audit tells the two apart.
+        return error_result(str(exc)), "refused"
     if isinstance(exc, ToolError):
         return error_result(str(exc)), "invalid_arguments"
     if isinstance(exc, ToolContextError):
