@@ -8,15 +8,17 @@ A gated tool's call is confirmed in one of three ways, tried in this order:
    carries the answer and the sealed state of the question);
 3. otherwise the call runs nothing and answers with the plan and a new token.
 
-Tokens are random nonces kept in the `Store` with what they were issued for: the caller (in a
-session, the session too, so anonymous callers are told apart), the tool, a digest of the
-arguments and a kind, under a time to live. The store's key is a digest of the caller and the
-nonce, so another caller's attempt finds nothing and cannot burn the token. A kind keeps the
-paths apart: the token behind a stateless question travels in the requestState, which is
-signed but readable, so it only counts with the user's answer, never as a `confirmationToken`.
-A token runs one call (the store marks it used atomically); a declined question burns its
-token. The store is bounded per caller and in all; a dropped token becomes unusable, never
-replayable.
+Tokens are random nonces kept in the `Store` with what they were issued for: the caller, the
+tool, a digest of the arguments and a kind, under a time to live. The caller is the channel's
+`owner` (the principal, else the credentials, else the client's address), in both eras and never
+the session: a token already binds caller, tool and arguments, and clients that open a session
+per call (the MCP Inspector CLI, langchain-mcp-adapters' default `get_tools()`) retry in a new
+one. The store's key is a digest of the caller and the nonce, so another caller's attempt finds
+nothing and cannot burn the token. A kind keeps the paths apart: the token behind a stateless
+question travels in the requestState, which is signed but readable, so it only counts with the
+user's answer, never as a `confirmationToken`. A token runs one call (the store marks it used
+atomically); a declined question burns its token. The store is bounded per caller and in all;
+a dropped token becomes unusable, never replayable.
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ class GatedCall:
 
     @property
     def caller(self) -> bytes:
-        return self.call.channel.confirmation_owner
+        return self.call.channel.owner
 
     @property
     def trust(self) -> Trust:
