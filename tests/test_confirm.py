@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
-from fastapi_mcp_routes.server.confirm import Kind, Refused, TokenStore
+from fastapi_mcp_routes.server.confirm import PLAN_META_KEY, Kind, Refused, TokenStore
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
@@ -342,17 +342,20 @@ async def test_the_sdk_client_confirms_with_the_token_in_a_session(base_url: str
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("action", ["accept", "decline"])
 async def test_a_client_that_can_elicit_asks_its_user_instead(base_url: str, mode: str, action: str) -> None:
-    asked: list[str] = []
+    asked: list[types.ElicitRequestParams] = []
 
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
+        asked.append(params)
         return types.ElicitResult(action=action, content={} if action == "accept" else None)
 
     with anyio.fail_after(WAIT_S):
         async with Client(f"{base_url}/mcp", mode=mode, elicitation_callback=on_elicit) as client:
             result = await client.call_tool("place_order", ORDER)
-    plan = 'POST /shops/north/orders with {"shop":"north","name":"tea","quantity":2}'
-    assert asked == [f"Allow place_order to run {plan}?"]
+    [params] = asked
+    plan = 'POST /shops/north/orders with name="tea", quantity=2, shop="north"'
+    assert params.message == f"Allow place_order to run {plan}?"
+    assert params.meta is not None
+    assert params.meta[PLAN_META_KEY] == {"method": "POST", "path": "/shops/north/orders", "arguments": ORDER}
     if action == "accept":
         assert not result.is_error
         assert result.structured_content is not None
@@ -409,7 +412,7 @@ async def test_a_confirmed_stateless_call_whose_route_asks_too_is_not_confirmed_
     with anyio.fail_after(WAIT_S):
         async with Client(f"{base_url}/mcp", elicitation_callback=on_elicit) as client:
             result = await client.call_tool("survey", {})
-    assert asked == ["Allow survey to run POST /survey with {}?", "Your name?"]
+    assert asked == ["Allow survey to run POST /survey with no arguments?", "Your name?"]
     assert result.structured_content == {"name": "Ada"}
     assert ledger.answers == [{"name": "Ada"}]
 
