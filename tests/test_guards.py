@@ -3,6 +3,7 @@ with which scopes, and what their refusal looks like."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -109,6 +110,30 @@ async def test_an_overridden_guard_or_one_under_an_override_is_not_asked() -> No
     assert await refusal(app, tool, {}, caller()) is None
     app.dependency_overrides.clear()
     app.dependency_overrides[oauth] = lambda: "test token"
+    assert await refusal(app, tool, {}, caller()) is None
+
+
+@dataclass
+class Checker:
+    """A dependency object without a hash, as a non-frozen dataclass is."""
+
+    level: int
+
+    def __call__(self, raw: str = Depends(oauth)) -> str:
+        return raw
+
+
+async def test_a_guard_under_an_unhashable_dependency_is_asked_until_overrides_make_it_doubtful() -> None:
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.post("/checked", dependencies=[Depends(Checker(1))])
+    def checked() -> None:
+        return None
+
+    tool = registry_of(app).table().by_name["checked"]
+    assert await refusal(app, tool, {}, caller()) is not None
+    app.dependency_overrides[bearer] = lambda: None  # any override: `Checker(1)` cannot be looked up
     assert await refusal(app, tool, {}, caller()) is None
 
 

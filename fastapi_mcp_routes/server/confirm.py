@@ -49,7 +49,7 @@ DEFAULT_TTL_S: Final = 300.0
 QUESTION_TTL_S: Final = 600.0
 # Where an elicitation carries the whole plan (method, path, arguments), beside its message.
 PLAN_META_KEY: Final = RESERVED_KEY_PREFIX + "plan"
-# Characters of the path shown in a question: its values are arguments too, shown in full there.
+# Characters of the path shown in a question: its values are arguments, shown with the others.
 _PATH_CHARS: Final = 120
 _NO_SCHEMA: Final = {"type": "object", "properties": {}}
 # What every confirmation question needs of the client, whatever it says.

@@ -60,7 +60,7 @@ async def first_refusal(
 ) -> HTTPException | None:
     """The first refusal of the guards not overridden, run on `request`."""
     for guard in guards:
-        if guard.scheme in overrides or any(above in overrides for above in guard.above):
+        if overrides and _overridden(guard, overrides):
             continue
         try:
             if isinstance(guard.scheme, JWTBearer):
@@ -73,6 +73,13 @@ async def first_refusal(
             # Not a refusal we can answer for the route: the gate goes on, the route decides.
             logger.exception("a route's security scheme failed before its call was confirmed")
     return None
+
+
+def _overridden(guard: Guard, overrides: Mapping[Any, Any]) -> bool:
+    try:
+        return guard.scheme in overrides or any(above in overrides for above in guard.above)
+    except TypeError:  # an unhashable dependency (a dataclass instance): in doubt, not asked
+        return True
 
 
 async def _handled(app: FastAPI, request: Request, refused: HTTPException) -> Response:
