@@ -18,11 +18,11 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
-from fastapi_mcp_routes.server.confirm import Kind, Refused, TokenStore
+from fastapi_mcp_routes.server.confirm import PLAN_META_KEY, Kind, Refused, TokenStore
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import WAIT_S, call_tool, open_session, post_stateless, serve, stateless_meta
+from tests.helpers import WAIT_S, call_tool, mcp_client, open_session, post_stateless, serve, stateless_meta
 
 pytestmark = pytest.mark.anyio
 
@@ -342,17 +342,20 @@ async def test_the_sdk_client_confirms_with_the_token_in_a_session(base_url: str
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("action", ["accept", "decline"])
 async def test_a_client_that_can_elicit_asks_its_user_instead(base_url: str, mode: str, action: str) -> None:
-    asked: list[str] = []
+    asked: list[types.ElicitRequestParams] = []
 
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
+        asked.append(params)
         return types.ElicitResult(action=action, content={} if action == "accept" else None)
 
     with anyio.fail_after(WAIT_S):
         async with Client(f"{base_url}/mcp", mode=mode, elicitation_callback=on_elicit) as client:
             result = await client.call_tool("place_order", ORDER)
-    plan = 'POST /shops/north/orders with {"shop":"north","name":"tea","quantity":2}'
-    assert asked == [f"Allow place_order to run {plan}?"]
+    [params] = asked
+    plan = 'POST /shops/north/orders with name="tea", quantity=2, shop="north"'
+    assert params.message == f"Allow place_order to run {plan}?"
+    assert params.meta is not None
+    assert params.meta[PLAN_META_KEY] == {"method": "POST", "path": "/shops/north/orders", "arguments": ORDER}
     if action == "accept":
         assert not result.is_error
         assert result.structured_content is not None
@@ -409,7 +412,7 @@ async def test_a_confirmed_stateless_call_whose_route_asks_too_is_not_confirmed_
     with anyio.fail_after(WAIT_S):
         async with Client(f"{base_url}/mcp", elicitation_callback=on_elicit) as client:
             result = await client.call_tool("survey", {})
-    assert asked == ["Allow survey to run POST /survey with {}?", "Your name?"]
+    assert asked == ["Allow survey to run POST /survey with no arguments?", "Your name?"]
     assert result.structured_content == {"name": "Ada"}
     assert ledger.answers == [{"name": "Ada"}]
 
@@ -479,13 +482,47 @@ def test_a_route_cannot_ask_under_the_confirmations_keys(base_url: str) -> None:
     assert "internal error" in result["content"][0]["text"]
 
 
-def test_anonymous_callers_in_two_sessions_cannot_use_each_others_tokens(base_url: str) -> None:
+async def test_a_token_from_one_sdk_session_runs_the_call_in_the_next(base_url: str) -> None:
+    # What the MCP Inspector CLI and langchain-mcp-adapters' default get_tools() do: a new
+    # session for every call. The token belongs to the caller, not to the session.
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as first:
+            pending = await first.call_tool("place_order", ORDER)
+        assert pending.structured_content is not None
+        token = pending.structured_content["token"]
+        async with mcp_client(base_url) as second:
+            done = await second.call_tool("place_order", {**ORDER, "confirmationToken": token})
+        async with mcp_client(base_url) as third:
+            replayed = await third.call_tool("place_order", {**ORDER, "confirmationToken": token})
+    assert not done.is_error
+    assert done.structured_content == {"id": 1, "shop": "north", "item": {"name": "tea", "quantity": 2}}
+    assert replayed.is_error
+    assert len(ledger.orders) == 1
+
+
+def test_a_token_is_the_callers_in_any_of_its_sessions_and_no_one_elses(base_url: str) -> None:
+    alice, mallory = {"authorization": "Bearer alice"}, {"authorization": "Bearer mallory"}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        first, second = open_session(http), open_session(http)
+        first = open_session(http, headers=alice)
         token = call_tool(http, "place_order", ORDER, headers=first)["structuredContent"]["token"]
-        refused = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=second)
-        done = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=first)
+        http.delete("/mcp", headers=first)  # the session that got the token is gone
+        foreign = open_session(http, headers=mallory)
+        refused = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=foreign)
+        stateless_refused = stateless(http, "place_order", {**ORDER, "confirmationToken": token}, who="mallory")
+        assert ledger.orders == []
+        again = open_session(http, headers=alice)
+        done = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=again)
     assert "not valid" in refused["content"][0]["text"]
+    assert "not valid" in stateless_refused["content"][0]["text"]
+    assert done["structuredContent"]["shop"] == "north"
+    assert len(ledger.orders) == 1
+
+
+def test_a_token_from_a_session_also_confirms_the_callers_stateless_call(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        session = open_session(http, headers={"authorization": "Bearer alice"})
+        token = call_tool(http, "place_order", ORDER, headers=session)["structuredContent"]["token"]
+        done = stateless(http, "place_order", {**ORDER, "confirmationToken": token}, who="alice")
     assert done["structuredContent"]["shop"] == "north"
 
 

@@ -60,9 +60,15 @@ class InputRequest:
     mode: str | None = None
 
     @classmethod
-    def elicitation(cls, message: str, schema: Mapping[str, Any]) -> InputRequest:
-        """Ask the user for input matching a flat object `schema` (form mode)."""
-        return cls("elicitation/create", {"message": message, "requestedSchema": dict(schema)}, "elicitation", "form")
+    def elicitation(
+        cls, message: str, schema: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None
+    ) -> InputRequest:
+        """Ask the user for input matching a flat object `schema` (form mode); `meta` goes to
+        the request's `_meta`, for clients that show more than the message."""
+        params: dict[str, Any] = {"message": message, "requestedSchema": dict(schema)}
+        if meta:
+            params["_meta"] = dict(meta)
+        return cls("elicitation/create", params, "elicitation", "form")
 
     @classmethod
     def sampling(cls, messages: Sequence[Mapping[str, Any]], max_tokens: int, **extra: Any) -> InputRequest:
@@ -106,7 +112,7 @@ class Channel(Protocol):
     def client_capabilities(self) -> Mapping[str, Any]: ...
 
     @property
-    def confirmation_owner(self) -> bytes: ...
+    def owner(self) -> bytes: ...
 
     @property
     def trust(self) -> Trust: ...

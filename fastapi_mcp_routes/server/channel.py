@@ -89,8 +89,9 @@ class ClientChannel(abc.ABC):
 
     @property
     def owner(self) -> bytes:
-        """Who counts toward per-caller bounds: the credentials, else (anonymous) the client's
-        address, so anonymous callers are not all one caller."""
+        """Who the caller is for what it holds (its sessions, its confirmation tokens, and the
+        bounds on both): the credentials, else (anonymous) the client's address, so anonymous
+        callers are not all one caller."""
         return self.identity or b"address\x00" + self.address.encode()
 
     @property
@@ -98,11 +99,6 @@ class ClientChannel(abc.ABC):
         if self.principal is not None:
             return Trust.VERIFIED
         return Trust.CLAIMED if self.identity else Trust.ANONYMOUS
-
-    @property
-    def confirmation_owner(self) -> bytes:
-        """Whom a confirmation token belongs to."""
-        return self.identity
 
     def running(self) -> dict[RequestId, anyio.CancelScope]:
         """The calls a cancellation can name: by default, this request's own."""
@@ -186,12 +182,6 @@ class SessionChannel(ClientChannel):
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         return (self.session.client_capabilities or {}) if self.session is not None else {}
-
-    @property
-    def confirmation_owner(self) -> bytes:
-        # The session too: callers without any credential are then told apart.
-        session_id = self.session_id
-        return self.identity + (b"\x00session\x00" + session_id.encode() if session_id else b"")
 
     def running(self) -> dict[RequestId, anyio.CancelScope]:
         if self.session is None or self._sessions is None:

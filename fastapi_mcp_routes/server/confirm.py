@@ -8,15 +8,23 @@ A gated tool's call is confirmed in one of three ways, tried in this order:
    carries the answer and the sealed state of the question);
 3. otherwise the call runs nothing and answers with the plan and a new token.
 
-Tokens are random nonces kept in the `Store` with what they were issued for: the caller (in a
-session, the session too, so anonymous callers are told apart), the tool, a digest of the
-arguments and a kind, under a time to live. The store's key is a digest of the caller and the
-nonce, so another caller's attempt finds nothing and cannot burn the token. A kind keeps the
-paths apart: the token behind a stateless question travels in the requestState, which is
-signed but readable, so it only counts with the user's answer, never as a `confirmationToken`.
-A token runs one call (the store marks it used atomically); a declined question burns its
-token. The store is bounded per caller and in all; a dropped token becomes unusable, never
-replayable.
+The user's question shows every argument by name (server/summary.py), however the caller
+orders or pads them, and carries the whole plan in its `_meta` (`PLAN_META_KEY`) for clients
+that show more than the message. Arguments too many to show whole are never put to the user:
+the call is refused rather than asked (or handed a token: a model could send many arguments on
+purpose to be given the token its user would not have been asked for).
+
+Tokens are random nonces kept in the `Store` with what they were issued for: the caller, the
+tool, a digest of the arguments and a kind, under a time to live. The caller is the channel's
+`owner` (the principal, else the credentials, else the client's address), in both eras and never
+the session: a token already binds caller, tool and arguments, and clients that open a session
+per call (the MCP Inspector CLI, langchain-mcp-adapters' default `get_tools()`) retry in a new
+one. The store's key is a digest of the caller and the nonce, so another caller's attempt finds
+nothing and cannot burn the token. A kind keeps the paths apart: the token behind a stateless
+question travels in the requestState, which is signed but readable, so it only counts with the
+user's answer, never as a `confirmationToken`. A token runs one call (the store marks it used
+atomically); a declined question burns its token. The store is bounded per caller and in all;
+a dropped token becomes unusable, never replayable.
 """
 
 from __future__ import annotations
@@ -29,15 +37,23 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
+from fastapi_mcp_routes.server.summary import MAX_SUMMARY, shorten, summarize
 from fastapi_mcp_routes.store.base import USED, Store, StoreFull, Trust
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
+from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps
 
 DEFAULT_TTL_S: Final = 300.0
 # A person answering a stateless question has as long as its requestState lives.
 QUESTION_TTL_S: Final = 600.0
-_MESSAGE_ARGUMENTS: Final = 500  # characters of the arguments shown in the question
+# Where an elicitation carries the whole plan (method, path, arguments), beside its message.
+PLAN_META_KEY: Final = RESERVED_KEY_PREFIX + "plan"
+# Characters of the path shown in a question: its values are arguments, shown with the others.
+_PATH_CHARS: Final = 120
+_NO_SCHEMA: Final = {"type": "object", "properties": {}}
+# What every confirmation question needs of the client, whatever it says.
+_CONFIRMATION: Final = InputRequest.elicitation("", _NO_SCHEMA)
 _NOT_VALID: Final = "This confirmation is not valid: it has expired, or was not issued to this caller here."
 
 Kind = Literal["model", "question", "confirmed"]
@@ -154,7 +170,7 @@ class GatedCall:
 
     @property
     def caller(self) -> bytes:
-        return self.call.channel.confirmation_owner
+        return self.call.channel.owner
 
     @property
     def trust(self) -> Trust:
@@ -191,8 +207,11 @@ class ConfirmationGate:
                 retry = f"Call the tool again without {TOKEN_ARGUMENT} to get a new plan and token."
                 return Held(_refusal(f"{refused} {retry}"), "not_confirmed")
             return Confirmed(self._clock() + self._ttl_s)
-        ask = question(gated)
-        if gated.call.channel.cannot_ask(ask) is None:
+        if gated.call.channel.cannot_ask(_CONFIRMATION) is None:
+            try:
+                ask = question(gated)
+            except Refused as refused:
+                return Held(_refusal(str(refused)), "not_confirmed")
             return await self._ask_user(gated, ask)
         expires = self._clock() + self._ttl_s
         token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "model", expires, gated.trust)
@@ -262,12 +281,17 @@ def pending_result(gated: GatedCall, token: str, ttl_s: float) -> dict[str, Any]
 
 
 def question(gated: GatedCall) -> InputRequest:
-    """The elicitation that asks the user to confirm: accept runs the call."""
-    arguments = dumps(gated.arguments).decode()
-    if len(arguments) > _MESSAGE_ARGUMENTS:
-        arguments = arguments[:_MESSAGE_ARGUMENTS] + "…"
-    message = f"Allow {gated.tool} to run {gated.method} {gated.path} with {arguments}?"
-    return InputRequest.elicitation(message, {"type": "object", "properties": {}})
+    """The elicitation that asks the user to confirm: accept runs the call. Its message names
+    every argument; `Refused` when they cannot all be shown."""
+    summary = summarize(gated.arguments)
+    if summary is None:
+        raise Refused(
+            f"the call's {len(gated.arguments)} arguments cannot all be shown to the user in one question "
+            f"(at most {MAX_SUMMARY} characters, however briefly each is shown), and a call is only run "
+            "once its user has seen every argument; send fewer arguments."
+        )
+    message = f"Allow {gated.tool} to run {gated.method} {shorten(gated.path, _PATH_CHARS)} with {summary}?"
+    return InputRequest.elicitation(message, _NO_SCHEMA, meta={PLAN_META_KEY: plan(gated)})
 
 
 def accepted(answer: object) -> bool:

@@ -7,14 +7,10 @@ refuse its calls.
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
-from fastapi_mcp_routes.tools.registry import Access, ToolRegistry, decode_cursor
+from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.registry import ToolRegistry, decode_cursor
 from fastapi_mcp_routes.wire.errors import InvalidParams
-
-logger = logging.getLogger("fastapi_mcp_routes")
 
 
 class ToolLister:
@@ -49,18 +45,8 @@ class ToolLister:
     def _shows(self, access: Access | None, channel: ClientChannel) -> bool:
         if access is None:
             return True
-        principal: Any = channel.principal
-        if access.visible is not None:
-            try:
-                return bool(access.visible(principal))
-            except Exception:
-                logger.exception("a tool's visible predicate failed; the tool is not listed")
-                return False
-        if not access.needs_auth:
-            return True
-        if principal is None:
-            # Without auth=, no principal is known: a caller that presents no credential at
-            # all statically cannot use a tool that needs one.
+
+        def presents_credential() -> bool:
             return any(name in self._credential_headers for name, _ in channel.caller.headers)
-        held = getattr(principal, "scopes", None)
-        return held is None or access.scopes <= set(held)
+
+        return access.shown_to(channel.principal, presents_credential)

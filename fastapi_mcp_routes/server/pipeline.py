@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
-from starlette.types import ASGIApp
+from fastapi import FastAPI
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
@@ -23,6 +23,7 @@ from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, Gated
 from fastapi_mcp_routes.server.request_state import arguments_sha256
 from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
+from fastapi_mcp_routes.tools.guards import refusal
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke, planned_path
 from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
@@ -87,7 +88,7 @@ class ToolCallPipeline:
     def __init__(
         self,
         *,
-        app: ASGIApp,
+        app: FastAPI,
         registry: ToolRegistry,
         gate: ConfirmationGate,
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
@@ -142,7 +143,7 @@ class ToolCallPipeline:
                 if confirming:
                     held = await self._confirm(parsed, given, call)
                     if held is not None:
-                        return Ran(held.result, held.outcome)
+                        return held
                 confirming = False
                 response = await self._invoke(parsed.tool, parsed.arguments, call)
         except McpError:
@@ -163,17 +164,23 @@ class ToolCallPipeline:
         result = tool_result(parsed.tool, response)
         return Ran(result, "error" if result.get("isError") else "ok", response.status)
 
-    async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Held | None:
-        """Step 3: a gated tool's call runs once confirmed; `Held` answers it otherwise.
-        Arguments that cannot make a request at all fail here, before anyone is asked."""
+    async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
+        """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
+        Arguments that cannot make a request at all fail here, before anyone is asked, and so
+        does a caller the route's guards refuse (tools/guards.py), who is neither asked nor
+        handed a token."""
         tool = parsed.tool
         path = planned_path(tool, parsed.arguments)
         offered = Offered(parsed.token, given.confirmation_state, given.confirmation_answer)
+        if offered.token is None and offered.state is None:  # nobody asked, no token issued yet
+            refused = await refusal(self._app, tool, parsed.arguments, call.channel.caller)
+            if refused is not None:
+                return Ran(tool_result(tool, refused), "error", refused.status)
         digest = arguments_sha256(parsed.arguments)
         gated = GatedCall(tool.name, tool.method, path, parsed.arguments, digest, offered, call)
         verdict = await self._gate.check(gated)
         if isinstance(verdict, Held):
-            return verdict
+            return Ran(verdict.result, verdict.outcome)
         confirmed: Confirmed = verdict
 
         async def carried() -> Mapping[str, Any]:

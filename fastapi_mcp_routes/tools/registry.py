@@ -14,7 +14,7 @@ import inspect
 import logging
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -22,12 +22,11 @@ from urllib.parse import quote
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
-from fastapi.security.base import SecurityBase
 
-from fastapi_mcp_routes.auth.jwt import JWTBearer
 from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
+from fastapi_mcp_routes.tools.access import Access, access_of
 from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
-from fastapi_mcp_routes.tools.marking import ToolOptions, is_auth_guard, read_tool_options
+from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
 from fastapi_mcp_routes.tools.urls import UrlArguments, url_arguments
 from fastapi_mcp_routes.wire import constants as c
@@ -76,15 +75,6 @@ class Tool:
     access: Access | None = None  # None: anyone sees it in tools/list
     confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
     urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """What a caller statically needs to see a tool listed; read once from the route."""
-
-    needs_auth: bool  # a security scheme, a JWTBearer or a dependency marked as auth
-    scopes: frozenset[str]  # Security(..., scopes=[...]) anywhere in its dependencies
-    visible: Callable[[Any], bool] | None  # mcp_tool(visible=...)
 
 
 # A marked route as discovered: the route, its effective dependant, method, tool name, path.
@@ -317,27 +307,10 @@ def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
         required=frozenset(schema.input_schema.get("required", ())),
         definition=definition,
         header_params=_header_params(schema.input_schema["properties"], entry.where),
-        access=_access(route, options),
+        access=access_of(route, options),
         confirm=confirm,
         urls=url_arguments(schema.input_schema),
     )
-
-
-def _access(route: Any, options: ToolOptions) -> Access | None:
-    """Side-effect-free facts from the route's dependency tree: which guards need a caller."""
-    needs_auth = False
-    scopes: set[str] = set()
-    pending = [route.dependant]
-    while pending:
-        node = pending.pop()
-        call = node.call
-        if isinstance(call, (SecurityBase, JWTBearer)) or is_auth_guard(call):
-            needs_auth = True
-            scopes.update(node.own_oauth_scopes or ())
-        pending.extend(node.dependencies)
-    if not needs_auth and options.visible is None:
-        return None
-    return Access(needs_auth, frozenset(scopes), options.visible)
 
 
 def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:

@@ -1,0 +1,138 @@
+"""What a tool's route asks of its caller: read once from its dependency tree, side-effect-free.
+
+Two readers need it, and need different strengths of it:
+- `tools/list` may hide a tool its caller statically cannot use (`Access.shown_to`): a hint,
+  allowed to be wrong, since visibility is never authorization (DESIGN.md, decision 4). A
+  route behind any security scheme, `JWTBearer` or `@auth_guard` "needs auth"; `Security`
+  scopes and a `visible` predicate narrow it further.
+- the confirmation gate must not ask a user to approve a call its route will refuse, nor hand
+  such a caller a token; and it must never let a call run unconfirmed. That needs certainty,
+  which those facts do not give: a scheme with `auto_error=False` or an `@auth_guard` may let
+  an anonymous caller in, a `Cookie` may carry the credential, the scopes of the endpoint's
+  principal need not be those of the token the route reads, and `visible` is no guard at all.
+  So the gate asks the route's `guards` instead (tools/guards.py): the schemes whose refusal
+  is a pure function of the request, FastAPI's own security classes (exactly those: a subclass
+  may read the request otherwise) and `JWTBearer`, each with the scopes FastAPI hands it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fastapi.security import (
+    APIKeyCookie,
+    APIKeyHeader,
+    APIKeyQuery,
+    HTTPBasic,
+    HTTPBearer,
+    HTTPDigest,
+    OAuth2,
+    OAuth2AuthorizationCodeBearer,
+    OAuth2PasswordBearer,
+    OpenIdConnect,
+)
+from fastapi.security.base import SecurityBase
+from fastapi.security.http import HTTPBase
+
+from fastapi_mcp_routes.auth.jwt import JWTBearer
+from fastapi_mcp_routes.tools.marking import ToolOptions, is_auth_guard
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+# Schemes that read only the request and, with auto_error (their default), raise 401 or 403
+# when it lacks what they read: calling one has no effect but its answer.
+_PURE_SCHEMES: Final = frozenset(
+    {
+        APIKeyCookie,
+        APIKeyHeader,
+        APIKeyQuery,
+        HTTPBase,
+        HTTPBasic,
+        HTTPBearer,
+        HTTPDigest,
+        JWTBearer,
+        OAuth2,
+        OAuth2AuthorizationCodeBearer,
+        OAuth2PasswordBearer,
+        OpenIdConnect,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A scheme in a route's dependencies whose refusal is a pure function of the request."""
+
+    scheme: Any
+    scopes: tuple[str, ...]  # the `SecurityScopes` FastAPI hands it (a JWTBearer checks them)
+    above: tuple[Any, ...]  # the dependencies it sits under: overriding one replaces it too
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What a caller statically needs of a tool's route; read once from the route."""
+
+    needs_auth: bool  # a security scheme, a JWTBearer or a dependency marked as auth
+    scopes: frozenset[str]  # Security(..., scopes=[...]) anywhere in its dependencies
+    visible: Callable[[Any], bool] | None  # mcp_tool(visible=...)
+    guards: tuple[Guard, ...] = ()  # in the order FastAPI runs them
+
+    def shown_to(self, principal: Any, presents_credential: Callable[[], bool]) -> bool:
+        """Whether `tools/list` shows the tool to this caller: a hint, never a refusal.
+        `presents_credential` is asked only when the answer depends on it."""
+        if self.visible is not None:
+            try:
+                return bool(self.visible(principal))
+            except Exception:
+                logger.exception("a tool's visible predicate failed; the tool is not listed")
+                return False
+        if not self.needs_auth:
+            return True
+        if principal is None:
+            # Without auth=, no principal is known: a caller that presents no credential at
+            # all statically cannot use a tool that needs one.
+            return presents_credential()
+        held = getattr(principal, "scopes", None)
+        return held is None or self.scopes <= set(held)
+
+
+def access_of(route: Any, options: ToolOptions) -> Access | None:
+    """The route's access facts, from its dependency tree; `None` when anyone may see it."""
+    needs_auth = False
+    scopes: set[str] = set()
+    guards: list[Guard] = []
+    # Depth first, in declaration order: the order in which FastAPI calls the leaves.
+    pending: list[tuple[Any, tuple[Any, ...]]] = [(route.dependant, ())]
+    while pending:
+        node, above = pending.pop()
+        call = node.call
+        if isinstance(call, (SecurityBase, JWTBearer)) or is_auth_guard(call):
+            needs_auth = True
+            scopes.update(node.own_oauth_scopes or ())
+        if type(call) in _PURE_SCHEMES:
+            guards.append(Guard(call, _security_scopes(node), above))
+        below = (*above, call) if call is not None else above
+        pending.extend((child, below) for child in reversed(node.dependencies))
+    if not needs_auth and options.visible is None:
+        return None
+    return Access(needs_auth, frozenset(scopes), options.visible, _unique(guards))
+
+
+def _security_scopes(node: Any) -> tuple[str, ...]:
+    # As FastAPI builds a dependency's SecurityScopes: the parents' scopes, then its own.
+    return tuple(dict.fromkeys([*(node.parent_oauth_scopes or ()), *(node.own_oauth_scopes or ())]))
+
+
+def _unique(guards: Collection[Guard]) -> tuple[Guard, ...]:
+    # FastAPI calls a dependency once per request for the same scopes (its cache).
+    seen: set[tuple[int, tuple[str, ...]]] = set()
+    kept = []
+    for guard in guards:
+        key = (id(guard.scheme), guard.scopes)
+        if key not in seen:
+            seen.add(key)
+            kept.append(guard)
+    return tuple(kept)
