@@ -59,7 +59,10 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
             try:
                 data = loads(body)
             except ParseError:
-                return result
+                # Malformed, or not JSON this server can pass on (NaN, a number beyond a 64-bit
+                # float: wire/json.py). Clients reject a result without the structured content
+                # its outputSchema promises, so say what happened instead.
+                return error_result(f"The route's response is not valid JSON: {text}"[:_MAX_ERROR_TEXT])
             if tool.schema.output_wrapped:
                 result["structuredContent"] = {"result": data}
             elif isinstance(data, dict):
