@@ -29,6 +29,13 @@ DEFAULT_MAX_TOKENS_PER_CALLER: Final = 64
 # of each, for a client that reconnects with Last-Event-ID.
 DEFAULT_MAX_KEPT_STREAMS: Final = 8
 DEFAULT_MAX_EVENTS_PER_STREAM: Final = 256
+# Far deeper than any argument a model writes for an API, and far from what JSON parsers stop
+# at: a confirmation plan echoes an argument five levels down its response, and pydantic-core
+# (this server's parser, and the official Python SDK's) reads 200 levels, serde_json 128.
+DEFAULT_MAX_ARGUMENT_DEPTH: Final = 64
+# Deeper than this, the echo of an argument could not be read back by a client built on
+# pydantic-core, nor an argument much deeper be read by this server at all.
+MAX_ARGUMENT_DEPTH: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +72,8 @@ class Limits:
         max_tokens, max_tokens_per_caller: unexpired confirmation tokens, in all and per caller.
         max_kept_streams, max_events_per_stream: per session, the resumable streams kept for
             `Last-Event-ID`, and the events kept of each.
+        max_argument_depth: how deeply objects and arrays may nest in one tool argument; a
+            deeper one ends the call with an `isError` result before anything runs (at most 128).
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -75,6 +84,7 @@ class Limits:
     max_tokens_per_caller: int = DEFAULT_MAX_TOKENS_PER_CALLER
     max_kept_streams: int = DEFAULT_MAX_KEPT_STREAMS
     max_events_per_stream: int = DEFAULT_MAX_EVENTS_PER_STREAM
+    max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
@@ -83,12 +93,14 @@ class Limits:
         _check_seconds("Limits.keep_alive_s", self.keep_alive_s)
         for name in ("max_tokens", "max_tokens_per_caller", "max_kept_streams", "max_events_per_stream"):
             _check_count(f"Limits.{name}", getattr(self, name))
+        _check_count("Limits.max_argument_depth", self.max_argument_depth, "levels", MAX_ARGUMENT_DEPTH)
 
 
-def _check_count(name: str, value: object, unit: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _check_count(name: str, value: object, unit: str = "", most: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (most is not None and value > most):
         what = f"a positive number of {unit}" if unit else "a positive whole number"
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        bound = f", at most {most}" if most is not None else ""
+        raise ValueError(f"{name} must be {what}{bound}, got {value!r}")
 
 
 def _check_seconds(name: str, value: object) -> None:

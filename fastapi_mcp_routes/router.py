@@ -82,7 +82,7 @@ def mcp_routes(
             them without sessions; `Sessions(idle_s=..., max_sessions=..., max_per_caller=...)`
             sets how sessions live.
         limits: `Limits(...)`: the bounds on bodies, responses, list pages, keep-alive,
-            confirmation tokens and resumable streams.
+            confirmation tokens, resumable streams and the nesting of arguments.
         forward_headers: request headers passed from the MCP caller to the routes besides
             `Authorization` and `Cookie`; they are credentials, never tool arguments.
         dependencies: FastAPI dependencies run on every request to the endpoint.
@@ -141,6 +141,7 @@ def mcp_routes(
         gate=ConfirmationGate(tokens=tokens, ttl_s=confirmation_ttl_s),
         on_tool_call=on_tool_call,
         max_response_bytes=limits.max_response_bytes,
+        max_argument_depth=limits.max_argument_depth,
     )
     lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
     session_manager = SessionManager(options=session_options, store=store) if session_options else None

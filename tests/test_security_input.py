@@ -20,19 +20,21 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import httpx
+import pydantic_core
 import pytest
 from fastapi import Body, Depends, FastAPI
 from pydantic import BaseModel
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
-from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes.options import MAX_ARGUMENT_DEPTH
 from fastapi_mcp_routes.server.call import ToolCall
 from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.request_state import InvalidRequestState, RequestStateSealer
-from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse
+from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, check_argument_depth
 from fastapi_mcp_routes.tools.results import tool_result
-from fastapi_mcp_routes.wire.errors import ParseError
+from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
 from tests.helpers import (
     WAIT_S,
@@ -56,6 +58,10 @@ OVERFLOW = {
     "message": "Parse error: the body holds a number too large for a 64-bit float (RFC 7493 section 2.2).",
 }
 NOT_JSON = 'The route\'s response is not valid JSON: {"value": 1e400}'
+TOO_DEEP = (
+    "Argument 'item' nests objects or arrays more than 64 levels deep; "
+    "the server accepts at most 64 (Limits.max_argument_depth)."
+)
 
 
 class Reading(BaseModel):
@@ -166,6 +172,13 @@ def raw(message: dict[str, Any], number: str) -> bytes:
     return json.dumps(message).replace(json.dumps(NUMBER), number).encode()
 
 
+def nested(depth: int) -> Any:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 @dataclass
 class Peer:
     """An HTTP client of each server."""
@@ -238,6 +251,28 @@ def route_sending_a_non_finite_number(tool: str) -> Callable[[Peer], None]:
     return attack
 
 
+# -- 2. arguments too deep to echo -----------------------------------------------------------------
+
+
+def argument_nested_past_the_limit(peer: Peer) -> None:
+    assert peer.call("place_order", {"item": nested(196)}) == is_error(TOO_DEEP)
+    # A client that could be asked is not asked: the call ends before the confirmation.
+    result = answer(peer.stateless("place_order", {"arguments": {"item": nested(196)}}))["result"]
+    assert result["resultType"] == "complete"
+    assert {key: result[key] for key in ("content", "isError")} == is_error(TOO_DEEP)
+
+
+def argument_at_the_limit_is_echoed_whole(peer: Peer) -> None:
+    deep = nested(64)
+    response = peer.http.post("/mcp", json=tool_call("place_order", {"item": deep}), headers=peer.open())
+    pending = answer(response)["result"]["structuredContent"]
+    assert pending["plan"]["arguments"] == {"item": deep}
+    pydantic_core.from_json(response.content)  # so does the parser of the official Python SDK
+    asked = answer(peer.stateless("place_order", {"arguments": {"item": deep}}))["result"]
+    [question] = asked["inputRequests"].values()
+    assert question["params"]["message"].startswith('Allow place_order to run POST /orders with {"item":{"a":')
+
+
 ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("1e400 in arguments -> 400 parse error", overflowing_number("1e400")),
     ("-1e400 in arguments -> 400 parse error", overflowing_number("-1e400")),
@@ -246,6 +281,8 @@ ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("a route answering 1e400 -> isError, no Infinity sent", route_answering_a_number_beyond_a_double),
     ("a route reporting infinite progress -> isError", route_sending_a_non_finite_number("endless")),
     ("a route logging NaN -> isError", route_sending_a_non_finite_number("noisy")),
+    ("an argument nested 196 deep -> isError naming the limit", argument_nested_past_the_limit),
+    ("an argument nested 64 deep -> its plan echoes it whole", argument_at_the_limit_is_echoed_whole),
 ]
 
 
@@ -328,3 +365,19 @@ def test_a_route_response_that_is_no_json_is_an_error_when_an_output_schema_prom
     response = CapturedResponse(200, ((b"content-type", b"application/json"),), b'{"value": 1e400}')
     result = tool_result(tool_of(make_app(), "reading"), response)
     assert result == is_error(NOT_JSON)
+
+
+def test_an_argument_at_the_depth_limit_passes_and_one_past_it_is_refused() -> None:
+    check_argument_depth({"item": nested(64), "flat": [1, 2]}, 64)
+    check_argument_depth({"wide": [[index] for index in range(100_000)]}, 2)
+    with pytest.raises(ToolError) as raised:
+        check_argument_depth({"item": [1, nested(64)]}, 64)
+    assert str(raised.value) == TOO_DEEP
+
+
+@pytest.mark.parametrize("depth", [0, MAX_ARGUMENT_DEPTH + 1, True, 1.5])
+def test_the_argument_depth_limit_is_a_positive_number_of_levels_up_to_128(depth: object) -> None:
+    message = f"Limits.max_argument_depth must be a positive number of levels, at most 128, got {depth!r}"
+    with pytest.raises(ValueError, match="max_argument_depth") as raised:
+        Limits(max_argument_depth=depth)  # type: ignore[arg-type]
+    assert str(raised.value) == message

@@ -15,14 +15,14 @@ from typing import Any, NamedTuple
 
 from starlette.types import ASGIApp
 
-from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
+from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.request_state import arguments_sha256
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke, planned_path
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, check_argument_depth, invoke, planned_path
 from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.wire.errors import CallCancelled, InvalidParams, InvalidRequest, McpError
@@ -91,9 +91,11 @@ class ToolCallPipeline:
         gate: ConfirmationGate,
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH,
         invoker: Invoke | None = None,
     ) -> None:
         self._max_response_bytes = max_response_bytes
+        self._max_argument_depth = max_argument_depth
         self._registry = registry
         self._gate = gate
         self._on_tool_call = on_tool_call
@@ -130,9 +132,11 @@ class ToolCallPipeline:
 
     async def run(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran:
         """Steps 2 to 4: the gate, the route, the result. A call stopped from inside (a
-        question for a later round, a missing client capability) ends as it asked."""
+        question for a later round, a missing client capability) ends as it asked. Arguments
+        too deep to echo end it first."""
         confirming = parsed.tool.confirm
         try:
+            check_argument_depth(parsed.arguments, self._max_argument_depth)
             with call.cancel_scope:
                 if confirming:
                     held = await self._confirm(parsed, given, call)

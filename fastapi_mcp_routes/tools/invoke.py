@@ -23,6 +23,7 @@ from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import ToolError
 from fastapi_mcp_routes.wire.json import dumps
+from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -215,6 +216,34 @@ async def call_app(
 
 def _too_large(limit: int) -> ToolError:
     return ToolError(f"The route's response is larger than {limit} bytes.")
+
+
+def check_argument_depth(arguments: Mapping[str, Any], limit: int) -> None:
+    """`ToolError` for an argument whose objects and arrays nest more than `limit` levels.
+
+    Whatever is accepted must be echoed too (a confirmation plan, a question), a few levels
+    further down a response, and still be read by the client's parser."""
+    for name, value in arguments.items():
+        if isinstance(value, (dict, list)) and _nesting_exceeds(value, limit):
+            raise ToolError(
+                f"Argument {truncate(name)!r} nests objects or arrays more than {limit} levels deep; "
+                f"the server accepts at most {limit} (Limits.max_argument_depth)."
+            )
+
+
+def _nesting_exceeds(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Level by level, so a wide argument costs one pass and a deep one stops past the limit."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for container in level
+            for child in (container.values() if isinstance(container, dict) else container)
+            if isinstance(child, (dict, list))
+        ]
+        if not level:
+            return False
+    return True
 
 
 def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:
