@@ -34,10 +34,13 @@ from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.request_state import InvalidRequestState, RequestStateSealer
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, check_argument_depth
 from fastapi_mcp_routes.tools.results import tool_result
+from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
 from tests.helpers import (
+    HEADERS,
     WAIT_S,
+    initialize,
     open_session,
     rpc,
     serve,
@@ -57,6 +60,7 @@ OVERFLOW = {
     "code": -32700,
     "message": "Parse error: the body holds a number too large for a 64-bit float (RFC 7493 section 2.2).",
 }
+HOST_REFUSED = {"code": -32600, "message": "Forbidden: this Host is not allowed."}
 NOT_JSON = 'The route\'s response is not valid JSON: {"value": 1e400}'
 TOO_DEEP = (
     "Argument 'item' nests objects or arrays more than 64 levels deep; "
@@ -273,6 +277,18 @@ def argument_at_the_limit_is_echoed_whole(peer: Peer) -> None:
     assert question["params"]["message"].startswith('Allow place_order to run POST /orders with {"item":{"a":')
 
 
+# -- 3. a Host that is not a host[:port] -----------------------------------------------------------
+
+
+def host(value: Callable[[str], str]) -> Callable[[Peer], None]:
+    def attack(peer: Peer) -> None:
+        port = peer.base_url.rsplit(":", 1)[1]
+        response = peer.http.post("/mcp", json=initialize(), headers={**HEADERS, "host": value(port)})
+        assert error(response, 403) == HOST_REFUSED
+
+    return attack
+
+
 ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("1e400 in arguments -> 400 parse error", overflowing_number("1e400")),
     ("-1e400 in arguments -> 400 parse error", overflowing_number("-1e400")),
@@ -283,6 +299,11 @@ ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("a route logging NaN -> isError", route_sending_a_non_finite_number("noisy")),
     ("an argument nested 196 deep -> isError naming the limit", argument_nested_past_the_limit),
     ("an argument nested 64 deep -> its plan echoes it whole", argument_at_the_limit_is_echoed_whole),
+    ("Host with userinfo -> 403", host(lambda port: f"evil.example@127.0.0.1:{port}")),
+    ("Host with userinfo before localhost -> 403", host(lambda port: f"evil.example@localhost:{port}")),
+    ("Host with userinfo after the port -> 403", host(lambda port: f"127.0.0.1:{port}@evil.example")),
+    ("Host with a path -> 403", host(lambda port: f"127.0.0.1:{port}/evil")),
+    ("Host with a space -> 403", host(lambda port: f"127.0.0.1:{port} evil.example")),
 ]
 
 
@@ -381,3 +402,32 @@ def test_the_argument_depth_limit_is_a_positive_number_of_levels_up_to_128(depth
     with pytest.raises(ValueError, match="max_argument_depth") as raised:
         Limits(max_argument_depth=depth)  # type: ignore[arg-type]
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example@127.0.0.1",
+        "evil.example@127.0.0.1:8000",
+        "127.0.0.1:8000@evil.example",
+        "127.0.0.1/evil",
+        "127.0.0.1 evil",
+        "127.0.0.1:80:80",
+        "[::1",
+        "évil.example",
+    ],
+)
+def test_a_host_that_is_not_a_host_and_port_is_refused_wherever_the_server_listens(host: str) -> None:
+    policy = OriginPolicy.build(None, ["*"])  # even where every host is allowed
+    for server_address in ("127.0.0.1", "10.0.0.1", None):
+        assert not policy.host_allowed(host, server_address)
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1:8000", "[::1]:8000", "127.0.0.1:"])
+def test_a_loopback_host_and_port_is_allowed(host: str) -> None:
+    assert OriginPolicy.build(None, None).host_allowed(host, "127.0.0.1")
+
+
+@pytest.mark.parametrize("host", ["api.example.com", "api.example.com:443", "my_service:8000", "10.0.0.1"])
+def test_any_well_formed_host_is_allowed_off_loopback(host: str) -> None:
+    assert OriginPolicy.build(None, None).host_allowed(host, "10.0.0.1")
