@@ -37,6 +37,7 @@ from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
+from fastapi_mcp_routes.wire.jsonrpc import some, truncate
 from tests.helpers import (
     HEADERS,
     WAIT_S,
@@ -289,6 +290,42 @@ def host(value: Callable[[str], str]) -> Callable[[Peer], None]:
     return attack
 
 
+# -- 4. error texts that echo what the client sent -------------------------------------------------
+
+
+def many_unknown_argument_names(peer: Peer) -> None:
+    names = {f"n{index:06d}": 1 for index in range(200_000)}
+    listed = ", ".join(f"'n{index:06d}'" for index in range(5))
+    expected = f"Unknown argument(s) {listed} and 199,995 more; the tool 'echo' takes: text."
+    assert peer.call("echo", {"text": "hi", **names}) == is_error(expected)
+
+
+def a_long_unknown_argument_name(peer: Peer) -> None:
+    expected = f"Unknown argument(s) '{'x' * 32}…'; the tool 'echo' takes: text."
+    assert peer.call("echo", {"text": "hi", "x" * 100_000: 1}) == is_error(expected)
+
+
+def a_megabyte_refusal_of_a_question(peer: Peer) -> None:
+    owner = peer.open(CAPABLE)
+    with peer.http.stream("POST", "/mcp", json=tool_call("ask", request_id=1), headers=owner) as stream:
+        messages = strict_sse(stream.iter_lines())
+        question = next(messages)
+        refusal = {"jsonrpc": "2.0", "id": question["id"], "error": {"code": -1, "message": "x" * 1_000_000}}
+        assert peer.http.post("/mcp", json=refusal, headers=owner).status_code == 202
+        result = next(message for message in messages if message.get("id") == 1)["result"]
+    expected = f"The tool could not finish: the client refused elicitation/create: {'x' * 200}…."
+    assert result == is_error(expected)
+
+
+def a_long_unsupported_protocol_version(peer: Peer) -> None:
+    version = "9" * 8_000  # as long as a header may be; the envelope must carry it too
+    meta = {**stateless_meta(), "io.modelcontextprotocol/protocolVersion": version}
+    sent = stateless_headers("tools/list", **{"mcp-protocol-version": version})
+    response = peer.http.post("/mcp", json=stateless_request("tools/list", {}, meta), headers=sent)
+    refused = error(response, 400, request_id=1)
+    assert refused["data"] == {"supported": ["2026-07-28"], "requested": "9" * 32 + "…"}
+
+
 ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("1e400 in arguments -> 400 parse error", overflowing_number("1e400")),
     ("-1e400 in arguments -> 400 parse error", overflowing_number("-1e400")),
@@ -304,6 +341,10 @@ ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("Host with userinfo after the port -> 403", host(lambda port: f"127.0.0.1:{port}@evil.example")),
     ("Host with a path -> 403", host(lambda port: f"127.0.0.1:{port}/evil")),
     ("Host with a space -> 403", host(lambda port: f"127.0.0.1:{port} evil.example")),
+    ("200,000 unknown argument names -> isError naming five", many_unknown_argument_names),
+    ("a 100 kB unknown argument name -> isError, the name cut short", a_long_unknown_argument_name),
+    ("a 1 MB refusal of a question -> isError, the reason cut short", a_megabyte_refusal_of_a_question),
+    ("an 8 kB unsupported protocol version -> 400, echoed cut short", a_long_unsupported_protocol_version),
 ]
 
 
@@ -431,3 +472,19 @@ def test_a_loopback_host_and_port_is_allowed(host: str) -> None:
 @pytest.mark.parametrize("host", ["api.example.com", "api.example.com:443", "my_service:8000", "10.0.0.1"])
 def test_any_well_formed_host_is_allowed_off_loopback(host: str) -> None:
     assert OriginPolicy.build(None, None).host_allowed(host, "10.0.0.1")
+
+
+def test_an_error_names_five_names_each_cut_short_and_counts_the_rest() -> None:
+    assert some(["a", "b"]) == "'a', 'b'"
+    assert some(["a", "b", "c", "d", "e", "f", "g"]) == "'a', 'b', 'c', 'd', 'e' and 2 more"
+    assert some(["x" * 40]) == f"'{'x' * 32}…'"
+    assert truncate("y" * 300, 200) == "y" * 200 + "…"
+
+
+def test_a_422_names_twenty_problems_each_input_cut_short_and_counts_the_rest() -> None:
+    message = "Input should be a valid integer"
+    problem = {"type": "int_parsing", "loc": ["query", "n"], "msg": message, "input": "z" * 10_000}
+    body = json.dumps({"detail": [problem] * 1000}).encode()
+    text = tool_result(tool_of(make_app(), "echo"), CapturedResponse(422, (), body))["content"][0]["text"]
+    one = f"'n': {message} (got {repr('z' * 10_000)[:32]}…)"
+    assert text == "HTTP 422: invalid arguments: " + "; ".join([one] * 20) + "; and 980 more"

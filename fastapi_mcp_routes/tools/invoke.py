@@ -23,7 +23,7 @@ from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import ToolError
 from fastapi_mcp_routes.wire.json import dumps
-from fastapi_mcp_routes.wire.jsonrpc import truncate
+from fastapi_mcp_routes.wire.jsonrpc import some, truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -250,9 +250,7 @@ def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:
     unknown = [name for name in arguments if name not in tool.schema.arguments]
     if unknown:
         known = ", ".join(sorted(tool.schema.arguments)) or "no arguments"
-        raise ToolError(
-            f"Unknown argument(s) {', '.join(map(repr, sorted(unknown)))}; the tool {tool.name!r} takes: {known}."
-        )
+        raise ToolError(f"Unknown argument(s) {some(unknown)}; the tool {tool.name!r} takes: {known}.")
     missing = sorted(tool.required.difference(arguments))
     if missing:
         raise ToolError(f"Missing required argument(s): {', '.join(map(repr, missing))}.")
