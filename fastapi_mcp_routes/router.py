@@ -39,7 +39,10 @@ _ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_C
 _CONTEXT_HEADERS = (c.HEADER_HOST, "user-agent", "accept-language")
 # Set by the library for the route's request; a model cannot set them either.
 _REQUEST_HEADERS = (c.HEADER_CONTENT_TYPE, c.HEADER_CONTENT_LENGTH, c.HEADER_ACCEPT)
-_METHODS = ["GET", "POST", "DELETE"]
+# The endpoint takes every method HTTP defines (RFC 9110 section 9, and PATCH), so those it does
+# not serve get its own 405: a JSON-RPC error and an Allow header, not the framework's
+# {"detail": ...}. A CORS middleware still answers preflights first: it runs before routing.
+_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"]
 
 
 def mcp_routes(

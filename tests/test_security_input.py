@@ -61,6 +61,7 @@ OVERFLOW = {
     "code": -32700,
     "message": "Parse error: the body holds a number too large for a 64-bit float (RFC 7493 section 2.2).",
 }
+METHOD_NOT_ALLOWED = {"code": -32600, "message": "Method not allowed."}
 HOST_REFUSED = {"code": -32600, "message": "Forbidden: this Host is not allowed."}
 NOT_JSON = 'The route\'s response is not valid JSON: {"value": 1e400}'
 TOO_DEEP = (
@@ -326,6 +327,38 @@ def a_long_unsupported_protocol_version(peer: Peer) -> None:
     assert refused["data"] == {"supported": ["2026-07-28"], "requested": "9" * 32 + "…"}
 
 
+# -- 5. methods the endpoint does not serve --------------------------------------------------------
+
+
+def method(name: str) -> Callable[[Peer], None]:
+    def attack(peer: Peer) -> None:
+        for http in (peer.http, peer.guarded):
+            response = http.request(name, "/mcp", headers=HEADERS)
+            assert response.headers["allow"] == "GET, POST, DELETE"
+            if name == "HEAD":  # a HEAD answer has no body
+                assert (response.status_code, response.content) == (405, b"")
+            else:
+                assert error(response, 405) == METHOD_NOT_ALLOWED
+
+    return attack
+
+
+def cors_preflight_from_an_allowed_origin(peer: Peer) -> None:
+    preflight = {
+        "origin": CLIENT_ORIGIN,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type, mcp-protocol-version",
+    }
+    for http in (peer.http, peer.guarded):
+        response = http.options("/mcp", headers=preflight)
+        assert response.status_code == 200, response.text
+        assert response.headers["access-control-allow-origin"] == CLIENT_ORIGIN
+        assert "POST" in response.headers["access-control-allow-methods"]
+        opened = http.post("/mcp", json=initialize(), headers={**HEADERS, "origin": CLIENT_ORIGIN})
+        assert opened.status_code == 200, opened.text
+        assert opened.headers["access-control-allow-origin"] == CLIENT_ORIGIN
+
+
 ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("1e400 in arguments -> 400 parse error", overflowing_number("1e400")),
     ("-1e400 in arguments -> 400 parse error", overflowing_number("-1e400")),
@@ -345,6 +378,12 @@ ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("a 100 kB unknown argument name -> isError, the name cut short", a_long_unknown_argument_name),
     ("a 1 MB refusal of a question -> isError, the reason cut short", a_megabyte_refusal_of_a_question),
     ("an 8 kB unsupported protocol version -> 400, echoed cut short", a_long_unsupported_protocol_version),
+    ("PUT -> 405 JSON-RPC error with Allow", method("PUT")),
+    ("PATCH -> 405 JSON-RPC error with Allow", method("PATCH")),
+    ("OPTIONS -> 405 JSON-RPC error with Allow", method("OPTIONS")),
+    ("HEAD -> 405 with Allow", method("HEAD")),
+    ("TRACE -> 405 JSON-RPC error with Allow", method("TRACE")),
+    ("CORS preflight from an allowed origin -> the app's CORS answer", cors_preflight_from_an_allowed_origin),
 ]
 
 
