@@ -43,6 +43,13 @@ DEFAULT_MAX_QUESTIONS: Final = 2_000
 # still delivered live.
 DEFAULT_MAX_REPLAY_BYTES_PER_SESSION: Final = 2 * 1024 * 1024
 DEFAULT_MAX_REPLAY_BYTES: Final = 256 * 1024 * 1024
+# Far deeper than any argument a model writes for an API, and far from what JSON parsers stop
+# at: a confirmation plan echoes an argument five levels down its response, and pydantic-core
+# (this server's parser, and the official Python SDK's) reads 200 levels, serde_json 128.
+DEFAULT_MAX_ARGUMENT_DEPTH: Final = 64
+# Deeper than this, the echo of an argument could not be read back by a client built on
+# pydantic-core, nor an argument much deeper be read by this server at all.
+MAX_ARGUMENT_DEPTH: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +95,8 @@ class Limits:
         max_replay_bytes_per_session, max_replay_bytes: bytes of resumable-stream events kept,
             per session and in all; finished streams are pushed out first, and a stream that
             still does not fit can no longer be resumed (it is still delivered live).
+        max_argument_depth: how deeply objects and arrays may nest in one tool argument; a
+            deeper one ends the call with an `isError` result before anything runs (at most 128).
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -105,6 +114,7 @@ class Limits:
     max_questions: int = DEFAULT_MAX_QUESTIONS
     max_replay_bytes_per_session: int = DEFAULT_MAX_REPLAY_BYTES_PER_SESSION
     max_replay_bytes: int = DEFAULT_MAX_REPLAY_BYTES
+    max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
@@ -124,12 +134,14 @@ class Limits:
             _check_count(f"Limits.{name}", getattr(self, name))
         for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):
             _check_count(f"Limits.{name}", getattr(self, name), "bytes")
+        _check_count("Limits.max_argument_depth", self.max_argument_depth, "levels", MAX_ARGUMENT_DEPTH)
 
 
-def _check_count(name: str, value: object, unit: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _check_count(name: str, value: object, unit: str = "", most: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (most is not None and value > most):
         what = f"a positive number of {unit}" if unit else "a positive whole number"
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        bound = f", at most {most}" if most is not None else ""
+        raise ValueError(f"{name} must be {what}{bound}, got {value!r}")
 
 
 def _check_seconds(name: str, value: object) -> None:

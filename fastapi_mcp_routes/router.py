@@ -41,7 +41,10 @@ _ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_C
 _CONTEXT_HEADERS = (c.HEADER_HOST, "user-agent", "accept-language")
 # Set by the library for the route's request; a model cannot set them either.
 _REQUEST_HEADERS = (c.HEADER_CONTENT_TYPE, c.HEADER_CONTENT_LENGTH, c.HEADER_ACCEPT)
-_METHODS = ["GET", "POST", "DELETE"]
+# The endpoint takes every method HTTP defines (RFC 9110 section 9, and PATCH), so those it does
+# not serve get its own 405: a JSON-RPC error and an Allow header, not the framework's
+# {"detail": ...}. A CORS middleware still answers preflights first: it runs before routing.
+_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"]
 
 
 def mcp_routes(
@@ -87,7 +90,7 @@ def mcp_routes(
             them without sessions; `Sessions(idle_s=..., max_sessions=..., max_per_caller=...)`
             sets how sessions live.
         limits: `Limits(...)`: the bounds on bodies, responses, list pages, keep-alive,
-            confirmation tokens and resumable streams.
+            confirmation tokens, resumable streams and the nesting of arguments.
         forward_headers: request headers passed from the MCP caller to the routes besides
             `Authorization` and `Cookie`; they are credentials, never tool arguments.
         dependencies: FastAPI dependencies run on every request to the endpoint.
@@ -161,6 +164,7 @@ def mcp_routes(
         on_tool_call=on_tool_call,
         max_response_bytes=limits.max_response_bytes,
         urls=urls,
+        max_argument_depth=limits.max_argument_depth,
     )
     lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
     session_manager = SessionManager(options=session_options, store=store, limits=limits) if session_options else None

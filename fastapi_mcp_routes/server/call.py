@@ -10,6 +10,7 @@ wrap it in an exception group and answer 500 (issue: "InputRequired through midd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol
@@ -166,6 +167,9 @@ class ToolCall:
     async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.progress_token is None:
             return  # the client did not ask for progress
+        if not all(math.isfinite(number) for number in (progress, total) if number is not None):
+            # JSON has no NaN or infinity (wire/json.py): said here, where the route can act on it.
+            raise ValueError(f"progress and total must be finite numbers, got {progress!r} and {total!r}")
         if self._last_progress is not None and progress <= self._last_progress:
             raise ValueError(
                 f"progress must increase with every report, got {progress!r} after {self._last_progress!r}"

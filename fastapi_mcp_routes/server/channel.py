@@ -35,10 +35,10 @@ from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.store.base import SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.registry import Tool
-from fastapi_mcp_routes.wire.constants import ELICITATION_SINCE, JSONRPC_VERSION
+from fastapi_mcp_routes.wire.constants import ECHOED_TEXT_MAX, ELICITATION_SINCE, JSONRPC_VERSION
 from fastapi_mcp_routes.wire.errors import MissingClientCapability, ToolContextError
 from fastapi_mcp_routes.wire.json import RawJSON
-from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id
+from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
 SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel", "tools/list", "tools/call"})
@@ -243,7 +243,8 @@ class SessionChannel(ClientChannel):
             raise
         if "error" in reply:
             error = reply["error"] if isinstance(reply["error"], Mapping) else {}
-            raise ToolContextError(f"the client refused {request.method}: {error.get('message', 'no reason given')}")
+            reason = truncate(error.get("message", "no reason given"), ECHOED_TEXT_MAX)
+            raise ToolContextError(f"the client refused {request.method}: {reason}")
         result = reply.get("result")
         return result if isinstance(result, Mapping) else {}
 

@@ -21,7 +21,7 @@ from fastapi_mcp_routes.server.call import LOG_LEVELS
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HeaderMismatch, InvalidParams, McpError, UnsupportedProtocolVersion
 from fastapi_mcp_routes.wire.json import RawJSON, dumps, loads
-from fastapi_mcp_routes.wire.jsonrpc import Request
+from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
 MODERN_VERSIONS: Final = ("2026-07-28",)
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -100,7 +100,7 @@ def check_request(request: Request, raw_headers: Iterable[tuple[bytes, bytes]]) 
         raise InvalidParams("Invalid params: the protocol version must be a string.")
     if version not in MODERN_VERSIONS:
         raise UnsupportedProtocolVersion(
-            "Unsupported protocol version", {"supported": list(MODERN_VERSIONS), "requested": version}
+            "Unsupported protocol version", {"supported": list(MODERN_VERSIONS), "requested": truncate(version)}
         )
     capabilities = meta[META_CAPABILITIES]
     if not isinstance(capabilities, dict):

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from fastapi import FastAPI
 
-from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
+from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
@@ -24,7 +24,7 @@ from fastapi_mcp_routes.server.request_state import arguments_sha256
 from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.guards import refusal
-from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke, planned_path
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, check_argument_depth, invoke, planned_path
 from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.wire.errors import CallCancelled, InvalidParams, InvalidRequest, McpError
@@ -94,10 +94,12 @@ class ToolCallPipeline:
         on_tool_call: Callable[[ToolCallEvent], Any] = log_tool_call,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         urls: UrlPolicy | None = None,
+        max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH,
         invoker: Invoke | None = None,
     ) -> None:
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
+        self._max_argument_depth = max_argument_depth
         self._registry = registry
         self._gate = gate
         self._on_tool_call = on_tool_call
@@ -133,11 +135,13 @@ class ToolCallPipeline:
             await self._audit(parsed, call, ran, started)
 
     async def run(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran:
-        """Steps 2 to 5: the URL arguments, the gate, the route, the result. A call stopped
-        from inside (a question for a later round, a missing client capability) ends as it asked."""
+        """Steps 2 to 5: the arguments' depth and URLs, the gate, the route, the result. A call
+        stopped from inside (a question for a later round, a missing client capability) ends as
+        it asked."""
         confirming = parsed.tool.confirm
         try:
             # Before the gate: a call that will be refused is never offered for confirmation.
+            check_argument_depth(parsed.arguments, self._max_argument_depth)
             self._urls.check(parsed.tool, parsed.arguments)
             with call.cancel_scope:
                 if confirming:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes.wire.errors import InvalidParams
+from fastapi_mcp_routes.wire.errors import InvalidParams, ParseError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 STATE_TTL_S: Final = 600.0  # a person answering a form may take a while; ten minutes
@@ -82,7 +82,12 @@ class RequestStateSealer:
             raise InvalidRequestState() from None
         if not hmac.compare_digest(mac, hmac.digest(self._key, payload, "sha256")):
             raise InvalidRequestState()
-        sealed = loads(payload)
+        try:
+            sealed = loads(payload)
+        except ParseError:  # ours, yet unreadable: a state like any other that cannot be used
+            raise InvalidRequestState() from None
+        if not isinstance(sealed, dict):
+            raise InvalidRequestState()
         fresh = isinstance(sealed.get("exp"), int) and sealed["exp"] >= self._clock()
         ours = (sealed.get("c"), sealed.get("t"), sealed.get("d")) == (binding.caller, binding.tool, binding.arguments)
         if not (fresh and ours and isinstance(sealed.get("a"), dict)):

@@ -15,11 +15,14 @@ from fastapi_mcp_routes.wire.constants import MEDIA_JSON
 from fastapi_mcp_routes.wire.errors import ParseError
 from fastapi_mcp_routes.wire.failures import crash_result, error_result
 from fastapi_mcp_routes.wire.json import dumps, loads
+from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
 # Error text from a route is cut to this many characters: enough for a model to act on.
 _MAX_ERROR_TEXT: Final = 2000
+# Validation problems named in one error text; about what fits in it, the rest are counted.
+_MAX_PROBLEMS: Final = 20
 _LOCATIONS: Final = frozenset({"path", "query", "header", "cookie"})
 
 
@@ -59,7 +62,10 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
             try:
                 data = loads(body)
             except ParseError:
-                return result
+                # Malformed, or not JSON this server can pass on (NaN, a number beyond a 64-bit
+                # float: wire/json.py). Clients reject a result without the structured content
+                # its outputSchema promises, so say what happened instead.
+                return error_result(f"The route's response is not valid JSON: {text}"[:_MAX_ERROR_TEXT])
             if tool.schema.output_wrapped:
                 result["structuredContent"] = {"result": data}
             elif isinstance(data, dict):
@@ -105,7 +111,10 @@ def _client_error_text(tool: Tool, response: CapturedResponse) -> str:
         payload = None
     detail = payload.get("detail") if isinstance(payload, dict) else None
     if response.status == 422 and isinstance(detail, list):
-        problems = "; ".join(_validation_problem(tool, item) for item in detail if isinstance(item, dict))
+        items = [item for item in detail if isinstance(item, dict)]
+        problems = "; ".join(_validation_problem(tool, item) for item in items[:_MAX_PROBLEMS])
+        if len(items) > _MAX_PROBLEMS:
+            problems += f"; and {len(items) - _MAX_PROBLEMS:,} more"
         return f"{prefix}: invalid arguments: {problems}"[:_MAX_ERROR_TEXT]
     if detail is None:
         text = response.body.decode("utf-8", "replace") if payload is None else dumps(payload).decode()
@@ -119,8 +128,9 @@ def _validation_problem(tool: Tool, error: dict[str, Any]) -> str:
     loc = [str(part) for part in error.get("loc", ())]
     if (loc and loc[0] in _LOCATIONS) or (loc and loc[0] == "body" and tool.schema.body_mode is BodyMode.FIELDS):
         loc = loc[1:]
-    name = ".".join(loc) or "arguments"
+    # The names and the input are what the model sent: each is cut short.
+    name = truncate(".".join(loc) or "arguments")
     message = error.get("msg", "is invalid")
     if "input" in error and error.get("type") != "missing":
-        return f"{name!r}: {message} (got {error['input']!r})"
+        return f"{name!r}: {message} (got {truncate(repr(error['input']))})"
     return f"{name!r}: {message}"

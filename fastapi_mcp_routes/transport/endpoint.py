@@ -115,7 +115,7 @@ class StreamableHTTPEndpoint:
                 return await self._delete(request, headers, self._sessions)
             if request.method == "GET" and self._sessions is not None:
                 return await self._listen(request, headers, self._sessions)
-            allow = "POST, DELETE" if self._sessions is not None else "POST"
+            allow = "GET, POST, DELETE" if self._sessions is not None else "POST"
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
             return _refusal(refusal)

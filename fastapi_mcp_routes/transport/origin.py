@@ -4,13 +4,16 @@ A browser page may POST to any address it can reach, so a request whose `Origin`
 this server's own nor one the deployment allows is refused (spec 2025-11-25, basic/transports,
 "Security Warning"). A DNS-rebinding page makes its Origin and Host agree, so the Origin check
 alone cannot catch it; a server reached on a loopback address therefore also refuses any Host
-that is not a loopback name.
+that is not a loopback name. Wherever it is reached, a Host that is not a host and an optional
+port is refused: `evil.example@127.0.0.1` names 127.0.0.1 to a URL parser, but a Host header
+carries no userinfo (RFC 9110 section 7.2), so only an attacker sends one.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -18,6 +21,9 @@ from urllib.parse import urlsplit
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
 _WILDCARD: Final = "*"
+# RFC 9110 section 7.2, Host = uri-host [ ":" port ]: an IP literal in brackets, or a name or
+# IPv4 address (the characters DNS names use: RFC 3986 allows more, no resolver does).
+_HOST: Final = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::[0-9]*)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +53,10 @@ class OriginPolicy:
         return bool(host) and parts.scheme == scheme and parts.netloc == (host or "").lower()
 
     def host_allowed(self, host: str | None, server_address: str | None) -> bool:
-        """Off loopback any Host passes; on loopback only loopback names or listed hosts."""
+        """A Host that is a host[:port]: off loopback any, on loopback only loopback names or
+        listed hosts."""
+        if host and not _well_formed(host):
+            return False
         if server_address is None or not _is_loopback(server_address):
             return True
         if not host:
@@ -73,6 +82,11 @@ def _strings(values: Iterable[str] | None, option: str) -> list[str]:
 
 def _normal_origin(origin: str) -> str:
     return origin.strip().rstrip("/").lower()
+
+
+@functools.lru_cache(maxsize=256)  # Host values repeat; the cache is bounded
+def _well_formed(host: str) -> bool:
+    return _HOST.fullmatch(host) is not None
 
 
 @functools.lru_cache(maxsize=256)  # Host values repeat; the cache is bounded

@@ -144,9 +144,10 @@ class ResponseStream:
         """Send a message before the answer: the response becomes an SSE stream."""
         if self._finished:
             return  # the answer is out (a background task logs): nothing more on this stream
+        data = dumps(message)  # a message that is no JSON fails its sender before the stream starts
         async with self._lock():
             await self._start_streaming()
-            await self._write(await self._event(dumps(message)), more=True)
+            await self._write(await self._event(data), more=True)
 
     def abandon(self) -> None:
         """The request is over: nothing more goes out, not even a keep-alive; helpers stop."""

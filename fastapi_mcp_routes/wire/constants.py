@@ -68,7 +68,13 @@ INTERNAL_ERROR: Final = -32603
 # Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
 TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"
 
-# Untrusted values (session ids, tool names from the wire) are cut to this length in logs.
+# Untrusted values (session ids, tool names from the wire) are cut to this length in logs and
+# in the error texts that name them.
 LOG_VALUE_MAX: Final = 32
+# A client's own sentence echoed in an error (why it refused a question): enough to say why.
+ECHOED_TEXT_MAX: Final = 200
+# An error that names what the client sent (unknown arguments, failing fields) names this many
+# and counts the rest, so its size does not grow with the request's.
+ECHOED_NAMES_MAX: Final = 5
 # Input-request keys the library owns (mutation confirmation); a route cannot use them.
 RESERVED_KEY_PREFIX: Final = "fastapi-mcp-routes/"

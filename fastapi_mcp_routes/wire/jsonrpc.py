@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -96,7 +96,15 @@ def encode_error(request_id: RequestId | None, error: McpError) -> bytes:
     return dumps({"jsonrpc": c.JSONRPC_VERSION, "id": request_id, "error": error.to_error()})
 
 
-def truncate(value: object) -> str:
-    """An untrusted value, cut short for a log line."""
+def truncate(value: object, limit: int = c.LOG_VALUE_MAX) -> str:
+    """An untrusted value, cut short for a log line or an error text."""
     text = str(value)
-    return text if len(text) <= c.LOG_VALUE_MAX else text[: c.LOG_VALUE_MAX] + "…"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def some(names: Sequence[object]) -> str:
+    """Untrusted names for an error text: the first few, quoted and cut short, and how many
+    more there are (an error must not grow with the request that caused it)."""
+    shown = ", ".join(repr(truncate(name)) for name in names[: c.ECHOED_NAMES_MAX])
+    more = len(names) - c.ECHOED_NAMES_MAX
+    return f"{shown} and {more:,} more" if more > 0 else shown
