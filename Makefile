@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports conformance unit bench bench-peers clean
+.PHONY: run token test lint typecheck imports conformance unit bench bench-peers soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ bench: $(STAMP)
 # This library against fastapi-mcp and FastMCP (installs each peer into .tools/bench/ first).
 bench-peers: $(STAMP)
 	$(BIN)/python benchmarks/peers.py
+
+# The security review's attacks against the default bounds, each on a fresh server: what the
+# server holds, what the attacker gets, what a legitimate client sees meanwhile.
+soak: $(STAMP)
+	$(BIN)/python benchmarks/soak.py
 
 clean:
 	rm -rf $(VENV)

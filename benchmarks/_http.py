@@ -127,26 +127,44 @@ class Connection:
         self._writer = writer
 
     @classmethod
-    async def open(cls, port: int) -> Connection:
-        reader, writer = await asyncio.open_connection(HOST, port)
+    async def open(cls, port: int, address: str = HOST) -> Connection:
+        """Connect to the server from `address` (any of 127/8 on Linux)."""
+        reader, writer = await asyncio.open_connection(HOST, port, local_addr=(address, 0))
         return cls(reader, writer)
 
     async def send(self, request: bytes) -> Reply:
+        self.write(request)
+        return await self.receive()
+
+    def write(self, request: bytes) -> None:
+        """Send a request without reading its answer (`receive` reads it)."""
         self._writer.write(request)
+
+    async def receive(self) -> Reply:
+        status, headers = await self.receive_head()
+        return Reply(status, headers, await self.receive_body(status, headers))
+
+    async def receive_head(self) -> tuple[int, dict[str, str]]:
+        """The status and headers of the next answer; its body is left to read."""
         head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1")
         status_line, *lines = head.split("\r\n")
         headers = {}
         for line in lines:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        return int(status_line.split(" ", 2)[1]), headers
+
+    async def receive_body(self, status: int, headers: Mapping[str, str]) -> bytes:
         length = headers.get("content-length")
         if length is not None:
-            body = await self._reader.readexactly(int(length))
-        elif headers.get("transfer-encoding", "").lower() == "chunked":
-            body = await self._read_chunked()
-        else:
-            raise BenchmarkError(f"the server answered {status_line!r} with neither Content-Length nor chunks")
-        return Reply(int(status_line.split(" ", 2)[1]), headers, body)
+            return await self._reader.readexactly(int(length))
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            return await self._read_chunked()
+        raise BenchmarkError(f"the server answered HTTP {status} with neither Content-Length nor chunks")
+
+    async def read_until(self, marker: bytes) -> bytes:
+        """The raw bytes up to and including `marker` (chunk framing and all)."""
+        return await self._reader.readuntil(marker)
 
     async def _read_chunked(self) -> bytes:
         chunks = []
