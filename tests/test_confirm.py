@@ -19,12 +19,17 @@ from pydantic import BaseModel
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
 from fastapi_mcp_routes.server.confirm import PLAN_META_KEY, Kind, Refused, TokenStore
+from fastapi_mcp_routes.store.base import Holder, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from tests.helpers import WAIT_S, call_tool, mcp_client, open_session, post_stateless, serve, stateless_meta
 
 pytestmark = pytest.mark.anyio
+
+
+def anonymous(caller: bytes) -> Holder:
+    return Holder(caller, Trust.ANONYMOUS)
 
 
 class Item(BaseModel):
@@ -148,7 +153,7 @@ async def refusal(store: TokenStore, token: object, caller: bytes, tool: str, di
 @pytest.mark.anyio
 async def test_a_token_runs_one_call_of_the_tool_and_arguments_it_was_issued_for() -> None:
     store = token_store()
-    token = await store.issue(b"alice", "place_order", "d1", "model", expires=2e9)
+    token = await store.issue(b"alice", anonymous(b"alice"), "place_order", "d1", "model", expires=2e9)
     assert "issued for another tool" in await refusal(store, token, b"alice", "cancel_order", "d1")
     assert "other arguments" in await refusal(store, token, b"alice", "place_order", "d2")
     await store.redeem(token, b"alice", "place_order", "d1", "model")
@@ -159,8 +164,8 @@ async def test_a_token_runs_one_call_of_the_tool_and_arguments_it_was_issued_for
 async def test_a_foreign_expired_forged_or_other_kind_of_token_is_answered_alike() -> None:
     clock = Clock()
     store = token_store(clock)
-    token = await store.issue(b"alice", "t", "d", "model", expires=clock.now + 300)
-    question = await store.issue(b"alice", "t", "d", "question", expires=clock.now + 300)
+    token = await store.issue(b"alice", anonymous(b"alice"), "t", "d", "model", expires=clock.now + 300)
+    question = await store.issue(b"alice", anonymous(b"alice"), "t", "d", "question", expires=clock.now + 300)
     unknown = await refusal(store, "forged-token", b"alice", "t", "d")
     assert await refusal(store, token, b"mallory", "t", "d") == unknown  # says nothing of its owner
     assert await refusal(store, question, b"alice", "t", "d", "model") == unknown  # no argument
@@ -172,7 +177,7 @@ async def test_a_foreign_expired_forged_or_other_kind_of_token_is_answered_alike
 @pytest.mark.anyio
 async def test_a_foreign_attempt_does_not_burn_the_owners_token() -> None:
     store = token_store()
-    token = await store.issue(b"alice", "t", "d", "model", expires=2e9)
+    token = await store.issue(b"alice", anonymous(b"alice"), "t", "d", "model", expires=2e9)
     assert "not valid" in await refusal(store, token, b"mallory", "t", "d")
     await store.redeem(token, b"alice", "t", "d", "model")
 
@@ -180,7 +185,7 @@ async def test_a_foreign_attempt_does_not_burn_the_owners_token() -> None:
 @pytest.mark.anyio
 async def test_a_revoked_token_cannot_run_anything() -> None:
     store = token_store()
-    token = await store.issue(b"alice", "t", "d", "question", expires=2e9)
+    token = await store.issue(b"alice", anonymous(b"alice"), "t", "d", "question", expires=2e9)
     await store.revoke(token, b"alice")
     assert "already used" in await refusal(store, token, b"alice", "t", "d", "question")
 
@@ -188,13 +193,15 @@ async def test_a_revoked_token_cannot_run_anything() -> None:
 @pytest.mark.anyio
 async def test_a_full_store_drops_the_callers_own_oldest_token_first() -> None:
     store = token_store(capacity=3, per_caller=2)
-    alice = await store.issue(b"alice", "t", "d", "model", expires=2e9)
-    first, second, third = [await store.issue(b"mallory", "t", "d", "model", expires=2e9) for _ in range(3)]
+    alice = await store.issue(b"alice", anonymous(b"alice"), "t", "d", "model", expires=2e9)
+    first, second, third = [
+        await store.issue(b"mallory", anonymous(b"mallory"), "t", "d", "model", expires=2e9) for _ in range(3)
+    ]
     assert "not valid" in await refusal(store, first, b"mallory", "t", "d")  # mallory's own went first
     await store.redeem(alice, b"alice", "t", "d", "model")
     await store.redeem(third, b"mallory", "t", "d", "model")
     for _ in range(3):
-        await store.issue(b"eve", "t", "d", "model", expires=2e9)
+        await store.issue(b"eve", anonymous(b"eve"), "t", "d", "model", expires=2e9)
     assert "not valid" in await refusal(store, second, b"mallory", "t", "d")  # then the oldest of all
 
 

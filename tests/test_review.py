@@ -204,8 +204,14 @@ def test_a_closed_get_stream_releases_its_claim_and_delete_ends_it(base_url: str
 
 def test_a_credentialed_caller_past_its_own_session_cap_closes_only_its_own(base_url: str) -> None:
     app = make_app(sessions=Sessions(max_sessions=100, max_per_caller=2))
-    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+    # Keys the endpoint cannot check count per client address: mallory connects from another.
+    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+    with (
+        serve(app) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as http,
+        httpx.Client(base_url=url, timeout=WAIT_S, transport=elsewhere) as mallory,
+    ):
         bob = open_session(http, headers={"x-api-key": "bob-key"})
         for _ in range(5):
-            open_session(http, headers={"x-api-key": "mallory-key"})
+            open_session(mallory, headers={"x-api-key": "mallory-key"})
         assert call_tool(http, "status", headers=bob)["structuredContent"] == {"up": True}

@@ -163,11 +163,17 @@ def questions_per_caller(server: Server) -> None:
 
 
 def questions_in_all(server: Server) -> None:
-    for n in range(2, 7):  # five callers, one question each: the total
+    # Of the five in all, anonymous callers may hold two, they and unchecked keys three.
+    for n in (2, 3):
         pinned_question(server.client(f"127.0.0.{n}"), server.session(f"127.0.0.{n}", capabilities=ASKING), 0)
-    headers = server.session("127.0.0.7", capabilities=ASKING)
-    refused = call_tool(server.client("127.0.0.7"), "place_order", {"item": "tea"}, headers=headers)
-    assert "Limits.max_questions)" in refused["content"][0]["text"]
+    headers = server.session("127.0.0.4", capabilities=ASKING)
+    refused = call_tool(server.client("127.0.0.4"), "place_order", {"item": "tea"}, headers=headers)
+    assert "2 questions already wait" in refused["content"][0]["text"]
+    assert "share of Limits.max_questions open to callers without verified credentials" in refused["content"][0]["text"]
+    pinned_question(server.client("127.0.0.5"), server.session("127.0.0.5", key="k5", capabilities=ASKING), 0)
+    headers = server.session("127.0.0.6", key="k6", capabilities=ASKING)
+    refused = call_tool(server.client("127.0.0.6"), "place_order", {"item": "tea"}, headers=headers)
+    assert "3 questions already wait" in refused["content"][0]["text"]
 
 
 def pinned_question(http: httpx.Client, headers: dict[str, str], request_id: int) -> None:
@@ -226,10 +232,10 @@ def tokens_anonymous_flood(server: Server) -> None:
 
 
 def tokens_claimed_full(server: Server) -> None:
-    http = server.client()
-    for n in range(4):  # four credentialed callers fill the total
-        headers = server.session(key=f"k{n}")
-        assert call_tool(http, "place_order", {"item": "tea"}, headers=headers)["structuredContent"]["pending"]
+    for n in range(3, 7):  # four credentialed callers at four addresses fill the total
+        headers = server.session(f"127.0.0.{n}", key=f"k{n}")
+        result = call_tool(server.client(f"127.0.0.{n}"), "place_order", {"item": "tea"}, headers=headers)
+        assert result["structuredContent"]["pending"]
     anonymous = server.session("127.0.0.2")
     refused = call_tool(server.client("127.0.0.2"), "place_order", {"item": "x"}, headers=anonymous)
     assert refused["isError"] is True
@@ -256,9 +262,27 @@ def sessions_per_anonymous_caller(server: Server) -> None:
     assert server.client("127.0.0.3").post("/mcp", json=rpc("ping"), headers=other).status_code == 200
 
 
+def tokens_made_up_keys(server: Server) -> None:
+    alice = server.session(key="alice")
+    token = call_tool(server.client(), "place_order", {"item": "tea"}, headers=alice)["structuredContent"]["token"]
+    http = server.client("127.0.0.2")
+    for n in range(10):  # keys nobody checks count as one caller per address: its own tokens go
+        headers = server.session("127.0.0.2", key=f"made-up-{n}")
+        assert call_tool(http, "place_order", {"item": "x"}, headers=headers)["structuredContent"]["pending"]
+    confirmed = call_tool(server.client(), "place_order", {"item": "tea", "confirmationToken": token}, headers=alice)
+    assert confirmed["structuredContent"] == {"placed": "tea"}
+
+
+def sessions_made_up_keys(server: Server) -> None:
+    alice = server.session(key="alice")
+    for n in range(20):  # the same: past max_per_caller, the address's own oldest sessions go
+        server.session("127.0.0.2", key=f"made-up-{n}")
+    assert server.client().post("/mcp", json=rpc("ping"), headers=alice).status_code == 200
+
+
 def sessions_claimed_full(server: Server) -> None:
-    for n in range(6):
-        server.session(key=f"k{n}")
+    for n in range(3, 9):
+        server.session(f"127.0.0.{n}", key=f"k{n}")
     refused = server.client("127.0.0.2").post("/mcp", json=initialize(), headers=HEADERS)
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "30"
@@ -275,7 +299,8 @@ class Row:
 
 
 SMALL_BATCH = Limits(max_batch_answer_bytes=100_000)
-FEW_QUESTIONS = Limits(max_questions_per_session=2, max_questions_per_caller=4, max_questions=5)
+FEW_QUESTIONS = Limits(max_questions_per_session=2, max_questions_per_caller=4)
+FEW_QUESTIONS_IN_ALL = Limits(max_questions=5)
 FEW_TOKENS = Limits(max_tokens=4, max_tokens_per_caller=2)
 FEW_SESSIONS = Sessions(max_sessions=6, max_per_caller=3)
 
@@ -286,7 +311,7 @@ ROWS = [
     ),
     Row("questions past max_questions_per_session -> refused to the route", questions_per_session, FEW_QUESTIONS),
     Row("questions past max_questions_per_caller -> refused to the route", questions_per_caller, FEW_QUESTIONS),
-    Row("questions past max_questions -> refused to the route", questions_in_all, FEW_QUESTIONS),
+    Row("questions past their share of max_questions -> refused to the route", questions_in_all, FEW_QUESTIONS_IN_ALL),
     Row(
         "an answer over max_replay_bytes_per_session -> live, not kept",
         replay_bytes_per_session,
@@ -295,6 +320,7 @@ ROWS = [
     Row("streams past max_replay_bytes -> the oldest finished go", replay_bytes_in_all, Limits(max_replay_bytes=300)),
     Row("an anonymous token flood -> a credentialed token survives", tokens_anonymous_flood, FEW_TOKENS),
     Row("tokens full of credentialed callers -> anonymous refused", tokens_claimed_full, FEW_TOKENS),
+    Row("made-up API keys from one address -> count as one caller", tokens_made_up_keys, FEW_TOKENS),
     Row(
         "an anonymous session flood -> a credentialed session survives", sessions_anonymous_flood, sessions=FEW_SESSIONS
     ),
@@ -304,6 +330,7 @@ ROWS = [
         sessions=FEW_SESSIONS,
     ),
     Row("sessions full of credentialed callers -> anonymous 503", sessions_claimed_full, sessions=FEW_SESSIONS),
+    Row("sessions under made-up API keys -> one caller per address", sessions_made_up_keys, sessions=FEW_SESSIONS),
 ]
 
 

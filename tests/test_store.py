@@ -5,7 +5,17 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from fastapi_mcp_routes.store.base import USED, LogBounds, SessionBounds, SessionRecord, StoreFull, StreamEvents, Trust
+from fastapi_mcp_routes.store.base import (
+    USED,
+    Holder,
+    LogBounds,
+    SessionBounds,
+    SessionRecord,
+    StoreFull,
+    StreamEvents,
+    Trust,
+    shares,
+)
 from fastapi_mcp_routes.store.memory import MemoryStore
 
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
@@ -115,6 +125,13 @@ async def test_slots_are_taken_in_every_pool_or_none_and_lapse_unless_renewed() 
     assert await store.take_slots([("caller/dave", 1), ("all", 1)], "d1", 10) is None
 
 
+def test_callers_trusted_less_take_a_share_of_a_total_too() -> None:
+    assert shares("q", 8, Trust.VERIFIED) == [("q", 8)]
+    assert shares("q", 8, Trust.CLAIMED) == [("q", 8), ("q/unverified", 6)]
+    assert shares("q", 8, Trust.ANONYMOUS) == [("q", 8), ("q/unverified", 6), ("q/anonymous", 4)]
+    assert shares("q", 1, Trust.ANONYMOUS) == [("q", 1), ("q/unverified", 1), ("q/anonymous", 1)]
+
+
 async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_overflowed() -> None:
     store = MemoryStore()
     await store.open_session(record("a1"), BOUNDS)
@@ -161,6 +178,21 @@ async def test_past_the_total_replay_bytes_anyones_oldest_finished_stream_goes_f
     assert await store.read_stream("a1", alices, 0) == StreamEvents((b"123456",), False)
 
 
+async def test_past_the_total_replay_bytes_a_session_pushes_out_no_stream_trusted_more_than_itself() -> None:
+    store = MemoryStore()
+    bounds = LogBounds(max_events=100, max_session_bytes=100, max_total_bytes=10)
+    verified = await store.start_stream("v1", 8, Trust.VERIFIED)
+    await store.append_event("v1", verified, b"123456", bounds)
+    await store.complete_stream("v1", verified)
+    anonymous = await store.start_stream("n1", 8)
+    await store.append_event("n1", anonymous, b"123456", bounds)  # overflows: the older one is trusted more
+    assert await store.read_stream("n1", anonymous, 0) is None
+    assert await store.read_stream("v1", verified, 0) == StreamEvents((b"123456",), True)
+    again = await store.start_stream("v2", 8, Trust.VERIFIED)
+    await store.append_event("v2", again, b"123456", bounds)  # an equal may push it out
+    assert await store.read_stream("v1", verified, 0) is None
+
+
 async def test_past_the_kept_streams_the_oldest_finished_one_goes_first() -> None:
     store = MemoryStore()
     first, second = await store.start_stream("a1", 2), await store.start_stream("a1", 2)
@@ -181,7 +213,7 @@ async def test_closing_a_session_forgets_its_streams() -> None:
 
 async def test_a_token_is_used_once_only_with_the_value_it_was_kept_with() -> None:
     store = MemoryStore()
-    await store.put_token("t1", b"value", 60, b"alice", Trust.ANONYMOUS, (10, 100))
+    await store.put_token("t1", b"value", 60, Holder(b"alice", Trust.ANONYMOUS), (10, 100))
     assert await store.use_token("t1", b"other") == b"value"  # refused, and still good
     assert await store.use_token("t1", b"value") == b"value"
     assert await store.use_token("t1", b"value") == USED
@@ -191,31 +223,31 @@ async def test_a_token_is_used_once_only_with_the_value_it_was_kept_with() -> No
 async def test_tokens_past_their_bounds_push_out_the_owners_oldest_then_anyones() -> None:
     store = MemoryStore()
     for key in ("a1", "a2", "a3"):
-        await store.put_token(key, b"v", 60, b"alice", Trust.ANONYMOUS, (2, 3))
+        await store.put_token(key, b"v", 60, Holder(b"alice", Trust.ANONYMOUS), (2, 3))
     assert await store.use_token("a1", b"v") is None
-    await store.put_token("b1", b"v", 60, b"bob", Trust.ANONYMOUS, (2, 3))
-    await store.put_token("b2", b"v", 60, b"bob", Trust.ANONYMOUS, (2, 3))
+    await store.put_token("b1", b"v", 60, Holder(b"bob", Trust.ANONYMOUS), (2, 3))
+    await store.put_token("b2", b"v", 60, Holder(b"bob", Trust.ANONYMOUS), (2, 3))
     assert await store.use_token("a2", b"v") is None  # the oldest of all
     assert await store.use_token("b2", b"v") == b"v"
 
 
 async def test_at_the_total_bound_a_token_pushes_out_only_tokens_trusted_no_more_than_itself() -> None:
     store = MemoryStore()
-    await store.put_token("v", b"v", 60, b"vera", Trust.VERIFIED, (5, 2))
-    await store.put_token("n1", b"v", 60, b"10.0.0.1", Trust.ANONYMOUS, (5, 2))
-    await store.put_token("n2", b"v", 60, b"10.0.0.2", Trust.ANONYMOUS, (5, 2))  # pushes out n1
+    await store.put_token("v", b"v", 60, Holder(b"vera", Trust.VERIFIED), (5, 2))
+    await store.put_token("n1", b"v", 60, Holder(b"10.0.0.1", Trust.ANONYMOUS), (5, 2))
+    await store.put_token("n2", b"v", 60, Holder(b"10.0.0.2", Trust.ANONYMOUS), (5, 2))  # pushes out n1
     assert await store.use_token("n1", b"v") is None
-    await store.put_token("v2", b"v", 60, b"vic", Trust.VERIFIED, (5, 2))  # pushes out n2
+    await store.put_token("v2", b"v", 60, Holder(b"vic", Trust.VERIFIED), (5, 2))  # pushes out n2
     with pytest.raises(StoreFull):
-        await store.put_token("n3", b"v", 60, b"10.0.0.3", Trust.ANONYMOUS, (5, 2))
+        await store.put_token("n3", b"v", 60, Holder(b"10.0.0.3", Trust.ANONYMOUS), (5, 2))
     assert await store.use_token("v", b"v") == b"v"
 
 
 async def test_an_expired_token_is_gone_and_a_revoked_one_is_used() -> None:
     clock = Clock()
     store = MemoryStore(clock)
-    await store.put_token("t1", b"v", 60, b"alice", Trust.ANONYMOUS, (10, 100))
-    await store.put_token("t2", b"v", 60, b"alice", Trust.ANONYMOUS, (10, 100))
+    await store.put_token("t1", b"v", 60, Holder(b"alice", Trust.ANONYMOUS), (10, 100))
+    await store.put_token("t2", b"v", 60, Holder(b"alice", Trust.ANONYMOUS), (10, 100))
     await store.revoke_token("t2")
     assert await store.use_token("t2", b"v") == USED
     clock.now += 61

@@ -17,7 +17,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import anyio
 
-from fastapi_mcp_routes.store.base import Trust
+from fastapi_mcp_routes.store.base import Holder
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
@@ -116,7 +116,7 @@ class Channel(Protocol):
     def owner(self) -> bytes: ...
 
     @property
-    def trust(self) -> Trust: ...
+    def holder(self) -> Holder: ...
 
     def wants_log(self, level: str) -> bool: ...
 

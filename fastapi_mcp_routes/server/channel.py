@@ -32,7 +32,7 @@ from fastapi_mcp_routes.server.call import (
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.store.base import SessionRecord, Trust
+from fastapi_mcp_routes.store.base import Holder, SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.registry import Tool
 from fastapi_mcp_routes.wire.constants import ECHOED_TEXT_MAX, ELICITATION_SINCE, JSONRPC_VERSION
@@ -89,10 +89,21 @@ class ClientChannel(abc.ABC):
 
     @property
     def owner(self) -> bytes:
-        """Who the caller is for what it holds (its sessions, its confirmation tokens, and the
-        bounds on both): the credentials, else (anonymous) the client's address, so anonymous
-        callers are not all one caller."""
-        return self.identity or b"address\x00" + self.address.encode()
+        """Whom what the caller is given belongs to (a confirmation token): the credentials,
+        else (anonymous) the client's address, so anonymous callers are not all one caller."""
+        return self.identity or self._address_key
+
+    @property
+    def holder(self) -> Holder:
+        """Whom what the caller holds counts against: a principal the endpoint verified, else
+        the client's address. Credentials the endpoint cannot check (no `auth=`) do not widen
+        what one address may hold, or made-up API keys would."""
+        counted = self.identity if self.principal is not None else self._address_key
+        return Holder(counted, self.trust)
+
+    @property
+    def _address_key(self) -> bytes:
+        return b"address\x00" + self.address.encode()
 
     @property
     def trust(self) -> Trust:
@@ -227,7 +238,7 @@ class SessionChannel(ClientChannel):
         message = {"jsonrpc": JSONRPC_VERSION, "id": request_id, **request.as_wire()}
         try:
             async with (
-                sessions.question(session.id, self.owner, request_id, CLIENT_REQUEST_TIMEOUT_S),
+                sessions.question(session.id, self.holder, request_id, CLIENT_REQUEST_TIMEOUT_S),
                 sessions.replies(session.id, request_id) as replies,
             ):
                 await emit(message)

@@ -38,7 +38,7 @@ from typing import Any, Final, Literal
 
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
 from fastapi_mcp_routes.server.summary import MAX_SUMMARY, shorten, summarize
-from fastapi_mcp_routes.store.base import USED, Store, StoreFull, Trust
+from fastapi_mcp_routes.store.base import USED, Holder, Store, StoreFull
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
@@ -81,16 +81,18 @@ class TokenStore:
         self._bounds = (per_caller, capacity)
         self._clock = clock
 
-    async def issue(
-        self, caller: bytes, tool: str, digest: str, kind: Kind, expires: float, trust: Trust = Trust.ANONYMOUS
-    ) -> str:
+    async def issue(self, caller: bytes, holder: Holder, tool: str, digest: str, kind: Kind, expires: float) -> str:
         """A new token; the caller's oldest goes past its own bound, and past the total the
         oldest of the lowest trust; `StoreFull` when all are trusted more than this caller."""
         token = secrets.token_urlsafe(24)
         ttl_s = expires - self._clock()
         # Hashed: the store holds no credential, only what tells callers apart.
         await self._store.put_token(
-            _key(caller, token), _value(kind, tool, digest), ttl_s, _owner(caller), trust, self._bounds
+            _key(caller, token),
+            _value(kind, tool, digest),
+            ttl_s,
+            Holder(_owner(holder.owner), holder.trust),
+            self._bounds,
         )
         return token
 
@@ -173,8 +175,8 @@ class GatedCall:
         return self.call.channel.owner
 
     @property
-    def trust(self) -> Trust:
-        return self.call.channel.trust
+    def holder(self) -> Holder:
+        return self.call.channel.holder
 
 
 class ConfirmationGate:
@@ -214,20 +216,20 @@ class ConfirmationGate:
                 return Held(_refusal(str(refused)), "not_confirmed")
             return await self._ask_user(gated, ask)
         expires = self._clock() + self._ttl_s
-        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "model", expires, gated.trust)
+        token = await self._tokens.issue(gated.caller, gated.holder, gated.tool, gated.digest, "model", expires)
         return Held(pending_result(gated, token, self._ttl_s), "confirmation_required")
 
     async def carried(self, gated: GatedCall, confirmed: Confirmed) -> dict[str, Any]:
         """What keeps a confirmed call confirmed while its route asks questions of its own in
         later rounds: a new token, expiring when the confirmation does."""
         token = await self._tokens.issue(
-            gated.caller, gated.tool, gated.digest, "confirmed", confirmed.expires, gated.trust
+            gated.caller, gated.holder, gated.tool, gated.digest, "confirmed", confirmed.expires
         )
         return {STATE_KEY: {"token": token, "kind": "confirmed", "expires": confirmed.expires}}
 
     async def _ask_user(self, gated: GatedCall, ask: InputRequest) -> Confirmed | Held:
         expires = self._clock() + max(self._ttl_s, QUESTION_TTL_S)
-        token = await self._tokens.issue(gated.caller, gated.tool, gated.digest, "question", expires, gated.trust)
+        token = await self._tokens.issue(gated.caller, gated.holder, gated.tool, gated.digest, "question", expires)
         state = {"token": token, "kind": "question", "expires": expires}
         try:
             answers = await gated.call.ask({QUESTION_KEY: ask}, {STATE_KEY: state})

@@ -18,7 +18,7 @@ from typing import Any, Final
 import anyio
 
 from fastapi_mcp_routes.options import Limits, Sessions
-from fastapi_mcp_routes.store.base import Inbox, SessionBounds, SessionRecord, Store, StoreFull, Trust
+from fastapi_mcp_routes.store.base import Holder, Inbox, SessionBounds, SessionRecord, Store, StoreFull, Trust, shares
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
@@ -56,14 +56,14 @@ class SessionManager:
         client_info: Mapping[str, Any] | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
         *,
-        owner: bytes | None = None,
-        trust: Trust = Trust.ANONYMOUS,
+        holder: Holder | None = None,
     ) -> SessionRecord:
-        """Start a session bound to `identity`, counted against `owner` (by default the same)
-        for the per-caller bound; the store pushes out what its bounds do not hold, and raises
-        `StoreFull` when the total is reached by sessions trusted more than this one."""
+        """Start a session bound to `identity`, counted against `holder` (by default the same
+        caller, anonymous) for the per-caller bound; the store pushes out what its bounds do not
+        hold, and raises `StoreFull` when the total is reached by sessions trusted more."""
         binding = self.binding(identity)
-        counted = self.binding(owner) if owner is not None else binding
+        counted = self.binding(holder.owner) if holder is not None else binding
+        trust = holder.trust if holder is not None else Trust.ANONYMOUS
         session_id = secrets.token_urlsafe(SESSION_ID_BYTES)
         record = SessionRecord(
             session_id, binding, counted, protocol_version, client_info, client_capabilities, trust=trust
@@ -123,34 +123,36 @@ class SessionManager:
         await self._store.publish(_reply_channel(session_id, request_id), dumps(dict(payload)))
 
     @asynccontextmanager
-    async def question(self, session_id: str, owner: bytes, request_id: str, wait_s: float) -> AsyncIterator[None]:
+    async def question(self, session_id: str, holder: Holder, request_id: str, wait_s: float) -> AsyncIterator[None]:
         """Hold one question's place while it waits up to `wait_s` for the client's answer;
         `ToolContextError` names the bound when the session, the caller or the server has as
-        many questions waiting as it may."""
+        many questions waiting as it may (callers it trusts less, only their share of it)."""
         limits = self._limits
-        pools = {
-            f"questions/session/{session_id}": ("max_questions_per_session", limits.max_questions_per_session),
-            f"questions/caller/{self.binding(owner).hex()}": (
-                "max_questions_per_caller",
-                limits.max_questions_per_caller,
-            ),
-            "questions/all": ("max_questions", limits.max_questions),
-        }
+        caller = self.binding(holder.owner).hex()
+        pools = [
+            (f"questions/session/{session_id}", limits.max_questions_per_session),
+            (f"questions/caller/{caller}", limits.max_questions_per_caller),
+            *shares("questions/all", limits.max_questions, holder.trust),
+        ]
+        named = {pools[0][0]: "Limits.max_questions_per_session", pools[1][0]: "Limits.max_questions_per_caller"}
         # The slot outlives the wait a little, so it lapses only once the question surely ended.
-        full = await self._store.take_slots(
-            [(name, bound[1]) for name, bound in pools.items()], request_id, wait_s + 60
-        )
+        full = await self._store.take_slots(pools, request_id, wait_s + 60)
         if full is not None:
-            option, count = pools[full]
+            limit = dict(pools)[full]
+            bound = named.get(full) or (
+                "Limits.max_questions"
+                if full == pools[2][0]
+                else "the share of Limits.max_questions open to callers without verified credentials"
+            )
             raise ToolContextError(
-                f"{count} questions already wait for the client's answer (Limits.{option}); "
+                f"{limit} questions already wait for the client's answer ({bound}); "
                 "answer or cancel one, then try again"
             )
         try:
             yield
         finally:
             with anyio.CancelScope(shield=True):
-                await self._store.free_slots(list(pools), request_id)
+                await self._store.free_slots([name for name, _ in pools], request_id)
 
     def replies(self, session_id: str, request_id: RequestKey) -> AbstractAsyncContextManager[Inbox]:
         """Listen for the reply to one request (open it before the request goes out)."""

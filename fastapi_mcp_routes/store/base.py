@@ -32,6 +32,28 @@ class Trust(IntEnum):
     VERIFIED = 2  # a principal the endpoint's `auth` dependency returned
 
 
+def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
+    """The slot pools `(name, limit)` a holder of `trust` takes a slot in for a total bound:
+    the total, and the shares of it that callers trusted less may fill. Anonymous callers may
+    hold half of the total, they and callers with unchecked credentials three quarters, so a
+    flood of either leaves room for those the server trusts more."""
+    pools = [(pool, total)]
+    if trust <= Trust.CLAIMED:
+        pools.append((f"{pool}/unverified", max(1, total * 3 // 4)))
+    if trust == Trust.ANONYMOUS:
+        pools.append((f"{pool}/anonymous", max(1, total // 2)))
+    return pools
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a record: whom it counts against for per-caller bounds (a hash, never a
+    credential), and how far the server trusts them."""
+
+    owner: bytes
+    trust: Trust
+
+
 class StoreFull(Exception):
     """A total bound is reached and nothing this caller may push out is left; `gone` names
     the sessions pushed out on the way (expired ones, the caller's own oldest)."""
@@ -133,16 +155,17 @@ class Store(Protocol):
 
     # -- resumable streams (2025-11-25) ----------------------------------------------------
 
-    async def start_stream(self, session_id: str, max_kept: int) -> int:
-        """A new stream number for the session; past `max_kept`, the oldest finished stream
-        (else the oldest) is forgotten."""
+    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int:
+        """A new stream number for the session (whose caller has `trust`); past `max_kept`, the
+        oldest finished stream (else the oldest) is forgotten."""
         ...
 
     async def append_event(self, session_id: str, stream: int, event: bytes, bounds: LogBounds) -> None:
         """Keep one more event of a stream. To make room past the byte bounds, finished
-        streams go first (the session's own, then anyone's, oldest first); past
-        `max_events`, or with no room left, the stream can no longer be resumed (it is marked
-        overflowed and its events dropped, never silently cut)."""
+        streams go first: the session's own, oldest first, then anyone's, the oldest of the
+        lowest trust and never one trusted more than this session's. Past `max_events`, or
+        with no room left, the stream can no longer be resumed (it is marked overflowed and its
+        events dropped, never silently cut)."""
         ...
 
     async def complete_stream(self, session_id: str, stream: int) -> None: ...
@@ -155,9 +178,7 @@ class Store(Protocol):
 
     # -- single-use tokens -----------------------------------------------------------------
 
-    async def put_token(
-        self, key: str, value: bytes, ttl_s: float, owner: bytes, trust: Trust, bounds: tuple[int, int]
-    ) -> None:
+    async def put_token(self, key: str, value: bytes, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> None:
         """Keep a token; `bounds` = (per owner, in all). Past the owner's bound its own oldest
         goes; past the total, the oldest of the lowest trust, never one trusted more than the
         new one: then `StoreFull`."""

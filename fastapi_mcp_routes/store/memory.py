@@ -10,16 +10,17 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from fastapi_mcp_routes.store.base import (
     USED,
+    Holder,
     Inbox,
     LogBounds,
     SessionBounds,
@@ -28,6 +29,8 @@ from fastapi_mcp_routes.store.base import (
     StreamEvents,
     Trust,
 )
+
+_Key = TypeVar("_Key", bound=Hashable)
 
 # Messages a subscriber has not read yet; a reply channel gets one message, so this is slack.
 _INBOX_SIZE: Final = 16
@@ -49,6 +52,7 @@ class _Stream:
 
 @dataclass(slots=True)
 class _Streams:
+    trust: Trust = Trust.ANONYMOUS
     next: int = 1
     kept: OrderedDict[int, _Stream] = field(default_factory=OrderedDict)
     size: int = 0  # bytes of all its streams' events
@@ -62,7 +66,7 @@ class _Token:
     trust: Trust
 
 
-def _oldest_of_lowest_trust(by_trust: dict[Trust, OrderedDict[str, None]], ceiling: Trust) -> str:
+def _oldest_of_lowest_trust(by_trust: Mapping[Trust, OrderedDict[_Key, None]], ceiling: Trust) -> _Key:
     """The key to push out for a newcomer of trust `ceiling`: the oldest of the lowest trust,
     never one trusted more than the newcomer."""
     for trust in Trust:
@@ -85,7 +89,8 @@ class MemoryStore:
         self._claims: dict[str, tuple[str, float]] = {}
         self._streams: dict[str, _Streams] = {}
         self._log_size = 0  # bytes of every kept event
-        self._finished: OrderedDict[tuple[str, int], None] = OrderedDict()  # in order of finishing
+        # Finished streams by their session's trust, in the order they finished.
+        self._finished: dict[Trust, OrderedDict[tuple[str, int], None]] = {trust: OrderedDict() for trust in Trust}
         self._tokens: OrderedDict[str, _Token] = OrderedDict()
         self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
         self._tokens_by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
@@ -196,8 +201,8 @@ class MemoryStore:
 
     # -- resumable streams -----------------------------------------------------------------
 
-    async def start_stream(self, session_id: str, max_kept: int) -> int:
-        streams = self._streams.setdefault(session_id, _Streams())
+    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int:
+        streams = self._streams.setdefault(session_id, _Streams(trust))
         number = streams.next
         streams.next += 1
         streams.kept[number] = _Stream()
@@ -219,9 +224,12 @@ class MemoryStore:
             if done is None:
                 break
             self._discard(session_id, done)
-        # Room in the total: anyone's finished streams, in the order they finished.
-        while self._log_size + size > bounds.max_total_bytes and self._finished:
-            self._discard(*next(iter(self._finished)))
+        # Room in the total: anyone's finished streams, the lowest trust first.
+        while self._log_size + size > bounds.max_total_bytes:
+            try:
+                self._discard(*_oldest_of_lowest_trust(self._finished, streams.trust))
+            except StoreFull:
+                break
         fits = streams.size + size <= bounds.max_session_bytes and self._log_size + size <= bounds.max_total_bytes
         if not fits or len(kept.events) >= bounds.max_events:
             self._overflow(streams, kept)
@@ -235,7 +243,7 @@ class MemoryStore:
         kept = self._stream(session_id, stream)
         if kept is not None and not kept.complete:
             kept.complete = True
-            self._finished[(session_id, stream)] = None
+            self._finished[self._streams[session_id].trust][(session_id, stream)] = None
 
     async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
         kept = self._stream(session_id, stream)
@@ -260,7 +268,7 @@ class MemoryStore:
         kept = streams.kept.pop(number)
         streams.size -= kept.size
         self._log_size -= kept.size
-        self._finished.pop((session_id, number), None)
+        self._finished[streams.trust].pop((session_id, number), None)
 
     def _stream(self, session_id: str, stream: int) -> _Stream | None:
         streams = self._streams.get(session_id)
@@ -268,9 +276,8 @@ class MemoryStore:
 
     # -- tokens ----------------------------------------------------------------------------
 
-    async def put_token(
-        self, key: str, value: bytes, ttl_s: float, owner: bytes, trust: Trust, bounds: tuple[int, int]
-    ) -> None:
+    async def put_token(self, key: str, value: bytes, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> None:
+        owner, trust = holder.owner, holder.trust
         per_owner, total = bounds
         now = self._clock()
         while self._tokens:  # expired ones first; a later expiry behind an earlier is harmless

@@ -170,7 +170,7 @@ class StreamableHTTPEndpoint:
             return await self._initialize(first, channel)
         logs = None
         if session is not None and version >= c.RESUMABLE_VERSION:
-            logs = StreamLogs(self._store, session.id, self._config.limits)
+            logs = StreamLogs(self._store, session.id, self._config.limits, session.trust)
         return SessionAnswer(
             answer=self.answer,
             parsed=parsed,
@@ -233,8 +233,7 @@ class StreamableHTTPEndpoint:
                     version,
                     params.get("clientInfo"),
                     params.get("capabilities"),
-                    owner=channel.owner,
-                    trust=channel.trust,
+                    holder=channel.holder,
                 )
             except StoreFull:
                 raise HttpError(

@@ -14,7 +14,7 @@ import re
 from typing import Final
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.store.base import LogBounds, Store, StreamEvents
+from fastapi_mcp_routes.store.base import LogBounds, Store, StreamEvents, Trust
 from fastapi_mcp_routes.transport.sse import priming_event, sse_event
 
 _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
@@ -50,16 +50,17 @@ class StreamLog:
 class StreamLogs:
     """A session's resumable streams."""
 
-    __slots__ = ("_limits", "_store", "session_id")
+    __slots__ = ("_limits", "_store", "_trust", "session_id")
 
-    def __init__(self, store: Store, session_id: str, limits: Limits) -> None:
+    def __init__(self, store: Store, session_id: str, limits: Limits, trust: Trust = Trust.ANONYMOUS) -> None:
         self._store = store
         self._limits = limits
+        self._trust = trust  # the session's: what its streams may push out of others' at the total
         self.session_id = session_id
 
     async def start(self) -> StreamLog:
         limits = self._limits
-        number = await self._store.start_stream(self.session_id, limits.max_kept_streams)
+        number = await self._store.start_stream(self.session_id, limits.max_kept_streams, self._trust)
         bounds = LogBounds(limits.max_events_per_stream, limits.max_replay_bytes_per_session, limits.max_replay_bytes)
         return StreamLog(self._store, self.session_id, number, bounds)
 
