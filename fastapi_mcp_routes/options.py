@@ -29,6 +29,15 @@ DEFAULT_MAX_TOKENS_PER_CALLER: Final = 64
 # of each, for a client that reconnects with Last-Event-ID.
 DEFAULT_MAX_KEPT_STREAMS: Final = 8
 DEFAULT_MAX_EVENTS_PER_STREAM: Final = 256
+# Long-lived streams (a session's GET stream, a resume after Last-Event-ID, a 2026-07-28
+# subscriptions/listen): an honest client holds one or two at a time, so sixteen leave room
+# for several sessions or agents behind one credential (or one address) without letting one
+# caller hold many; the total keeps the server's sockets and memory for everyone else.
+DEFAULT_MAX_STREAMS_PER_CALLER: Final = 16
+DEFAULT_MAX_STREAMS: Final = 1000
+# A session resumes one stream per call its dropped connection cut short; four covers the
+# parallel calls of an agent, and leaves most of the caller's streams to its other sessions.
+DEFAULT_MAX_RESUMES_PER_SESSION: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,11 @@ class Limits:
         max_tokens, max_tokens_per_caller: unexpired confirmation tokens, in all and per caller.
         max_kept_streams, max_events_per_stream: per session, the resumable streams kept for
             `Last-Event-ID`, and the events kept of each.
+        max_streams_per_caller, max_streams: long-lived streams open at once (GET streams,
+            resumes, `subscriptions/listen`), per caller and in all; past them a new one is
+            answered 429 (per caller) or 503 (in all), with Retry-After.
+        max_resumes_per_session: resumes after `Last-Event-ID` one session holds open at once;
+            past it, 429.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -75,13 +89,24 @@ class Limits:
     max_tokens_per_caller: int = DEFAULT_MAX_TOKENS_PER_CALLER
     max_kept_streams: int = DEFAULT_MAX_KEPT_STREAMS
     max_events_per_stream: int = DEFAULT_MAX_EVENTS_PER_STREAM
+    max_streams_per_caller: int = DEFAULT_MAX_STREAMS_PER_CALLER
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_resumes_per_session: int = DEFAULT_MAX_RESUMES_PER_SESSION
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
         _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
         _check_count("Limits.page_size", self.page_size)
         _check_seconds("Limits.keep_alive_s", self.keep_alive_s)
-        for name in ("max_tokens", "max_tokens_per_caller", "max_kept_streams", "max_events_per_stream"):
+        for name in (
+            "max_tokens",
+            "max_tokens_per_caller",
+            "max_kept_streams",
+            "max_events_per_stream",
+            "max_streams_per_caller",
+            "max_streams",
+            "max_resumes_per_session",
+        ):
             _check_count(f"Limits.{name}", getattr(self, name))
 
 
