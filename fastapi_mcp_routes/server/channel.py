@@ -61,6 +61,12 @@ class CallInput:
 NO_EARLIER_ROUND: Final = CallInput({})
 
 
+def owner_of(identity: bytes, address: str) -> bytes:
+    """Who counts toward per-caller bounds: the credentials, else (anonymous) the client's
+    address, so anonymous callers are not all one caller."""
+    return identity or b"address\x00" + address.encode()
+
+
 class ClientChannel(abc.ABC):
     """What every era answers alike: who calls, and where the call's messages go."""
 
@@ -89,9 +95,8 @@ class ClientChannel(abc.ABC):
 
     @property
     def owner(self) -> bytes:
-        """Who counts toward per-caller bounds: the credentials, else (anonymous) the client's
-        address, so anonymous callers are not all one caller."""
-        return self.identity or b"address\x00" + self.address.encode()
+        """Who counts toward per-caller bounds (see `owner_of`)."""
+        return owner_of(self.identity, self.address)
 
     @property
     def trust(self) -> Trust:
