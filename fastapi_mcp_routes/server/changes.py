@@ -54,25 +54,25 @@ class ChangeFeed:
     async def after(self, seen: int) -> int:
         """The value, once it is no longer `seen`."""
         while self._value is None or self._value == seen:
-            if not self._looking:
-                await self._look_until_moved(seen)
-                continue
             woken = anyio.Event()
             self._waiting[woken] = None
+            looks = not self._looking  # nobody looks yet: this waiter will
+            self._looking = True
             try:
-                await woken.wait()
+                await (self._look_until(woken) if looks else woken.wait())
             finally:
                 self._waiting.pop(woken, None)
+                if looks:
+                    self._looking = False
+                    if self._waiting and self._value == seen:
+                        # Left before the value moved (its stream closed): the next one looks.
+                        next(iter(self._waiting)).set()
         return self._value
 
-    async def _look_until_moved(self, seen: int) -> None:
-        self._looking = True
-        try:
-            while self._value is None or self._value == seen:
-                await anyio.sleep(self._interval_s)
-                self.note(self._look())
-        finally:
-            self._looking = False
-            if self._waiting and self._value == seen:
-                # Left before the value moved (its stream closed): the next waiter looks now.
-                next(iter(self._waiting)).set()
+    async def _look_until(self, woken: anyio.Event) -> None:
+        """Look every interval until woken: by a move this look or someone else's found."""
+        while True:
+            with anyio.move_on_after(self._interval_s):
+                await woken.wait()
+                return
+            self.note(self._look())
