@@ -20,6 +20,7 @@ idle stream costs one wake-up per keep-alive. Polling every 0.5 s cost 1,000 idl
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -74,14 +75,16 @@ class ListenStream(Response):
                 tasks.start_soon(first_to_finish_ends, self._tend, writer)
                 for source in self._sources:
                     tasks.start_soon(first_to_finish_ends, source, writer.emit)
-            if not writer.client_gone:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except* OSError:
             pass  # the client went away mid-write
         finally:
+            # Before the end goes out: a client that sees its stream end can open another.
             if self._lease is not None:
                 with anyio.CancelScope(shield=True):
                     await self._lease.release()
+        if not writer.client_gone:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 
