@@ -267,13 +267,9 @@ class StreamableHTTPEndpoint:
         renew_s = min(self.keep_alive.interval_s, sessions.idle_s / 2)
         last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
-            logs = StreamLogs(self._store, session.id, self._config.limits)
-            found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
-            if found is None:
-                # The general GET stream would never carry the answer the client waits for.
-                raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
+            logs, stream, seen = await self._resumable(session, last_event_id)
             slots = await self._slots.take(owner, renew_s, session_id=session.id)
-            return resume_stream(logs, *found, SessionLease(sessions, session, identity, slots), self.keep_alive)
+            return resume_stream(logs, stream, seen, SessionLease(sessions, session, identity, slots), self.keep_alive)
         claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), sessions.idle_s)
         if not await claim.take():
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
@@ -284,6 +280,15 @@ class StreamableHTTPEndpoint:
             raise
         lease = SessionLease(sessions, session, identity, slots, claim)
         return session_stream(self._dispatcher, lease, self.keep_alive)
+
+    async def _resumable(self, session: SessionRecord, last_event_id: str) -> tuple[StreamLogs, int, int]:
+        """The session's stream that `Last-Event-ID` names, and how much of it the client saw."""
+        logs = StreamLogs(self._store, session.id, self._config.limits)
+        found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
+        if found is None:
+            # The general GET stream would never carry the answer the client waits for.
+            raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
+        return logs, *found
 
     async def _require_session(self, headers: Headers, sessions: SessionManager, identity: bytes) -> SessionRecord:
         """The caller's live session named by the request: 400 without an id, 404 for any other."""
