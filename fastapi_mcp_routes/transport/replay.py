@@ -79,7 +79,8 @@ class StreamLogs:
 
     def wakes(self, stream: int) -> AbstractAsyncContextManager[Inbox]:
         """A message each time the stream keeps an event or completes (open it before reading,
-        so no event slips between the read and the wait)."""
+        so no event slips between the read and the wait). A message lost to a full inbox is
+        no loss: one waiting message is enough to read everything kept since."""
         return self._store.subscribe(_wake_channel(self.session_id, stream))
 
     async def read(self, stream: int, seen: int) -> StreamEvents | None:
