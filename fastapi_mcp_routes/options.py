@@ -50,6 +50,15 @@ DEFAULT_MAX_ARGUMENT_DEPTH: Final = 64
 # Deeper than this, the echo of an argument could not be read back by a client built on
 # pydantic-core, nor an argument much deeper be read by this server at all.
 MAX_ARGUMENT_DEPTH: Final = 128
+# Long-lived streams (a session's GET stream, a resume after Last-Event-ID, a 2026-07-28
+# subscriptions/listen): an honest client holds one or two at a time, so sixteen leave room
+# for several sessions or agents behind one credential (or one address) without letting one
+# caller hold many; the total keeps the server's sockets and memory for everyone else.
+DEFAULT_MAX_STREAMS_PER_CALLER: Final = 16
+DEFAULT_MAX_STREAMS: Final = 1000
+# A session resumes one stream per call its dropped connection cut short; four covers the
+# parallel calls of an agent, and leaves most of the caller's streams to its other sessions.
+DEFAULT_MAX_RESUMES_PER_SESSION: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +106,11 @@ class Limits:
             still does not fit can no longer be resumed (it is still delivered live).
         max_argument_depth: how deeply objects and arrays may nest in one tool argument; a
             deeper one ends the call with an `isError` result before anything runs (at most 128).
+        max_streams_per_caller, max_streams: long-lived streams open at once (GET streams,
+            resumes, `subscriptions/listen`), per caller and in all; past them a new one is
+            answered 429 (per caller) or 503 (in all), with Retry-After.
+        max_resumes_per_session: resumes after `Last-Event-ID` one session holds open at once;
+            past it, 429.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -115,6 +129,9 @@ class Limits:
     max_replay_bytes_per_session: int = DEFAULT_MAX_REPLAY_BYTES_PER_SESSION
     max_replay_bytes: int = DEFAULT_MAX_REPLAY_BYTES
     max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH
+    max_streams_per_caller: int = DEFAULT_MAX_STREAMS_PER_CALLER
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_resumes_per_session: int = DEFAULT_MAX_RESUMES_PER_SESSION
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
@@ -130,6 +147,9 @@ class Limits:
             "max_questions_per_session",
             "max_questions_per_caller",
             "max_questions",
+            "max_streams_per_caller",
+            "max_streams",
+            "max_resumes_per_session",
         ):
             _check_count(f"Limits.{name}", getattr(self, name))
         for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):

@@ -126,6 +126,9 @@ def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, 
         ({"page_size": 2.5}, "Limits.page_size must be a positive whole number, got 2.5"),
         ({"keep_alive_s": 0}, "Limits.keep_alive_s must be a positive number of seconds, got 0"),
         ({"max_tokens_per_caller": 0}, "Limits.max_tokens_per_caller must be a positive whole number, got 0"),
+        ({"max_streams_per_caller": 0}, "Limits.max_streams_per_caller must be a positive whole number, got 0"),
+        ({"max_streams": True}, "Limits.max_streams must be a positive whole number, got True"),
+        ({"max_resumes_per_session": -2}, "Limits.max_resumes_per_session must be a positive whole number, got -2"),
     ],
 )
 def test_bad_limits_are_refused_with_the_rule_and_the_value(options: dict[str, Any], message: str) -> None:

@@ -61,6 +61,19 @@ class CallInput:
 NO_EARLIER_ROUND: Final = CallInput({})
 
 
+def holder_of(identity: bytes, address: str, principal: Any) -> Holder:
+    """Whom what a caller holds counts against: a principal the endpoint verified, else the
+    client's address. Credentials the endpoint cannot check (no `auth=`) do not widen what one
+    address may hold, or made-up API keys would; they still rank above no credential at all."""
+    if principal is not None:
+        return Holder(identity, Trust.VERIFIED)
+    return Holder(_address_key(address), Trust.CLAIMED if identity else Trust.ANONYMOUS)
+
+
+def _address_key(address: str) -> bytes:
+    return b"address\x00" + address.encode()
+
+
 class ClientChannel(abc.ABC):
     """What every era answers alike: who calls, and where the call's messages go."""
 
@@ -91,25 +104,15 @@ class ClientChannel(abc.ABC):
     def owner(self) -> bytes:
         """Whom what the caller is given belongs to (a confirmation token): the credentials,
         else (anonymous) the client's address, so anonymous callers are not all one caller."""
-        return self.identity or self._address_key
+        return self.identity or _address_key(self.address)
 
     @property
     def holder(self) -> Holder:
-        """Whom what the caller holds counts against: a principal the endpoint verified, else
-        the client's address. Credentials the endpoint cannot check (no `auth=`) do not widen
-        what one address may hold, or made-up API keys would."""
-        counted = self.identity if self.principal is not None else self._address_key
-        return Holder(counted, self.trust)
-
-    @property
-    def _address_key(self) -> bytes:
-        return b"address\x00" + self.address.encode()
+        return holder_of(self.identity, self.address, self.principal)
 
     @property
     def trust(self) -> Trust:
-        if self.principal is not None:
-            return Trust.VERIFIED
-        return Trust.CLAIMED if self.identity else Trust.ANONYMOUS
+        return self.holder.trust
 
     def running(self) -> dict[RequestId, anyio.CancelScope]:
         """The calls a cancellation can name: by default, this request's own."""

@@ -70,12 +70,14 @@ class Dispatcher:
         """Hand a client's reply to the call waiting for it; unknown ids are ignored."""
         await channel.deliver(reply.id, reply.payload)
 
-    def changes_since(self, generation: int | None) -> tuple[int, list[dict[str, Any]]]:
-        """The tool list's generation now, and the notifications a listener that saw
-        `generation` has missed (`None`: a new listener, which has missed nothing)."""
-        now = self._tools.generation()
-        if generation is None or generation == now:
-            return now, []
+    def listening_from(self) -> int:
+        """Where a new listener starts: it has missed nothing so far."""
+        return self._tools.generation()
+
+    async def changes_after(self, generation: int) -> tuple[int, list[dict[str, Any]]]:
+        """Wait for what a listener that saw `generation` has not heard yet: the generation
+        then, and the notifications to send."""
+        now = await self._tools.generation_after(generation)
         return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": TOOLS_LIST_CHANGED}]
 
     async def _initialize(self, request: Request, channel: ClientChannel) -> Result:

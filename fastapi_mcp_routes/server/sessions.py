@@ -4,6 +4,10 @@ A session is bound to a keyed hash of the credentials that opened it. The same i
 with other credentials is answered exactly like an unknown id, so a leaked id is useless to
 anyone else and probing ids tells nothing. The records live in the `Store`; what only this
 process can hold (the cancel scopes of the calls it runs) stays here, by session id.
+
+A session that ends (closed, or pushed out by the store's bounds) is announced on its own
+channel of the Store, so a stream of it open in any process ends too. Expiry is not announced:
+an open stream renews its session, and checks that it is still there, now and then.
 """
 
 from __future__ import annotations
@@ -71,11 +75,9 @@ class SessionManager:
         try:
             gone = await self._store.open_session(record, self._bounds)
         except StoreFull as full:
-            for pushed_out in full.gone:
-                self._retire(pushed_out)
+            await self._ended(full.gone)
             raise
-        for pushed_out in gone:
-            self._retire(pushed_out)
+        await self._ended(gone)
         return record
 
     async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:
@@ -91,7 +93,11 @@ class SessionManager:
     async def close(self, record: SessionRecord) -> None:
         """End a session: its record goes, and every call it still runs here is cancelled."""
         await self._store.close_session(record.id)
-        self._retire(record.id)
+        await self._ended((record.id,))
+
+    def ended(self, session_id: str) -> AbstractAsyncContextManager[Inbox]:
+        """Listen for the session's end (open it, then check the session is still there)."""
+        return self._store.subscribe(_ended_channel(session_id))
 
     async def set_log_level(self, record: SessionRecord, level: str) -> None:
         await self._store.save_session(dataclasses.replace(record, log_level=level))
@@ -107,6 +113,11 @@ class SessionManager:
             calls.pop(request_id, None)
             if not calls:
                 del self._running[session_id]
+
+    async def _ended(self, session_ids: tuple[str, ...]) -> None:
+        for session_id in session_ids:
+            self._retire(session_id)
+            await self._store.publish(_ended_channel(session_id), b"")
 
     def _retire(self, session_id: str) -> None:
         for scope in self._running.pop(session_id, {}).values():
@@ -161,6 +172,10 @@ class SessionManager:
     def decode_reply(self, message: bytes) -> Mapping[str, Any]:
         reply = loads(message)
         return reply if isinstance(reply, dict) else {}
+
+
+def _ended_channel(session_id: str) -> str:
+    return f"ended/{session_id}"
 
 
 def _reply_channel(session_id: str, request_id: RequestKey) -> str:

@@ -4,7 +4,8 @@ Sessions, the events of resumable streams, single-use confirmation tokens and th
 server-to-client requests (later also tasks and subscriptions) are kept here and nowhere else.
 Each method is one step a Redis server can take in one round trip (a command, a pipeline or a
 script): records with a time to live, atomic compare-and-use of a token, lists trimmed to a
-bound, and publish/subscribe for a message that reaches a call waiting in another process.
+bound, and publish/subscribe for a message that reaches a call or a stream waiting in another
+process (a client's reply, a session's end, a resumable stream's next event).
 
 Values are bytes or small frozen records of plain values, so an implementation can keep them
 anywhere. `MemoryStore` (store/memory.py) is the default, for one process.

@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from fastapi import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.server.channel import Channels, SessionChannel
+from fastapi_mcp_routes.server.channel import Channels, SessionChannel, holder_of
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
 from fastapi_mcp_routes.server.sessions import SessionManager
@@ -27,6 +27,7 @@ from fastapi_mcp_routes.store.base import SessionRecord, Store, StoreFull
 from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
+    RETRY_AFTER_S,
     Accepts,
     Headers,
     Parsed,
@@ -39,16 +40,15 @@ from fastapi_mcp_routes.transport.http import (
     protocol_version,
     read_body,
 )
-from fastapi_mcp_routes.transport.listen import ListenStream
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
-from fastapi_mcp_routes.transport.sse import sse_event
+from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
+from fastapi_mcp_routes.transport.stream_slots import StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
 from fastapi_mcp_routes.wire.failures import error_answer
-from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
     Notification,
@@ -64,10 +64,6 @@ if TYPE_CHECKING:
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
 logger = logging.getLogger("fastapi_mcp_routes")
-
-# What a refusal at a total bound tells a client to wait: long enough for idle sessions,
-# streams or questions to end, short enough for an agent waiting on a person.
-RETRY_AFTER_S: Final = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +94,7 @@ class StreamableHTTPEndpoint:
         self._channels = channels
         self._store = store
         self._sessions = sessions
+        self._slots = StreamSlots(store, config.limits)
         self.keep_alive = KeepAlive(config.limits.keep_alive_s)
 
     async def __call__(self, request: Request) -> Response:
@@ -145,7 +142,7 @@ class StreamableHTTPEndpoint:
         limits = self._config.limits
         parsed = parse(await read_body(request, headers, limits.max_body_bytes), limits.max_batch_length)
         if is_modern(headers.get(c.HEADER_PROTOCOL_VERSION), parsed.first):
-            return self._post_stateless(request, parsed, accepts)
+            return await self._post_stateless(request, parsed, accepts)
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
         # An initialize needs no session, even when its params are wrong (then it gets -32602).
@@ -182,7 +179,7 @@ class StreamableHTTPEndpoint:
             max_batch_answer_bytes=limits.max_batch_answer_bytes,
         )
 
-    def _post_stateless(self, request: Request, parsed: Parsed, accepts: Accepts) -> Response:
+    async def _post_stateless(self, request: Request, parsed: Parsed, accepts: Accepts) -> Response:
         """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
         entry = parsed.messages[0]
         if parsed.batch:
@@ -197,15 +194,18 @@ class StreamableHTTPEndpoint:
             envelope = check_request(entry, request.scope["headers"])
         except McpError as error:
             raise HttpError(status_for(error), error, request_id=entry.id) from None
+        identity = caller_identity(request, self._config.credential_headers)
         if entry.method == SUBSCRIBE:
             if not accepts.sse:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
-            return subscription(self._dispatcher, entry, self.keep_alive)
+            holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
+            slots = await self._slots.take(holder, self.keep_alive.interval_s, request_id=entry.id)
+            return subscription(self._dispatcher, entry, slots, self.keep_alive)
         channel = self._channels.stateless(
             caller=caller_from_scope(request.scope, self._config.forward_headers),
             principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
-            identity=caller_identity(request, self._config.credential_headers),
+            identity=identity,
             address=client_address(request),
             envelope=envelope,
         )
@@ -263,33 +263,33 @@ class StreamableHTTPEndpoint:
         identity = caller_identity(request, self._config.credential_headers)
         session = await self._require_session(headers, sessions, identity)
         protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
+        holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
+        # Renewed often enough to keep the session alive and its claim held (both last idle_s).
+        renew_s = min(self.keep_alive.interval_s, sessions.idle_s / 2)
         last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
-            logs = StreamLogs(self._store, session.id, self._config.limits)
-            found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
-            if found is None:
-                # The general GET stream would never carry the answer the client waits for.
-                raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
-            return _resume(logs, *found, self.keep_alive)
-        claim, holder = f"listen/{session.id}", secrets.token_urlsafe(16)
-        if not await self._store.claim(claim, holder, sessions.idle_s):
+            logs, stream, seen = await self._resumable(session, last_event_id)
+            slots = await self._slots.take(holder, renew_s, session_id=session.id)
+            return resume_stream(logs, stream, seen, SessionLease(sessions, session, identity, slots), self.keep_alive)
+        claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), sessions.idle_s)
+        if not await claim.take():
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
-        generation: int | None = None
+        try:
+            slots = await self._slots.take(holder, renew_s)
+        except HttpError:
+            await claim.release()
+            raise
+        lease = SessionLease(sessions, session, identity, slots, claim)
+        return session_stream(self._dispatcher, lease, self.keep_alive)
 
-        async def poll() -> list[bytes] | None:
-            nonlocal generation
-            # Finding the session keeps it alive while it listens, and ends the stream once
-            # the session is closed or expired; the claim is renewed as long as the stream lives.
-            if await sessions.find(session.id, identity) is None:
-                return None
-            await self._store.claim(claim, holder, sessions.idle_s)
-            generation, messages = self._dispatcher.changes_since(generation)
-            return [sse_event(dumps(message)) for message in messages]
-
-        async def close() -> None:
-            await self._store.release(claim, holder)
-
-        return ListenStream(poll, close, self.keep_alive)
+    async def _resumable(self, session: SessionRecord, last_event_id: str) -> tuple[StreamLogs, int, int]:
+        """The session's stream that `Last-Event-ID` names, and how much of it the client saw."""
+        logs = StreamLogs(self._store, session.id, self._config.limits)
+        found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
+        if found is None:
+            # The general GET stream would never carry the answer the client waits for.
+            raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
+        return logs, *found
 
     async def _require_session(self, headers: Headers, sessions: SessionManager, identity: bytes) -> SessionRecord:
         """The caller's live session named by the request: 400 without an id, 404 for any other."""
@@ -322,23 +322,6 @@ class StreamableHTTPEndpoint:
             return encode_result(entry.id, await self._dispatcher.request(entry, channel))
         except Exception as exc:
             return error_answer(entry.id, exc)
-
-
-def _resume(logs: StreamLogs, stream: int, seen: int, keep_alive: KeepAlive) -> Response:
-    """Replay one stream after the event the client saw last, then follow it to its answer."""
-
-    async def poll() -> list[bytes] | None:
-        nonlocal seen
-        read = await logs.read(stream, seen)
-        if read is None:
-            return None  # the session ended, or the stream was pushed out
-        seen += len(read.events)
-        if read.events or not read.complete:
-            return list(read.events)
-        await logs.forget(stream)  # delivered whole at last
-        return None
-
-    return ListenStream(poll, keep_alive=keep_alive)
 
 
 def _refusal(refusal: HttpError) -> Response:

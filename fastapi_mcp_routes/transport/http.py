@@ -19,6 +19,9 @@ from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
 from fastapi_mcp_routes.wire.json import loads
 from fastapi_mcp_routes.wire.jsonrpc import Message, ParamsNotObject, RequestId, classify, request_id_of, truncate
 
+# What a refusal at a bound tells a client to wait: long enough for idle sessions, streams or
+# questions to end, short enough for an agent waiting on a person.
+RETRY_AFTER_S: Final = 30
 _JSON_TYPES: Final = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
 _SSE_TYPES: Final = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
 

@@ -6,15 +6,20 @@ the client seemed to receive them (a server often cannot tell a dropped connecti
 one), so a client whose connection dropped can send GET with `Last-Event-ID` and receive what
 followed that event on that stream, and only that stream, up to the answer. A stream is
 forgotten once a resume has delivered it whole, or when newer streams push it out.
+
+A resume waits for the stream's next event without polling: each event kept, and the stream's
+completion, is announced on the stream's own channel of the Store (`wakes`), so the resume
+reads again only then, in whichever process it runs.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.store.base import LogBounds, Store, StreamEvents, Trust
+from fastapi_mcp_routes.store.base import Inbox, LogBounds, Store, StreamEvents, Trust
 from fastapi_mcp_routes.transport.sse import priming_event, sse_event
 
 _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
@@ -41,10 +46,12 @@ class StreamLog:
         self._sent += 1
         framed = sse_event(data, f"{self.number}.{self._sent}")
         await self._store.append_event(self._session_id, self.number, framed, self._bounds)
+        await self._store.publish(_wake_channel(self._session_id, self.number), b"")
         return framed
 
     async def complete(self) -> None:
         await self._store.complete_stream(self._session_id, self.number)
+        await self._store.publish(_wake_channel(self._session_id, self.number), b"")
 
 
 class StreamLogs:
@@ -73,8 +80,18 @@ class StreamLogs:
         stream, seen = int(match[1]), int(match[2])
         return (stream, seen) if await self.read(stream, seen) is not None else None
 
+    def wakes(self, stream: int) -> AbstractAsyncContextManager[Inbox]:
+        """A message each time the stream keeps an event or completes (open it before reading,
+        so no event slips between the read and the wait). A message lost to a full inbox is
+        no loss: one waiting message is enough to read everything kept since."""
+        return self._store.subscribe(_wake_channel(self.session_id, stream))
+
     async def read(self, stream: int, seen: int) -> StreamEvents | None:
         return await self._store.read_stream(self.session_id, stream, seen)
 
     async def forget(self, stream: int) -> None:
         await self._store.forget_stream(self.session_id, stream)
+
+
+def _wake_channel(session_id: str, stream: int) -> str:
+    return f"stream/{session_id}/{stream}"

@@ -5,7 +5,7 @@ dispatcher, and written as JSON or, once the call has something to say first, as
 the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation): the
 response stream watches for the client going away (from `WATCH_AFTER_S` on: see
 `response_stream`). `subscriptions/listen` holds a stream open for list-change notifications,
-tagged with the subscription's id.
+tagged with the subscription's id, woken by the change (transport/listen.py).
 """
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.server.channel import StatelessChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
-from fastapi_mcp_routes.transport.listen import ListenStream
+from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import sse_event
+from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import McpError
 from fastapi_mcp_routes.wire.failures import error_answer
@@ -82,31 +84,29 @@ class StatelessAnswer(Response):
             return None if body is None else (body, status_for(exc) if isinstance(exc, McpError) else 200)
 
 
-def subscription(dispatcher: Dispatcher, request: Request, keep_alive: KeepAlive | None = None) -> Response:
-    """The long-lived answer to `subscriptions/listen`: an acknowledgement naming what will be
-    sent, then those notifications only, each tagged with the subscription's id."""
+def subscription(dispatcher: Dispatcher, request: Request, slots: Slots, keep_alive: KeepAlive) -> Response:
+    """The long-lived answer to `subscriptions/listen`, holding `slots`: an acknowledgement
+    naming what will be sent, then those notifications only, each tagged with the
+    subscription's id."""
     wanted = request.params.get("notifications")
     wanted = wanted if isinstance(wanted, Mapping) else {}
     honored = {name: True for name in _SUBSCRIBABLE if wanted.get(name) is True}
     tag = {META_SUBSCRIPTION_ID: request.id}
     sends = {_SUBSCRIBABLE[name] for name in honored}
-    generation: int | None = None
-    acknowledged = False
+    generation = dispatcher.listening_from()  # before the client can see the stream open
 
-    async def poll() -> list[bytes] | None:
-        nonlocal generation, acknowledged
-        generation, news = dispatcher.changes_since(generation)
-        if not acknowledged:
-            acknowledged = True
-            params: dict[str, Any] = {"_meta": tag, "notifications": honored}
-            return [_event({"jsonrpc": c.JSONRPC_VERSION, "method": ACKNOWLEDGED, "params": params})]
-        return [
-            _event({"jsonrpc": c.JSONRPC_VERSION, "method": note["method"], "params": {"_meta": tag}})
-            for note in news
-            if note["method"] in sends
-        ]
+    async def notify(emit: Emit) -> None:
+        nonlocal generation
+        params: dict[str, Any] = {"_meta": tag, "notifications": honored}
+        await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": ACKNOWLEDGED, "params": params}))
+        if not sends:
+            await anyio.sleep_forever()  # nothing to listen for: the stream only stays open
+        while True:
+            generation, news = await dispatcher.changes_after(generation)
+            for method in (note["method"] for note in news if note["method"] in sends):
+                await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": method, "params": {"_meta": tag}}))
 
-    return ListenStream(poll, keep_alive=keep_alive)
+    return ListenStream([notify], keep_alive, slots)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:

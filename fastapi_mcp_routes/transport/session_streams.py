@@ -1,0 +1,107 @@
+"""The session era's GET streams: the session's own stream for messages not tied to a request,
+and a resume of a POST stream after `Last-Event-ID`.
+
+Both are `ListenStream`s woken by their news, and both end with their session: a session closed
+or pushed out is announced through the Store (`SessionManager.ended`); at each renewal of the
+stream's lease the session is looked up, which restarts its idle time (an open stream keeps
+its session alive) and ends the stream once the session is gone anyway. A session's own stream
+holds a claim too, so it has one at a time (a second is refused 409).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi_mcp_routes.server.dispatch import Dispatcher
+from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.store.base import SessionRecord, Store
+from fastapi_mcp_routes.transport.listen import Emit, ListenStream
+from fastapi_mcp_routes.transport.replay import StreamLogs
+from fastapi_mcp_routes.transport.response_stream import KeepAlive
+from fastapi_mcp_routes.transport.sse import sse_event
+from fastapi_mcp_routes.transport.stream_slots import Slots
+from fastapi_mcp_routes.wire.json import dumps
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A name one holder has to itself for `ttl_s` unless renewed (the session's GET stream)."""
+
+    store: Store
+    name: str
+    holder: str
+    ttl_s: float
+
+    async def take(self) -> bool:
+        """Take or renew the claim; `False` while someone else holds it."""
+        return await self.store.claim(self.name, self.holder, self.ttl_s)
+
+    async def release(self) -> None:
+        await self.store.release(self.name, self.holder)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLease:
+    """What a session's stream holds: its slots, perhaps a claim, and its session."""
+
+    sessions: SessionManager
+    session: SessionRecord
+    identity: bytes
+    slots: Slots
+    claim: Claim | None = None
+
+    @property
+    def renew_s(self) -> float:
+        return self.slots.renew_s
+
+    async def renew(self) -> bool:
+        if await self.sessions.find(self.session.id, self.identity) is None:
+            return False
+        if self.claim is not None and not await self.claim.take():
+            return False
+        return await self.slots.renew()
+
+    async def release(self) -> None:
+        if self.claim is not None:
+            await self.claim.release()
+        await self.slots.release()
+
+    async def until_session_ends(self, emit: Emit) -> None:
+        """A source that returns, ending the stream, once the session is closed or pushed out."""
+        async with self.sessions.ended(self.session.id) as ended:
+            if await self.sessions.find(self.session.id, self.identity) is not None:
+                await anext(aiter(ended))
+
+
+def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:
+    """The session's GET stream: list-change notifications, from the tool list as it is now."""
+    generation = dispatcher.listening_from()  # before the client can see the stream open
+
+    async def list_changes(emit: Emit) -> None:
+        nonlocal generation
+        while True:
+            generation, messages = await dispatcher.changes_after(generation)
+            for message in messages:
+                await emit(sse_event(dumps(message)))
+
+    return ListenStream([lease.until_session_ends, list_changes], keep_alive, lease)
+
+
+def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:
+    """Replay one stream after the event the client saw last, then follow it to its answer."""
+
+    async def replay(emit: Emit) -> None:
+        nonlocal seen
+        # Listen first, then read, then wait: an event kept between the read and the wait wakes it.
+        async with logs.wakes(stream) as wakes:
+            woken = aiter(wakes)
+            while (read := await logs.read(stream, seen)) is not None:  # None: pushed out, or ended
+                seen += len(read.events)
+                for event in read.events:
+                    await emit(event)
+                if read.complete:
+                    await logs.forget(stream)  # delivered whole at last
+                    return
+                await anext(woken)
+
+    return ListenStream([lease.until_session_ends, replay], keep_alive, lease)

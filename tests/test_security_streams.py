@@ -1,0 +1,301 @@
+"""Long-lived streams against a real server: each bound on what callers hold open, pushed past
+and refused, with others still served; and streams woken by their news, not by a timer.
+
+The table's app holds at most two streams per caller, one resume per session and four streams
+in all (`Limits`), of which callers without verified credentials hold three, anonymous ones two.
+An `x-api-key` the endpoint cannot check counts per client address, so each caller here
+connects from an address of its own (loopback is a whole /8 on Linux). Each row gets a server
+of its own, so streams a row leaves to the server's noticing never reach the next row."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from fastapi_mcp_routes import Limits, Sessions, mcp_tool
+from tests.helpers import (
+    WAIT_S,
+    Context,
+    iter_sse_messages,
+    observed,
+    open_session,
+    read_to_first_message,
+    rpc,
+    serve,
+    stateless_headers,
+    stateless_request,
+    streaming_app,
+    tool_call,
+)
+
+LIMITS = Limits(max_streams_per_caller=2, max_streams=4, max_resumes_per_session=1)
+RETRY_AFTER = "30"
+LISTEN = {"notifications": {"toolsListChanged": True}}
+SSE = {"accept": "text/event-stream"}
+
+
+@dataclass
+class Peer:
+    """HTTP clients on one server, one per caller, holding open the streams a row opens."""
+
+    http: httpx.Client
+    streams: ExitStack
+    clients: dict[str, httpx.Client] = field(default_factory=dict)
+
+    def client(self, key: str) -> httpx.Client:
+        """The client of the caller with this key, from an address of its own; a key that
+        starts with `~` only names an anonymous caller, and is never sent."""
+        if key not in self.clients:
+            transport = httpx.HTTPTransport(local_address=f"127.0.1.{len(self.clients) + 1}")
+            client = httpx.Client(base_url=self.http.base_url, timeout=WAIT_S, transport=transport)
+            self.clients[key] = self.streams.enter_context(client)
+        return self.clients[key]
+
+    def session(self, key: str) -> dict[str, str]:
+        """A session of the caller with this key; the headers its requests carry."""
+        opened = open_session(self.client(key), headers=_credentials(key))
+        return {**opened, "x-caller": key}  # which client it is, in a header the server ignores
+
+    def get(self, session: dict[str, str], **extra: str) -> httpx.Response:
+        """A GET stream of the session (with `last-event-id`, a resume), held open when accepted."""
+        return self._open(session["x-caller"], "GET", "/mcp", headers={**session, **SSE, **extra})
+
+    def listen(self, key: str, request_id: int = 1) -> httpx.Response:
+        """A 2026-07-28 subscriptions/listen of the caller with this key, held open when accepted."""
+        message = {**stateless_request("subscriptions/listen", LISTEN), "id": request_id}
+        headers = {**stateless_headers("subscriptions/listen"), **_credentials(key)}
+        return self._open(key, "POST", "/mcp", json=message, headers=headers)
+
+    def _open(self, key: str, method: str, url: str, **options: Any) -> httpx.Response:
+        response = self.streams.enter_context(self.client(key).stream(method, url, **options))
+        if response.status_code != 200:
+            response.read()
+        return response
+
+
+def _credentials(key: str) -> dict[str, str]:
+    return {} if key.startswith("~") else {"x-api-key": key}
+
+
+def refused(response: httpx.Response, status: int, bound: str, request_id: int | None = None) -> None:
+    """The refusal of a stream past `bound`: its status, Retry-After, and a JSON-RPC error naming it."""
+    assert response.status_code == status
+    assert response.headers["retry-after"] == RETRY_AFTER
+    body = response.json()
+    assert body["id"] == request_id
+    assert body["error"]["code"] == -32600
+    assert f"(Limits.{bound})" in body["error"]["message"]
+
+
+def ended(response: httpx.Response) -> None:
+    """Read a stream to its end (bounded by the client's timeout)."""
+    for _ in response.iter_bytes():
+        pass
+
+
+# -- the rows --------------------------------------------------------------------------------
+
+
+def get_streams_past_the_callers_bound(peer: Peer) -> None:
+    alice = [peer.session("alice") for _ in range(3)]
+    first = peer.get(alice[0])
+    assert first.status_code == 200
+    assert peer.get(alice[1]).status_code == 200
+    refused(peer.get(alice[2]), 429, "max_streams_per_caller")
+    assert peer.get(peer.session("bob")).status_code == 200  # another caller is still served
+    # A stream that ended gave its slot back by the time its client sees the end.
+    assert peer.client("alice").delete("/mcp", headers=alice[0]).status_code == 204
+    ended(first)
+    assert peer.get(alice[2]).status_code == 200
+
+
+def listen_streams_past_the_callers_bound(peer: Peer) -> None:
+    assert peer.listen("alice").status_code == 200
+    assert peer.listen("alice").status_code == 200
+    refused(peer.listen("alice", request_id=7), 429, "max_streams_per_caller", request_id=7)
+    assert peer.listen("bob").status_code == 200
+
+
+def get_and_listen_streams_share_the_callers_bound(peer: Peer) -> None:
+    assert peer.get(peer.session("alice")).status_code == 200
+    assert peer.listen("alice").status_code == 200
+    refused(peer.get(peer.session("alice")), 429, "max_streams_per_caller")
+    refused(peer.listen("alice", request_id=3), 429, "max_streams_per_caller", request_id=3)
+
+
+def resumes_past_the_sessions_bound(peer: Peer) -> None:
+    observed.gate.clear()
+    session = peer.session("alice")
+    call = tool_call("gated", progress_token="r")
+    with peer.client("alice").stream("POST", "/mcp", json=call, headers=session) as dropped:
+        last_id = read_to_first_message(dropped)  # the connection drops after the first event
+    assert last_id is not None
+    resumed = peer.get(session, **{"last-event-id": last_id})
+    assert resumed.status_code == 200
+    refused(peer.get(session, **{"last-event-id": last_id}), 429, "max_resumes_per_session")
+    assert peer.get(session).status_code == 200  # the session's own GET stream is no resume
+    # The answer ends the resume, which gives its slot back.
+    observed.gate.set()
+    assert [m["result"]["structuredContent"] for m in iter_sse_messages(resumed.iter_lines()) if "result" in m] == [
+        {"opened": True}
+    ]
+    with peer.client("alice").stream("GET", "/mcp", headers={**session, **SSE, "last-event-id": last_id}) as again:
+        assert again.status_code == 400  # delivered whole, so forgotten: refused, but not for the bound
+
+
+def streams_past_the_total_bound(peer: Peer) -> None:
+    # Callers without verified credentials hold three of the four: the rest is kept for
+    # principals `auth=` verified.
+    for key in ("a", "b"):
+        assert peer.listen(key).status_code == 200
+    assert peer.get(peer.session("c")).status_code == 200
+    refused(peer.get(peer.session("d")), 503, "max_streams")
+    refused(peer.listen("d", request_id=5), 503, "max_streams", request_id=5)
+
+
+def anonymous_streams_past_their_share(peer: Peer) -> None:
+    # Anonymous callers (told apart by address only) hold two of the four.
+    assert peer.listen("~1").status_code == 200
+    assert peer.get(peer.session("~2")).status_code == 200
+    refused(peer.listen("~3", request_id=4), 503, "max_streams", request_id=4)
+    assert peer.listen("alice").status_code == 200  # a caller with credentials still gets one
+
+
+ROWS: list[tuple[str, Callable[[Peer], None]]] = [
+    ("GET streams past the caller's bound -> 429", get_streams_past_the_callers_bound),
+    ("subscriptions/listen past the caller's bound -> 429 with its id", listen_streams_past_the_callers_bound),
+    ("GET and listen streams share the caller's bound -> 429", get_and_listen_streams_share_the_callers_bound),
+    ("resumes past the session's bound -> 429", resumes_past_the_sessions_bound),
+    ("streams past the total bound -> 503", streams_past_the_total_bound),
+    ("anonymous streams past their share of the total -> 503", anonymous_streams_past_their_share),
+]
+
+
+@pytest.mark.parametrize("attack", [row[1] for row in ROWS], ids=[row[0] for row in ROWS])
+def test_the_stream_past_the_bound_is_refused_and_the_server_keeps_serving(attack: Callable[[Peer], None]) -> None:
+    app = streaming_app(limits=LIMITS)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
+        attack(Peer(http, streams))
+        # With the row's streams still open, a fresh session is answered.
+        fresh = open_session(http, headers={"x-api-key": "zoe"})
+        pong = http.post("/mcp", json=rpc("ping", request_id=9), headers=fresh)
+        assert pong.json() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+        answer = http.post("/mcp", json=tool_call("plain"), headers=fresh).json()
+        assert answer["result"]["structuredContent"] == {"is_tool_call": True, "session": True}
+
+
+# -- slots held while a stream lives ----------------------------------------------------------
+
+
+def test_an_open_stream_renews_its_slot_as_it_keeps_alive() -> None:
+    # Keep-alives every 0.05 s: a slot lapses after three missed renewals (0.15 s), so a slot
+    # not renewed would be gone after the keep-alives read below.
+    app = streaming_app(limits=Limits(keep_alive_s=0.05, max_streams_per_caller=1))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
+        peer = Peer(http, streams)
+        first = peer.listen("alice")
+        lines = first.iter_lines()
+        comments = 0
+        while comments < 6:
+            comments += next(lines).startswith(": keep-alive")
+        refused(peer.listen("alice", request_id=2), 429, "max_streams_per_caller", request_id=2)
+
+
+# -- woken by the news, not by a timer -------------------------------------------------------
+
+
+def late_route(app: FastAPI) -> None:
+    @mcp_tool()
+    @app.get("/late")
+    def late() -> dict[str, str]:
+        return {"late": "yes"}
+
+
+def test_a_tool_list_change_reaches_an_open_get_stream_and_an_open_listen_stream() -> None:
+    app = streaming_app()
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
+        peer = Peer(http, streams)
+        get = peer.get(peer.session("alice"))
+        listen = peer.listen("bob", request_id=4)
+        listened = iter_sse_messages(listen.iter_lines())
+        assert next(listened)["method"] == "notifications/subscriptions/acknowledged"
+        late_route(app)
+        assert next(iter_sse_messages(get.iter_lines())) == {
+            "jsonrpc": "2.0",
+            "method": "notifications/tools/list_changed",
+        }
+        assert next(listened) == {
+            "jsonrpc": "2.0",
+            "method": "notifications/tools/list_changed",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 4}},
+        }
+
+
+def test_a_tools_list_that_sees_the_change_wakes_the_listeners() -> None:
+    app = streaming_app()
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
+        peer = Peer(http, streams)
+        session = peer.session("alice")
+        get = peer.get(session)
+        late_route(app)
+        listed = http.post("/mcp", json=rpc("tools/list"), headers=session).json()["result"]["tools"]
+        assert "late" in {tool["name"] for tool in listed}
+        assert next(iter_sse_messages(get.iter_lines()))["method"] == "notifications/tools/list_changed"
+
+
+def test_a_resume_is_woken_by_each_new_event_of_its_stream() -> None:
+    released = threading.Event()
+    app = streaming_app()
+
+    @mcp_tool()
+    @app.get("/stepping")
+    async def stepping(ctx: Context) -> dict[str, int]:
+        await ctx.report_progress(1)
+        await anyio.to_thread.run_sync(released.wait, WAIT_S)
+        await ctx.report_progress(2)
+        return {"steps": 2}
+
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        session = open_session(http)
+        call = tool_call("stepping", progress_token="s")
+        with http.stream("POST", "/mcp", json=call, headers=session) as dropped:
+            last_id = read_to_first_message(dropped)
+        assert last_id is not None
+        with http.stream("GET", "/mcp", headers={**session, **SSE, "last-event-id": last_id}) as resumed:
+            messages = iter_sse_messages(resumed.iter_lines())
+            released.set()  # the route sends its next events only now, while the resume waits
+            assert next(messages)["params"]["progress"] == 2
+            assert next(messages)["result"]["structuredContent"] == {"steps": 2}
+
+
+# Keep-alives (and the session checks made with them) a minute apart: only the announcement of
+# the session's end can end these streams within the client's timeout.
+QUIET = Limits(keep_alive_s=60)
+
+
+def test_a_get_stream_ends_when_its_session_is_deleted() -> None:
+    with serve(streaming_app(limits=QUIET)) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        session = open_session(http)
+        with http.stream("GET", "/mcp", headers={**session, **SSE}) as stream:
+            assert stream.status_code == 200
+            assert http.delete("/mcp", headers=session).status_code == 204
+            assert list(stream.iter_lines()) == []
+
+
+def test_a_get_stream_ends_when_its_session_is_pushed_out() -> None:
+    app = streaming_app(sessions=Sessions(max_per_caller=1), limits=QUIET)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        first = open_session(http, headers={"x-api-key": "alice"})
+        with http.stream("GET", "/mcp", headers={**first, **SSE}) as stream:
+            assert stream.status_code == 200
+            open_session(http, headers={"x-api-key": "alice"})  # alice's second pushes out her first
+            assert list(stream.iter_lines()) == []
+        assert http.post("/mcp", json=rpc("ping"), headers=first).status_code == 404
