@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Security, status
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Security, status
+from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
 
 from example_app.auth import AUDIENCE, ISSUER, SCOPES, public_key_pem
@@ -87,9 +88,14 @@ store = NoteStore()
 store.add(NoteIn(title="Welcome", body="This note was here from the start.", tags=["intro"]))
 
 
-def require_api_key(x_api_key: Annotated[str | None, Header()] = None) -> None:
+# A FastAPI security scheme rather than a plain Header(): the scheme shows in /docs, and an
+# agent's call that lacks the header is refused before it is asked to confirm a change.
+api_key_header = APIKeyHeader(name="x-api-key", description="The service's API key (demo: demo-key).")
+
+
+def require_api_key(x_api_key: Annotated[str, Security(api_key_header)]) -> None:
     """Writes need the service's API key; agents send it as their own HTTP header."""
-    if x_api_key is None or not secrets.compare_digest(x_api_key, API_KEY):
+    if not secrets.compare_digest(x_api_key, API_KEY):
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "A valid x-api-key header is required.")
 
 

@@ -7,6 +7,7 @@ in the library reads these numbers from module constants: tests and deployments 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -76,7 +77,7 @@ class Sessions:
     max_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER
 
     def __post_init__(self) -> None:
-        _check_seconds("Sessions.idle_s", self.idle_s)
+        check_seconds("Sessions.idle_s", self.idle_s)
         _check_count("Sessions.max_sessions", self.max_sessions)
         _check_count("Sessions.max_per_caller", self.max_per_caller)
 
@@ -137,7 +138,7 @@ class Limits:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
         _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
         _check_count("Limits.page_size", self.page_size)
-        _check_seconds("Limits.keep_alive_s", self.keep_alive_s)
+        check_seconds("Limits.keep_alive_s", self.keep_alive_s)
         for name in (
             "max_tokens",
             "max_tokens_per_caller",
@@ -164,6 +165,8 @@ def _check_count(name: str, value: object, unit: str = "", most: int | None = No
         raise ValueError(f"{name} must be {what}{bound}, got {value!r}")
 
 
-def _check_seconds(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+def check_seconds(name: str, value: object, alternative: str = "") -> None:
+    """A duration option: a positive, finite number of seconds (an infinite one would reach
+    the wire, which JSON cannot carry, or a timer that never fires)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a positive, finite number of seconds{alternative}, got {value!r}")

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
-from fastapi_mcp_routes.options import Limits, Sessions
+from fastapi_mcp_routes.options import Limits, Sessions, check_seconds
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
@@ -135,7 +135,7 @@ def mcp_routes(
             another variable. Entries are separated by commas or whitespace.
     """
     _check_options(path, max_stream_seconds)
-    _check_seconds("confirmation_ttl_s", confirmation_ttl_s)
+    check_seconds("confirmation_ttl_s", confirmation_ttl_s)
     session_options = _session_options(sessions)
     limits = limits if limits is not None else Limits()
     if not isinstance(limits, Limits):
@@ -285,7 +285,7 @@ def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None) -> EndpointRateLi
 
 def _check_options(path: str, max_stream_seconds: float | None) -> None:
     if max_stream_seconds is not None:
-        _check_seconds("max_stream_seconds", max_stream_seconds, " or None")
+        check_seconds("max_stream_seconds", max_stream_seconds, " or None")
     if not isinstance(path, str) or not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
 
@@ -296,11 +296,6 @@ def _session_options(sessions: bool | Sessions) -> Sessions | None:
     if isinstance(sessions, bool):
         return Sessions() if sessions else None
     raise ValueError(f"sessions must be True, False or a Sessions(...), got {sessions!r}")
-
-
-def _check_seconds(name: str, value: object, alternative: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds{alternative}, got {value!r}")
 
 
 def _header_names(names: Iterable[str]) -> frozenset[str]:

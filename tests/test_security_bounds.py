@@ -10,6 +10,7 @@ is a whole /8 on Linux, so anonymous callers here connect from 127.0.0.2, 127.0.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from fastapi_mcp_routes import Limits, Sessions, mcp_routes, mcp_tool
 from tests.helpers import (
     HEADERS,
     WAIT_S,
+    Context,
     call_tool,
     initialize,
     open_session,
@@ -55,6 +57,11 @@ def make_app(limits: Limits, sessions: Sessions) -> FastAPI:
     @app.get("/small")
     def small() -> dict[str, bool]:
         return {"ok": True}
+
+    @mcp_tool()
+    @app.get("/client")
+    def client(ctx: Context) -> dict[str, Any]:
+        return {"info": ctx.client_info, "capabilities": ctx.client_capabilities}
 
     return app
 
@@ -169,11 +176,12 @@ def questions_in_all(server: Server) -> None:
     headers = server.session("127.0.0.4", capabilities=ASKING)
     refused = call_tool(server.client("127.0.0.4"), "place_order", {"item": "tea"}, headers=headers)
     assert "2 questions already wait" in refused["content"][0]["text"]
-    assert "share of Limits.max_questions open to callers without verified credentials" in refused["content"][0]["text"]
+    assert "the share of Limits.max_questions anonymous callers may hold" in refused["content"][0]["text"]
     pinned_question(server.client("127.0.0.5"), server.session("127.0.0.5", key="k5", capabilities=ASKING), 0)
     headers = server.session("127.0.0.6", key="k6", capabilities=ASKING)
     refused = call_tool(server.client("127.0.0.6"), "place_order", {"item": "tea"}, headers=headers)
     assert "3 questions already wait" in refused["content"][0]["text"]
+    assert "callers without verified credentials may hold" in refused["content"][0]["text"]
 
 
 def pinned_question(http: httpx.Client, headers: dict[str, str], request_id: int) -> None:
@@ -240,6 +248,26 @@ def tokens_claimed_full(server: Server) -> None:
     refused = call_tool(server.client("127.0.0.2"), "place_order", {"item": "x"}, headers=anonymous)
     assert refused["isError"] is True
     assert "Limits.max_tokens" in refused["content"][0]["text"]
+
+
+def initialize_carrying_megabytes(server: Server) -> None:
+    http = server.client()
+    capabilities: dict[str, Any] = {"elicitation": {"form": {"padding": "x" * 100_000}}}
+    capabilities.update({f"k{n}": {"flag": True, "more": {"deep": n}} for n in range(60_000)})
+    message = initialize(capabilities=capabilities)
+    message["params"]["clientInfo"] = {"name": "n" * 500_000, "version": "1", "extra": ["x"] * 100_000}
+    assert len(json.dumps(message)) > 3_500_000
+    opened = http.post("/mcp", json=message, headers=HEADERS)
+    assert opened.status_code == 200
+    headers = {**HEADERS, "mcp-protocol-version": "2025-11-25", "mcp-session-id": opened.headers["mcp-session-id"]}
+    kept = call_tool(http, "client", headers=headers)["structuredContent"]
+    assert kept["info"] == {"name": "n" * 256, "version": "1"}
+    assert len(kept["capabilities"]) == 32  # names kept, two levels deep, no more
+    assert kept["capabilities"]["elicitation"] == {"form": {}}  # all that is read of it
+    assert kept["capabilities"]["k0"] == {"flag": True, "more": {}}
+    assert len(json.dumps(kept)) < 4_000  # of a 3.5 MB initialize
+    server.opened.append(("127.0.0.1", headers))
+    pinned_question(http, headers, 5)  # it still declares elicitation: the gated call asks
 
 
 def sessions_anonymous_flood(server: Server) -> None:
@@ -321,6 +349,7 @@ ROWS = [
     Row("an anonymous token flood -> a credentialed token survives", tokens_anonymous_flood, FEW_TOKENS),
     Row("tokens full of credentialed callers -> anonymous refused", tokens_claimed_full, FEW_TOKENS),
     Row("made-up API keys from one address -> count as one caller", tokens_made_up_keys, FEW_TOKENS),
+    Row("an initialize carrying megabytes -> the session keeps a few names", initialize_carrying_megabytes),
     Row(
         "an anonymous session flood -> a credentialed session survives", sessions_anonymous_flood, sessions=FEW_SESSIONS
     ),

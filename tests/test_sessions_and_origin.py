@@ -148,7 +148,7 @@ async def test_close_ends_the_session_and_cancels_its_calls() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"idle_s": 0}, "Sessions.idle_s must be a positive number of seconds, got 0"),
+        ({"idle_s": 0}, "Sessions.idle_s must be a positive, finite number of seconds, got 0"),
         ({"max_sessions": 0}, "Sessions.max_sessions must be a positive whole number, got 0"),
         ({"max_per_caller": True}, "Sessions.max_per_caller must be a positive whole number, got True"),
     ],

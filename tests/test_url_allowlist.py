@@ -459,6 +459,14 @@ def test_without_an_allowlist_one_warning_names_the_tools_taking_urls_and_how_to
     assert "allow_arbitrary_urls=True" in warning
 
 
+def test_an_allowlist_variable_left_unset_is_named_in_the_warning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NEVER_SET_ALLOWED_URLS", raising=False)
+    [warning] = startup_warnings(caplog, make_app(allowed_server_urls_from_env="NEVER_SET_ALLOWED_URLS"))
+    assert "no server URL is allowed (NEVER_SET_ALLOWED_URLS is unset or empty)" in warning
+
+
 def test_allow_arbitrary_urls_is_warned_about_at_startup(caplog: pytest.LogCaptureFixture) -> None:
     [warning] = startup_warnings(caplog, make_app(allow_arbitrary_urls=True))
     assert warning.startswith("allow_arbitrary_urls=True: URL arguments of MCP tool calls are not checked")

@@ -110,7 +110,8 @@ async def test_post_tool_creates_through_the_route_with_the_callers_key(base_url
 async def test_guarded_tool_refuses_without_credentials(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url) as client:
-            refused = await confirmed_call(client, "create_note", {"title": "No key"})
+            # The route's API-key scheme refuses before any confirmation: no plan, no token.
+            refused = await client.call_tool("create_note", {"title": "No key"})
             stats = await client.call_tool("note_stats", {})
     assert refused.is_error
     assert "401" in refused.content[0].text

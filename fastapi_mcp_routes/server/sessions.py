@@ -22,12 +22,27 @@ from typing import Any, Final
 import anyio
 
 from fastapi_mcp_routes.options import Limits, Sessions
-from fastapi_mcp_routes.store.base import Holder, Inbox, SessionBounds, SessionRecord, Store, StoreFull, Trust, shares
+from fastapi_mcp_routes.store.base import (
+    Holder,
+    Inbox,
+    SessionBounds,
+    SessionRecord,
+    Store,
+    StoreFull,
+    Trust,
+    share_holders,
+    shares,
+)
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 # 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
 SESSION_ID_BYTES: Final = 32
+# What a session keeps of the client's `initialize` (see `kept_capabilities`): names a client
+# declares are few and short; everything past these bounds would only be held, never read.
+CLIENT_INFO_KEPT: Final = frozenset({"name", "title", "version", "description", "websiteUrl"})
+KEPT_TEXT: Final = 256
+KEPT_NAMES: Final = 32
 
 RequestKey = str | int
 
@@ -70,7 +85,13 @@ class SessionManager:
         trust = holder.trust if holder is not None else Trust.ANONYMOUS
         session_id = secrets.token_urlsafe(SESSION_ID_BYTES)
         record = SessionRecord(
-            session_id, binding, counted, protocol_version, client_info, client_capabilities, trust=trust
+            session_id,
+            binding,
+            counted,
+            protocol_version,
+            kept_client_info(client_info),
+            kept_capabilities(client_capabilities),
+            trust=trust,
         )
         try:
             gone = await self._store.open_session(record, self._bounds)
@@ -150,11 +171,9 @@ class SessionManager:
         full = await self._store.take_slots(pools, request_id, wait_s + 60)
         if full is not None:
             limit = dict(pools)[full]
-            bound = named.get(full) or (
-                "Limits.max_questions"
-                if full == pools[2][0]
-                else "the share of Limits.max_questions open to callers without verified credentials"
-            )
+            holders = share_holders(full)
+            share = f"the share of Limits.max_questions {holders} may hold" if holders else "Limits.max_questions"
+            bound = named.get(full) or share
             raise ToolContextError(
                 f"{limit} questions already wait for the client's answer ({bound}); "
                 "answer or cancel one, then try again"
@@ -176,6 +195,38 @@ class SessionManager:
 
 def _ended_channel(session_id: str) -> str:
     return f"ended/{session_id}"
+
+
+def kept_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """What a session keeps of `clientInfo`: its short text fields, cut to `KEPT_TEXT` each.
+    A session lives for minutes and `initialize` may carry megabytes: only this much stays."""
+    if info is None:
+        return None
+    return {key: value[:KEPT_TEXT] for key, value in info.items() if key in CLIENT_INFO_KEPT and isinstance(value, str)}
+
+
+def kept_capabilities(capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a session keeps of the client's `capabilities`: two levels of names (a capability
+    and its modes or flags, which is all `declares` reads), at most `KEPT_NAMES` of each, with
+    flag values only when they are plain scalars."""
+    if capabilities is None:
+        return None
+    kept: dict[str, Any] = {}
+    for name, value in list(capabilities.items())[:KEPT_NAMES]:
+        if isinstance(value, Mapping):
+            kept[name[:KEPT_TEXT]] = {
+                key[:KEPT_TEXT]: ({} if isinstance(inner, Mapping) else inner if _scalar(inner) else None)
+                for key, inner in list(value.items())[:KEPT_NAMES]
+            }
+        elif _scalar(value):
+            kept[name[:KEPT_TEXT]] = value
+    return kept
+
+
+def _scalar(value: object) -> bool:
+    return (
+        value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= KEPT_TEXT)
+    )
 
 
 def _reply_channel(session_id: str, request_id: RequestKey) -> str:

@@ -47,10 +47,12 @@ class UrlPolicy:
     Args:
         allowed: URL prefixes a URL argument must be under; empty refuses every URL.
         arbitrary: skip the check altogether (`allow_arbitrary_urls=True`).
+        env_variable: the environment variable the list was seeded from, if any.
     """
 
     allowed: tuple[ServerUrl, ...] = ()
     arbitrary: bool = False
+    env_variable: str | None = None
 
     def check(self, tool: Tool, arguments: Mapping[str, Any]) -> None:
         """Refuse a call passing a URL that is not allowed: `UrlNotAllowed` names the
@@ -81,9 +83,11 @@ class UrlPolicy:
                 named,
             )
         elif not self.allowed and taking:
+            empty = f" ({self.env_variable} is unset or empty)" if self.env_variable else ""
             logger.warning(
-                "MCP tools take URL arguments and no server URL is allowed, so every call passing a URL is "
+                "MCP tools take URL arguments and no server URL is allowed%s, so every call passing a URL is "
                 "refused: %s. To allow them, %s.",
+                empty,
                 ", ".join(taking),
                 _HOW_TO_ALLOW,
             )
@@ -110,7 +114,8 @@ def url_policy(
     entries = [("allowed_server_urls", entry) for entry in allowed_server_urls or ()]
     if variable is not None:
         entries.extend((variable, entry) for entry in _ENV_SEPARATORS.split(environ.get(variable, "")) if entry)
-    return UrlPolicy(tuple(_allowed_url(source, entry) for source, entry in entries), allow_arbitrary_urls)
+    allowed = tuple(_allowed_url(source, entry) for source, entry in entries)
+    return UrlPolicy(allowed, allow_arbitrary_urls, variable)
 
 
 def _env_variable(option: bool | str) -> str | None:

@@ -33,6 +33,10 @@ class Trust(IntEnum):
     VERIFIED = 2  # a principal the endpoint's `auth` dependency returned
 
 
+_UNVERIFIED: Final = "/unverified"
+_ANONYMOUS: Final = "/anonymous"
+
+
 def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
     """The slot pools `(name, limit)` a holder of `trust` takes a slot in for a total bound:
     the total, and the shares of it that callers trusted less may fill. Anonymous callers may
@@ -40,10 +44,19 @@ def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
     flood of either leaves room for those the server trusts more."""
     pools = [(pool, total)]
     if trust <= Trust.CLAIMED:
-        pools.append((f"{pool}/unverified", max(1, total * 3 // 4)))
+        pools.append((pool + _UNVERIFIED, max(1, total * 3 // 4)))
     if trust == Trust.ANONYMOUS:
-        pools.append((f"{pool}/anonymous", max(1, total // 2)))
+        pools.append((pool + _ANONYMOUS, max(1, total // 2)))
     return pools
+
+
+def share_holders(pool: str) -> str | None:
+    """Who a pool of `shares` is the share of (for a refusal's message); `None` for the total."""
+    if pool.endswith(_UNVERIFIED):
+        return "callers without verified credentials"
+    if pool.endswith(_ANONYMOUS):
+        return "anonymous callers"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

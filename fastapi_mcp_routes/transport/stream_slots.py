@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.store.base import Holder, Store, Trust, shares
+from fastapi_mcp_routes.store.base import Holder, Store, Trust, share_holders, shares
 from fastapi_mcp_routes.transport.http import RETRY_AFTER_S
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest
 from fastapi_mcp_routes.wire.jsonrpc import RequestId
@@ -90,7 +90,8 @@ class StreamSlots:
     def _all_pools(self, trust: Trust) -> list[_Pool]:
         pools = []
         for name, limit in shares(ALL_STREAMS, self._limits.max_streams, trust):
-            whose = "" if name == ALL_STREAMS else " for callers without verified credentials"
+            holders = share_holders(name)
+            whose = f" for {holders}" if holders else ""
             message = (
                 f"Service Unavailable: the server already holds {limit} streams open{whose}, as many "
                 "as it may (Limits.max_streams); try again later."
