@@ -62,7 +62,8 @@ ATTACK_TIMEOUT_S: Final = 120.0
 SAMPLE_EVERY_S: Final = 0.05
 PROBE_EVERY_S: Final = 0.1
 SETTLE_S: Final = 1.0
-BOUND: Final = re.compile(r"\((?:Limits|Sessions)\.\w+\)")
+# The bound a refusal names: "(Limits.max_x)", or "(the share of Limits.max_x anonymous callers may hold)".
+BOUND: Final = re.compile(r"\((?:the share of )?(?:Limits|Sessions)\.\w+[^)]{0,60}\)")
 EVENT_ID: Final = re.compile(rb"^id: ([0-9]+)\.", re.MULTILINE)
 
 # The scale of each attack: the review's, where it fits in about a minute on 2 cores.
