@@ -322,6 +322,7 @@ class Observed:
 
     def __init__(self) -> None:
         self.cancelled = threading.Event()
+        self.quiet_started = threading.Event()  # set as the `quiet` route starts
         self.gate = threading.Event()  # holds the `gated` route until a test opens it
         self.gated_done = threading.Event()  # set as the `gated` route returns
 
@@ -359,6 +360,13 @@ def streaming_app(**options: Any) -> FastAPI:
         except anyio.get_cancelled_exc_class():
             observed.cancelled.set()
             raise
+        return {"finished": True}  # pragma: no cover - never reached
+
+    @mcp_tool()
+    @app.get("/quiet")
+    async def quiet() -> dict[str, bool]:
+        observed.quiet_started.set()  # tells the test the route is running; the client hears nothing
+        await anyio.sleep_forever()  # runs until the test cancels it
         return {"finished": True}  # pragma: no cover - never reached
 
     @mcp_tool()

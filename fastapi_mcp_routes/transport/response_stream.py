@@ -186,8 +186,9 @@ class ResponseStream:
             return
         self._streaming = True
         await self._write_start(200, list(SSE_HEADERS))
-        if self._logs is not None:
-            self._log = await self._logs.start()
+        # No log once the session is gone: the stream goes out as it is, and cannot be resumed.
+        self._log = await self._logs.start() if self._logs is not None else None
+        if self._log is not None:
             await self._write(self._log.priming_event, more=True)
             if self._max_open_s is not None and not self._finished:
                 self._closing = True
