@@ -159,7 +159,8 @@ class ResponseStream:
 
     async def finish(self, body: bytes | None, *, answered_request: bool, status: int = 200) -> None:
         """Send the answer (a JSON-RPC response or batch). Without one, a POST of notifications
-        gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202)."""
+        gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202;
+        a client that reads no SSE is given an error answer instead, see `error_answer`)."""
         self._finished = True  # from here on, emit() drops messages and no helper writes
         # An error with its own HTTP status (stateless revision) goes out as JSON unless a
         # stream has started: the status is part of the answer.
