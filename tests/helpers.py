@@ -51,11 +51,20 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def serve(app: ASGIApp) -> Iterator[str]:
-    """Serve `app` with uvicorn on an ephemeral 127.0.0.1 port; yields the base URL."""
+def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str]:
+    """Serve `app` with uvicorn on an ephemeral 127.0.0.1 port; yields the base URL. With
+    `send_buffer_bytes`, each connection's kernel send buffer is that size, not autotuned (up
+    to megabytes), so a client that stops reading soon blocks the server's writes."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     server = _Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    sockets = None
+    if send_buffer_bytes is not None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # Accepted connections inherit the listening socket's buffer size (Linux).
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
+        listener.bind(("127.0.0.1", 0))
+        sockets = [listener]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
     thread.start()
     if not server.listening.wait(START_TIMEOUT_S) or not server.servers:
         server.should_exit = True
@@ -66,6 +75,8 @@ def serve(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(START_TIMEOUT_S)
+        for listener in sockets or ():
+            listener.close()
 
 
 # -- the official SDK client -------------------------------------------------------------------
@@ -322,6 +333,7 @@ class Observed:
 
     def __init__(self) -> None:
         self.cancelled = threading.Event()
+        self.quiet_started = threading.Event()  # set as the `quiet` route starts
         self.gate = threading.Event()  # holds the `gated` route until a test opens it
         self.gated_done = threading.Event()  # set as the `gated` route returns
 
@@ -359,6 +371,13 @@ def streaming_app(**options: Any) -> FastAPI:
         except anyio.get_cancelled_exc_class():
             observed.cancelled.set()
             raise
+        return {"finished": True}  # pragma: no cover - never reached
+
+    @mcp_tool()
+    @app.get("/quiet")
+    async def quiet() -> dict[str, bool]:
+        observed.quiet_started.set()  # tells the test the route is running; the client hears nothing
+        await anyio.sleep_forever()  # runs until the test cancels it
         return {"finished": True}  # pragma: no cover - never reached
 
     @mcp_tool()

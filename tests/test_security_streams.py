@@ -9,6 +9,7 @@ of its own, so streams a row leaves to the server's noticing never reach the nex
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -21,6 +22,8 @@ import pytest
 from fastapi import FastAPI
 
 from fastapi_mcp_routes import Limits, Sessions, mcp_tool
+from fastapi_mcp_routes.transport.listen import WRITE_STALL_KEEP_ALIVES
+from fastapi_mcp_routes.transport.stateless import SUBSCRIBE
 from tests.helpers import (
     WAIT_S,
     Context,
@@ -207,6 +210,86 @@ def test_an_open_stream_renews_its_slot_as_it_keeps_alive() -> None:
         while comments < 6:
             comments += next(lines).startswith(": keep-alive")
         refused(peer.listen("alice", request_id=2), 429, "max_streams_per_caller", request_id=2)
+
+
+# Keep-alives a second apart, and sessions renewed every 0.3 s (half their idle time): a slot
+# not renewed lapses 0.9 s after its last renewal, well before a stalled write is given up on
+# (`WRITE_STALL_KEEP_ALIVES` intervals), so a lapse in between lets a third stream in.
+STALLING = Limits(keep_alive_s=1, max_streams_per_caller=2)
+ALICE, BOB = "127.0.1.1", "127.0.1.2"  # each caller counted by its own address
+# Replayed events far larger than the socket buffers between the server and a client that
+# never reads: the server's kernel send buffer (`SEND_BUFFER`), uvicorn's (64 KiB), the client's.
+BULKY_EVENTS, BULKY_BYTES = 100, 8 * 1024
+SEND_BUFFER = 16 * 1024
+
+
+def never_reading_get(base_url: str, headers: dict[str, str]) -> socket.socket:
+    """A GET from ALICE whose client reads the status line (asserting 200), then nothing more,
+    with a receive buffer as small as the kernel allows."""
+    url = httpx.URL(base_url)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sock.settimeout(WAIT_S)
+    sock.bind((ALICE, 0))
+    sock.connect((url.host, url.port))
+    lines = ["GET /mcp HTTP/1.1", f"host: {url.host}:{url.port}", *(f"{k}: {v}" for k, v in headers.items())]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    status = b""
+    while not status.endswith(b"\r\n"):  # one byte at a time: not one byte of the body
+        status += sock.recv(1)
+    assert status.startswith(b"HTTP/1.1 200"), status
+    return sock
+
+
+def test_a_resume_whose_client_never_reads_holds_its_slot_until_the_stalled_stream_is_ended() -> None:
+    released = threading.Event()
+    app = streaming_app(limits=STALLING, sessions=Sessions(idle_s=0.6))
+
+    @mcp_tool()
+    @app.get("/bulky")
+    async def bulky(ctx: Context) -> dict[str, bool]:
+        for _ in range(BULKY_EVENTS):
+            await ctx.log("info", "x" * BULKY_BYTES)
+        return {"released": await anyio.to_thread.run_sync(released.wait, WAIT_S)}
+
+    with (
+        serve(app, send_buffer_bytes=SEND_BUFFER) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as http,
+        httpx.Client(base_url=url, timeout=WAIT_S, transport=httpx.HTTPTransport(local_address=ALICE)) as alice,
+        httpx.Client(base_url=url, timeout=WAIT_S, transport=httpx.HTTPTransport(local_address=BOB)) as bob,
+        ExitStack() as held,
+    ):
+        held.callback(released.set)
+        session = open_session(http)
+        with http.stream("POST", "/mcp", json=tool_call("bulky"), headers=session) as dropped:
+            last_id = read_to_first_message(dropped)
+        assert last_id is not None
+        resume = {**session, **SSE, "last-event-id": last_id}
+        stalled = [held.enter_context(never_reading_get(url, resume)) for _ in range(2)]
+        # Bob's stream keeps time: a keep-alive each second.
+        message = {**stateless_request("subscriptions/listen", LISTEN), "id": 1}
+        listen = held.enter_context(bob.stream("POST", "/mcp", json=message, headers=stateless_headers(SUBSCRIBE)))
+        seconds = (line for line in listen.iter_lines() if line.startswith(": keep-alive"))
+
+        def alices_next_stream() -> httpx.Response:
+            """A GET stream of a new session of alice's, held open when accepted."""
+            response = held.enter_context(alice.stream("GET", "/mcp", headers={**open_session(alice), **SSE}))
+            if response.status_code != 200:
+                response.read()
+            return response
+
+        for _ in range(3):  # past the slots' lapse, had renewals stopped with the writes
+            next(seconds)
+        refused(alices_next_stream(), 429, "max_streams_per_caller")
+        # Given up on, the stalled streams end and give their slots back.
+        for _ in range(WRITE_STALL_KEEP_ALIVES * 3):
+            next(seconds)
+            if (third := alices_next_stream()).status_code == 200:
+                break
+        assert third.status_code == 200
+        for sock in stalled:  # the server ended them: read at last, each reaches its end
+            while sock.recv(65536):
+                pass
 
 
 # -- woken by the news, not by a timer -------------------------------------------------------

@@ -34,6 +34,14 @@ def record(session_id: str, owner: bytes = b"alice", trust: Trust = Trust.ANONYM
     return SessionRecord(session_id, owner, owner, "2025-11-25", trust=trust)
 
 
+async def store_with(*sessions: SessionRecord) -> MemoryStore:
+    """A store with these sessions open: streams are kept only for a live session."""
+    store = MemoryStore()
+    for session in sessions:
+        await store.open_session(session, SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10))
+    return store
+
+
 async def test_opening_past_the_bounds_pushes_out_the_owners_oldest_then_the_least_recently_used() -> None:
     store = MemoryStore()
     assert await store.open_session(record("a1"), BOUNDS) == ()
@@ -147,6 +155,7 @@ async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_over
 
 async def test_past_a_sessions_replay_bytes_its_finished_streams_go_first_then_the_stream_overflows() -> None:
     store = MemoryStore()
+    await store.open_session(record("a1"), BOUNDS)
     bounds = LogBounds(max_events=100, max_session_bytes=10, max_total_bytes=1000)
     done = await store.start_stream("a1", 8)
     await store.append_event("a1", done, b"12345", bounds)
@@ -164,7 +173,7 @@ async def test_past_a_sessions_replay_bytes_its_finished_streams_go_first_then_t
 
 
 async def test_past_the_total_replay_bytes_anyones_oldest_finished_stream_goes_first() -> None:
-    store = MemoryStore()
+    store = await store_with(record("a1"), record("b1", b"bob"), record("c1", b"carol"))
     bounds = LogBounds(max_events=100, max_session_bytes=100, max_total_bytes=10)
     bobs = await store.start_stream("b1", 8)
     await store.append_event("b1", bobs, b"123456", bounds)
@@ -179,7 +188,9 @@ async def test_past_the_total_replay_bytes_anyones_oldest_finished_stream_goes_f
 
 
 async def test_past_the_total_replay_bytes_a_session_pushes_out_no_stream_trusted_more_than_itself() -> None:
-    store = MemoryStore()
+    store = await store_with(
+        record("v1", b"vera", Trust.VERIFIED), record("n1", b"10.0.0.1"), record("v2", b"vic", Trust.VERIFIED)
+    )
     bounds = LogBounds(max_events=100, max_session_bytes=100, max_total_bytes=10)
     verified = await store.start_stream("v1", 8, Trust.VERIFIED)
     await store.append_event("v1", verified, b"123456", bounds)
@@ -195,6 +206,7 @@ async def test_past_the_total_replay_bytes_a_session_pushes_out_no_stream_truste
 
 async def test_past_the_kept_streams_the_oldest_finished_one_goes_first() -> None:
     store = MemoryStore()
+    await store.open_session(record("a1"), BOUNDS)
     first, second = await store.start_stream("a1", 2), await store.start_stream("a1", 2)
     await store.complete_stream("a1", second)
     third = await store.start_stream("a1", 2)
@@ -207,8 +219,32 @@ async def test_closing_a_session_forgets_its_streams() -> None:
     store = MemoryStore()
     await store.open_session(record("a1"), BOUNDS)
     stream = await store.start_stream("a1", 8)
+    assert stream is not None
     await store.close_session("a1")
     assert await store.read_stream("a1", stream, 0) is None
+
+
+async def test_a_stream_is_started_only_for_a_live_session() -> None:
+    store = MemoryStore()
+    assert await store.start_stream("never-opened", 8) is None
+    await store.open_session(record("a1"), BOUNDS)
+    assert await store.start_stream("a1", 8) is not None
+    await store.close_session("a1")
+    # A call the session's end cancelled, answered after it: its stream is not kept.
+    assert await store.start_stream("a1", 8) is None
+
+
+async def test_an_ended_session_leaves_no_stream_behind() -> None:
+    store = MemoryStore()
+    for cycle in range(3):
+        session_id = f"a{cycle}"
+        await store.open_session(record(session_id), BOUNDS)
+        running = await store.start_stream(session_id, 8)
+        assert running is not None
+        await store.close_session(session_id)
+        late = await store.start_stream(session_id, 8)  # the cancelled call's answer, after the end
+        await store.complete_stream(session_id, late if late is not None else running)
+    assert repr(store) == "MemoryStore(sessions=0, streams=0, tokens=0)"
 
 
 async def test_a_token_is_used_once_only_with_the_value_it_was_kept_with() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anyio
@@ -17,6 +18,7 @@ from fastapi_mcp_routes import Limits, mcp_routes
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
 from tests.helpers import (
+    JSON_ONLY,
     WAIT_S,
     observed,
     open_session,
@@ -77,6 +79,57 @@ def test_elicitation_is_not_sent_in_a_mode_the_client_did_not_declare(base_url: 
     result = response.json()["result"]
     assert result["isError"] is True
     assert "'elicitation' capability with 'form' mode" in result["content"][0]["text"]
+
+
+# -- a call cancelled while its POST waits for the answer ----------------------------------------
+
+ENDS = ["notifications/cancelled", "DELETE"]
+
+
+def cancelled_while_quiet(base_url: str, accept: str, end: str) -> httpx.Response:
+    """The answer to a POST of the `quiet` call (it sends nothing), ended while it runs by
+    `end`: the client's cancellation, or the session's end."""
+    observed.quiet_started.clear()
+    with (
+        httpx.Client(base_url=base_url, timeout=WAIT_S) as http,
+        httpx.Client(base_url=base_url, timeout=WAIT_S) as caller,
+        ThreadPoolExecutor(1) as background,
+    ):
+        headers = open_session(http, accept=accept)
+        answer = background.submit(caller.post, "/mcp", json=tool_call("quiet", request_id=5), headers=headers)
+        assert observed.quiet_started.wait(WAIT_S)
+        if end == "DELETE":
+            assert http.delete("/mcp", headers=headers).status_code == 204
+        else:
+            cancel = rpc("notifications/cancelled", {"requestId": 5}, request_id=None)
+            assert http.post("/mcp", json=cancel, headers=headers).status_code == 202
+        return answer.result(timeout=WAIT_S)
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_a_json_only_client_whose_call_is_cancelled_is_answered_with_an_error(base_url: str, end: str) -> None:
+    # A POST carrying a request is answered with JSON or SSE, never 202 (spec 2025-11-25,
+    # basic/transports), and a client that reads no SSE cannot take an empty stream.
+    response = cancelled_while_quiet(base_url, JSON_ONLY["accept"], end)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"jsonrpc": "2.0", "id": 5, "error": {"code": -32800, "message": "Request cancelled."}}
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_a_client_that_reads_sse_whose_call_is_cancelled_gets_an_empty_stream(base_url: str, end: str) -> None:
+    # The spec's own rule for a cancelled request (basic/utilities/cancellation): no response.
+    response = cancelled_while_quiet(base_url, "application/json, text/event-stream", end)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert sse_messages(response.text) == []
+
+
+def test_a_call_that_ends_with_its_session_keeps_no_stream_to_resume(base_url: str) -> None:
+    # Nothing could resume it (the session is gone), so nothing is kept: no priming event.
+    response = cancelled_while_quiet(base_url, "application/json, text/event-stream", "DELETE")
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.text == ""
 
 
 @pytest.mark.parametrize("request_id", [[1], {"a": 1}, True, None])

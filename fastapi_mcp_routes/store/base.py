@@ -169,9 +169,12 @@ class Store(Protocol):
 
     # -- resumable streams (2025-11-25) ----------------------------------------------------
 
-    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int:
+    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int | None:
         """A new stream number for the session (whose caller has `trust`); past `max_kept`, the
-        oldest finished stream (else the oldest) is forgotten."""
+        oldest finished stream (else the oldest) is forgotten. `None` when the session is gone
+        (closed, pushed out, expired): a stream nobody can resume is not kept, and a session's
+        streams are forgotten with it, so a call answered after its session ended (the end
+        cancelled it) streams without a log."""
         ...
 
     async def append_event(self, session_id: str, stream: int, event: bytes, bounds: LogBounds) -> None:

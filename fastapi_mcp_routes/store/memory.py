@@ -201,7 +201,10 @@ class MemoryStore:
 
     # -- resumable streams -----------------------------------------------------------------
 
-    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int:
+    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int | None:
+        if session_id not in self._sessions:
+            # Kept, it would outlive its session (`_drop_session` already ran) and never go.
+            return None
         streams = self._streams.setdefault(session_id, _Streams(trust))
         number = streams.next
         streams.next += 1
@@ -349,4 +352,5 @@ class MemoryStore:
                 del self._channels[channel]
 
     def __repr__(self) -> str:
-        return f"MemoryStore(sessions={len(self._sessions)}, tokens={len(self._tokens)})"
+        streams = sum(len(kept.kept) for kept in self._streams.values())
+        return f"MemoryStore(sessions={len(self._sessions)}, streams={streams}, tokens={len(self._tokens)})"

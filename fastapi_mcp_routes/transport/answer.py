@@ -7,7 +7,7 @@ answered as one JSON array, without streaming.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio.lowlevel
 from starlette.responses import Response
@@ -21,8 +21,13 @@ from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError
 from fastapi_mcp_routes.wire.jsonrpc import Message, RequestId, encode_error
 from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 
-# Answers one message of the POST (the endpoint's `answer`); None for nothing to answer.
-Answer = Callable[[Message | McpError, RequestId | None, SessionChannel], Awaitable[bytes | None]]
+
+class Answer(Protocol):
+    """Answers one message of the POST (the endpoint's `answer`); None for nothing to answer."""
+
+    async def __call__(
+        self, entry: Message | McpError, entry_id: RequestId | None, channel: SessionChannel, *, answer_cancelled: bool
+    ) -> bytes | None: ...
 
 
 class SessionAnswer(Response):
@@ -51,6 +56,9 @@ class SessionAnswer(Response):
         self._accepts = accepts
         self._logs = logs
         self._max_batch_answer_bytes = max_batch_answer_bytes
+        # A cancelled request is answered with an error when an empty SSE stream would not do:
+        # a POST with a request is never 202, and this client reads no SSE.
+        self._answer_cancelled = not accepts.sse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed, channel, answer = self._parsed, self._channel, self._answer
@@ -65,7 +73,7 @@ class SessionAnswer(Response):
                 bodies = await self._answer_batch()
                 body = b"[" + b",".join(bodies) + b"]" if bodies else None
             else:
-                body = await answer(parsed.messages[0], parsed.ids[0], channel)
+                body = await answer(parsed.messages[0], parsed.ids[0], channel, answer_cancelled=self._answer_cancelled)
             answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
             await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
@@ -85,7 +93,7 @@ class SessionAnswer(Response):
                 if isinstance(entry, RpcRequest):
                     bodies.append(encode_error(entry_id, _batch_full(cap)))
                 continue
-            reply = await self._answer(entry, entry_id, self._channel)
+            reply = await self._answer(entry, entry_id, self._channel, answer_cancelled=self._answer_cancelled)
             if reply is not None:
                 bodies.append(reply)
                 size += len(reply)

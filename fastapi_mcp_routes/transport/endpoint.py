@@ -303,10 +303,10 @@ class StreamableHTTPEndpoint:
         return session
 
     async def answer(
-        self, entry: Message | McpError, entry_id: RequestId | None, channel: SessionChannel
+        self, entry: Message | McpError, entry_id: RequestId | None, channel: SessionChannel, *, answer_cancelled: bool
     ) -> bytes | None:
         """The encoded response to one message; `None` for notifications, replies and
-        cancelled requests."""
+        cancelled requests (with `answer_cancelled`, a cancelled request gets an error)."""
         if isinstance(entry, McpError):
             return encode_error(entry_id, entry)
         if isinstance(entry, Notification):
@@ -321,7 +321,7 @@ class StreamableHTTPEndpoint:
         try:
             return encode_result(entry.id, await self._dispatcher.request(entry, channel))
         except Exception as exc:
-            return error_answer(entry.id, exc)
+            return error_answer(entry.id, exc, answer_cancelled=answer_cancelled)
 
 
 def _refusal(refusal: HttpError) -> Response:

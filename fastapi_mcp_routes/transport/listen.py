@@ -5,33 +5,54 @@ One task group supervises a stream (the sse-starlette way), and the first of its
 finish ends the stream and cancels the rest:
 - one watches for the client going away;
 - one tends the stream: it renews what the stream holds (its `Lease`: slots, a claim, its
-  session) every `Lease.renew_s`, ending the stream when that is gone, and sends a comment line
-  after `KeepAlive.interval_s` without a write, so idle proxies keep the connection;
+  session) every `Lease.renew_s`, ending the stream when that is gone, and after
+  `KeepAlive.interval_s` without a write has a comment line written, so idle proxies keep the
+  connection, in a short task whose end ends nothing. It never waits for a write: a write
+  that a client which stopped reading blocks must not hold up the renewals, or the slots would
+  lapse while the stream still holds its socket. So a stream holds its slots exactly as long as
+  it is open;
 - each of the stream's sources waits for its own news and writes it; a source that returns
   ends the stream (its session ended, its answer went out).
-A lock keeps events whole.
+A lock keeps events whole. A write blocked for `WRITE_STALL_KEEP_ALIVES` keep-alive intervals
+(a client that stopped reading, its socket full) ends the stream, so such a client does not hold
+a slot forever.
 
 Deliberate choice: sources are woken by their news (a `ChangeFeed` for the tool list, the
 Store's publish/subscribe for a resumed stream or a session's end), never by a timer, so an
-idle stream costs one wake-up per keep-alive. When each stream polled every 0.5 s, 1,000 idle
-streams kept the server at 5.4% of a core and made a tool call beside them cost 1.23x the
-server CPU; woken, they cost 0.2% (as much as no stream) and 1.04x
-(`benchmarks/idle_streams.py --rounds 6`, 2 cores).
+idle stream costs one wake-up per keep-alive (and the short task that writes it). When each
+stream polled every 0.5 s, 1,000 idle streams kept the server at 5.4% of a core and made a tool
+call beside them cost 1.23x the server CPU; woken, they cost 0.2% (as much as no stream) and
+1.04x (`benchmarks/idle_streams.py --rounds 6`, 2 cores).
+
+Deliberate choice: the tending task starts each keep-alive write in a short task of its own,
+rather than a keep-alive task living beside a renewal task, so an idle stream keeps three tasks,
+not four. With 750 idle streams a tool call cost 1.05-1.07x the server CPU of one without them
+(throughput 0.92-0.95x, idle 0.3-0.4% of a core), against 1.13-1.15x (0.86-0.88x, 0.2%) with
+the fourth task (`benchmarks/idle_streams.py --rounds 6`, two runs of each, interleaved).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
+from anyio.abc import TaskGroup
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+# A client that reads takes a keep-alive every interval and empties its socket buffers long
+# before this many intervals pass (60 s by default); a write still blocked then means it stopped
+# reading. Several intervals, not one, so a slow link or a large event is not cut short.
+WRITE_STALL_KEEP_ALIVES: Final = 4
 
 # Writes one framed SSE event.
 Emit = Callable[[bytes], Awaitable[None]]
@@ -63,7 +84,7 @@ class ListenStream(Response):
         self._lease = lease
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        writer = _Writer(send)
+        writer = _Writer(send, WRITE_STALL_KEEP_ALIVES * self._keep_alive.interval_s)
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": list(SSE_HEADERS)})
             async with anyio.create_task_group() as tasks:
@@ -73,49 +94,84 @@ class ListenStream(Response):
                     tasks.cancel_scope.cancel()
 
                 tasks.start_soon(first_to_finish_ends, writer.watch, receive)
-                tasks.start_soon(first_to_finish_ends, self._tend, writer)
+                tasks.start_soon(first_to_finish_ends, self._tend, writer, tasks)
                 for source in self._sources:
                     tasks.start_soon(first_to_finish_ends, source, writer.emit)
         except* OSError:
             pass  # the client went away mid-write
+        except* _WriteStalled:
+            logger.info("ended a stream whose client stopped reading (a write blocked for %g s)", writer.stall_s)
         finally:
             # Before the end goes out: a client that sees its stream end can open another.
             if self._lease is not None:
                 with anyio.CancelScope(shield=True):
                     await self._lease.release()
-        if not writer.client_gone:
-            with contextlib.suppress(OSError):
+        if not (writer.client_gone or writer.stalled):
+            # Bounded too: a client that stops reading now would hold this write forever.
+            with contextlib.suppress(OSError), anyio.move_on_after(writer.stall_s):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 
-    async def _tend(self, writer: _Writer) -> None:
+    async def _tend(self, writer: _Writer, tasks: TaskGroup) -> None:
+        """Renew the lease, and have keep-alives written in `tasks`, never waiting for a write."""
         lease, keep_alive_s = self._lease, self._keep_alive.interval_s
         renew_s = lease.renew_s if lease is not None else math.inf
         renew_at = anyio.current_time() + renew_s
         while True:
-            await anyio.sleep_until(min(writer.last_write + keep_alive_s, renew_at))
+            # While a write is under way the stream is not quiet: look again an interval later.
+            quiet_at = (anyio.current_time() if writer.busy else writer.last_write) + keep_alive_s
+            await anyio.sleep_until(min(quiet_at, renew_at))
             now = anyio.current_time()
             if lease is not None and now >= renew_at:
                 if not await lease.renew():
                     return
                 renew_at = anyio.current_time() + renew_s
-            if now >= writer.last_write + keep_alive_s:
-                await writer.emit(KEEP_ALIVE_COMMENT)
+            if not writer.busy and now >= writer.last_write + keep_alive_s:
+                writer.keep_alive_soon(tasks)
+
+
+class _WriteStalled(Exception):
+    """A write of the stream waited longer than its bound: the client stopped reading."""
 
 
 class _Writer:
-    """The stream's `send`, one event at a time, remembering when it last wrote."""
+    """The stream's `send`, one event at a time, remembering when it last wrote; a write
+    blocked longer than `stall_s` raises `_WriteStalled`."""
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, stall_s: float) -> None:
         self._send = send
         self._lock = anyio.Lock()
+        self.stall_s = stall_s
         self.last_write = anyio.current_time()
         self.client_gone = False
+        self.stalled = False
+        self._keeping_alive = False
+
+    @property
+    def busy(self) -> bool:
+        """A write is under way, or a keep-alive is about to be."""
+        return self._keeping_alive or self._lock.locked()
+
+    def keep_alive_soon(self, tasks: TaskGroup) -> None:
+        """Write a keep-alive comment in a task of its own, which the caller does not wait for."""
+        self._keeping_alive = True
+        tasks.start_soon(self._keep_alive)
+
+    async def _keep_alive(self) -> None:
+        try:
+            await self.emit(KEEP_ALIVE_COMMENT)
+        finally:
+            self._keeping_alive = False
 
     async def emit(self, event: bytes) -> None:
         async with self._lock:
-            await self._send({"type": "http.response.body", "body": event, "more_body": True})
+            # Given up on, the write may have gone out in part: the stream ends here either way.
+            with anyio.move_on_after(self.stall_s) as waited:
+                await self._send({"type": "http.response.body", "body": event, "more_body": True})
+            if waited.cancelled_caught:
+                self.stalled = True
+                raise _WriteStalled
             self.last_write = anyio.current_time()
 
     async def watch(self, receive: Receive) -> None:

@@ -5,7 +5,9 @@ the session and naming its stream. A stream's events are kept in the `Store`, wh
 the client seemed to receive them (a server often cannot tell a dropped connection from a slow
 one), so a client whose connection dropped can send GET with `Last-Event-ID` and receive what
 followed that event on that stream, and only that stream, up to the answer. A stream is
-forgotten once a resume has delivered it whole, or when newer streams push it out.
+forgotten once a resume has delivered it whole, when newer streams push it out, or with its
+session; a stream that starts after its session ended (a call the end cancelled, answered) is
+sent without a log.
 
 A resume waits for the stream's next event without polling: each event kept, and the stream's
 completion, is announced on the stream's own channel of the Store (`wakes`), so the resume
@@ -65,9 +67,12 @@ class StreamLogs:
         self._trust = trust  # the session's: what its streams may push out of others' at the total
         self.session_id = session_id
 
-    async def start(self) -> StreamLog:
+    async def start(self) -> StreamLog | None:
+        """The log of a new stream; `None` once the session is gone (nothing could resume it)."""
         limits = self._limits
         number = await self._store.start_stream(self.session_id, limits.max_kept_streams, self._trust)
+        if number is None:
+            return None
         bounds = LogBounds(limits.max_events_per_stream, limits.max_replay_bytes_per_session, limits.max_replay_bytes)
         return StreamLog(self._store, self.session_id, number, bounds)
 

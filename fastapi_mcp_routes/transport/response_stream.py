@@ -159,7 +159,8 @@ class ResponseStream:
 
     async def finish(self, body: bytes | None, *, answered_request: bool, status: int = 200) -> None:
         """Send the answer (a JSON-RPC response or batch). Without one, a POST of notifications
-        gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202)."""
+        gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202;
+        a client that reads no SSE is given an error answer instead, see `error_answer`)."""
         self._finished = True  # from here on, emit() drops messages and no helper writes
         # An error with its own HTTP status (stateless revision) goes out as JSON unless a
         # stream has started: the status is part of the answer.
@@ -186,8 +187,9 @@ class ResponseStream:
             return
         self._streaming = True
         await self._write_start(200, list(SSE_HEADERS))
-        if self._logs is not None:
-            self._log = await self._logs.start()
+        # No log once the session is gone: the stream goes out as it is, and cannot be resumed.
+        self._log = await self._logs.start() if self._logs is not None else None
+        if self._log is not None:
             await self._write(self._log.priming_event, more=True)
             if self._max_open_s is not None and not self._finished:
                 self._closing = True

@@ -64,6 +64,9 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+# A cancelled request, answered only where HTTP needs an answer (a JSON-only client's POST): the
+# code LSP gives a cancelled request, as MCP names none (its spec wants no response at all).
+REQUEST_CANCELLED: Final = -32800
 
 # Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
 TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"

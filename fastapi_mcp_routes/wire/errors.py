@@ -7,11 +7,14 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 ├── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
 │   ├── ParamsNotObject   (in wire/jsonrpc) answered with the request's own id
 │   └── InvalidRequestState  (in server/request_state) a requestState not ours or not fresh
+├── RequestCancelled      -32800, the client cancelled the request, and the POST must
+│                         still be answered (a client that reads no SSE)
 ├── HeaderMismatch        -32020, routing headers disagree with the body (2026-07-28)
 ├── MissingClientCapability     -32021, an undeclared client capability is needed
 └── UnsupportedProtocolVersion  -32022, a version this server does not serve
 HttpError                 the transport refuses a request with a status and an McpError
-CallCancelled             the client cancelled a request: no response is sent
+CallCancelled             the client cancelled a request: no response is sent, unless
+                          the POST must carry one (then `RequestCancelled`)
 ToolError                 a call the route cannot take or complete (bad arguments, a
                           response over the cap): an `isError` result, not a protocol
                           error, so the model can correct itself
@@ -61,6 +64,12 @@ class MethodNotFound(McpError):
 
 class InvalidParams(McpError):
     code = c.INVALID_PARAMS
+
+
+class RequestCancelled(McpError):
+    """-32800: the request was cancelled; sent only where an answer cannot be left out."""
+
+    code = c.REQUEST_CANCELLED
 
 
 class HttpError(Exception):

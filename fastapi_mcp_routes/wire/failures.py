@@ -1,11 +1,11 @@
 """The one place where an exception becomes what the client is told (STYLE.md, principle 5).
 
 Two kinds of answer exist. A JSON-RPC request that fails is answered with an error object:
-`McpError` carries its own code and message, a cancelled request gets no answer at all, and
-anything else is a generic internal error whose traceback stays in the server's log. A tool
-call that fails is answered with an `isError` result instead, so the model can read what went
-wrong and correct its call. Every path (session POST, stateless POST, initialize, batch
-entries, tool results) asks this module.
+`McpError` carries its own code and message, a cancelled request gets no answer at all (unless
+its POST must carry one: then a -32800 error), and anything else is a generic internal error
+whose traceback stays in the server's log. A tool call that fails is answered with an `isError`
+result instead, so the model can read what went wrong and correct its call. Every path
+(session POST, stateless POST, initialize, batch entries, tool results) asks this module.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ import logging
 import uuid
 from typing import Any, Literal
 
-from fastapi_mcp_routes.wire.errors import CallCancelled, McpError, ToolContextError, ToolError, UrlNotAllowed
+from fastapi_mcp_routes.wire.errors import (
+    CallCancelled,
+    McpError,
+    RequestCancelled,
+    ToolContextError,
+    ToolError,
+    UrlNotAllowed,
+)
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, encode_error
 
 logger = logging.getLogger("fastapi_mcp_routes")
@@ -22,12 +29,19 @@ logger = logging.getLogger("fastapi_mcp_routes")
 ToolFailure = Literal["invalid_arguments", "refused", "error", "crashed"]
 
 
-def error_answer(request_id: RequestId | None, exc: Exception) -> bytes | None:
-    """The encoded answer to a request that raised `exc`; `None` when nothing is answered."""
+def error_answer(request_id: RequestId | None, exc: Exception, *, answer_cancelled: bool = False) -> bytes | None:
+    """The encoded answer to a request that raised `exc`; `None` when nothing is answered.
+
+    Args:
+        answer_cancelled: a cancelled request is answered all the same, with an error.
+    """
     if isinstance(exc, McpError):
         return encode_error(request_id, exc)
     if isinstance(exc, CallCancelled):
-        return None  # the client cancelled it: the spec wants no response (basic/utilities)
+        # The spec wants no response to a cancelled request (basic/utilities/cancellation), but
+        # a POST that carried one is answered with JSON or SSE, never 202 (basic/transports):
+        # a client that reads no SSE cannot be given an empty stream, so it is told.
+        return encode_error(request_id, RequestCancelled("Request cancelled.")) if answer_cancelled else None
     logger.error("internal error handling an MCP request", exc_info=exc)
     return encode_error(request_id, McpError("Internal error."))
 
