@@ -110,10 +110,6 @@ class ClientChannel(abc.ABC):
     def holder(self) -> Holder:
         return holder_of(self.identity, self.address, self.principal)
 
-    @property
-    def trust(self) -> Trust:
-        return self.holder.trust
-
     def running(self) -> dict[RequestId, anyio.CancelScope]:
         """The calls a cancellation can name: by default, this request's own."""
         return self._own_calls
