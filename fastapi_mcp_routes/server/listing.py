@@ -11,7 +11,6 @@ nothing announces a route added at runtime, so one waiter looks at the route tab
 
 from __future__ import annotations
 
-import logging
 from typing import Final
 
 from fastapi_mcp_routes.server.changes import ChangeFeed
@@ -19,8 +18,6 @@ from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.tools.access import Access
 from fastapi_mcp_routes.tools.registry import ToolRegistry, decode_cursor
 from fastapi_mcp_routes.wire.errors import InvalidParams
-
-logger = logging.getLogger("fastapi_mcp_routes")
 
 # How soon a route added at runtime reaches listeners: one look at the route table per
 # interval for the whole process, and only while someone listens (a look costs about 10 µs
