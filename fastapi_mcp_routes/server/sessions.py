@@ -161,19 +161,21 @@ class SessionManager:
         many questions waiting as it may (callers it trusts less, only their share of it)."""
         limits = self._limits
         caller = self.binding(holder.owner).hex()
-        pools = [
-            (f"questions/session/{session_id}", limits.max_questions_per_session),
-            (f"questions/caller/{caller}", limits.max_questions_per_caller),
-            *shares("questions/all", limits.max_questions, holder.trust),
-        ]
-        named = {pools[0][0]: "Limits.max_questions_per_session", pools[1][0]: "Limits.max_questions_per_caller"}
+        bounds = {  # pool -> (limit, the bound its refusal names)
+            f"questions/session/{session_id}": (limits.max_questions_per_session, "Limits.max_questions_per_session"),
+            f"questions/caller/{caller}": (limits.max_questions_per_caller, "Limits.max_questions_per_caller"),
+        }
+        for name, limit in shares("questions/all", limits.max_questions, holder.trust):
+            holders = share_holders(name)
+            bounds[name] = (
+                limit,
+                f"the share of Limits.max_questions {holders} may hold" if holders else "Limits.max_questions",
+            )
+        pools = [(name, limit) for name, (limit, _) in bounds.items()]
         # The slot outlives the wait a little, so it lapses only once the question surely ended.
         full = await self._store.take_slots(pools, request_id, wait_s + 60)
         if full is not None:
-            limit = dict(pools)[full]
-            holders = share_holders(full)
-            share = f"the share of Limits.max_questions {holders} may hold" if holders else "Limits.max_questions"
-            bound = named.get(full) or share
+            limit, bound = bounds[full]
             raise ToolContextError(
                 f"{limit} questions already wait for the client's answer ({bound}); "
                 "answer or cancel one, then try again"
@@ -182,7 +184,7 @@ class SessionManager:
             yield
         finally:
             with anyio.CancelScope(shield=True):
-                await self._store.free_slots([name for name, _ in pools], request_id)
+                await self._store.free_slots(list(bounds), request_id)
 
     def replies(self, session_id: str, request_id: RequestKey) -> AbstractAsyncContextManager[Inbox]:
         """Listen for the reply to one request (open it before the request goes out)."""
