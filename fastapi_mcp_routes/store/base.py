@@ -124,12 +124,29 @@ class Inbox(Protocol):
 class Store(Protocol):
     """The state that outlives a request. Every method is one round trip to a shared store."""
 
+    # Whether every process serving the endpoint sees this store (Redis), or only this one
+    # (memory): then what another process did (a session it opened, a token it issued) is not
+    # here, and a message published here reaches this process only.
+    shared: bool
+
+    async def aclose(self) -> None:
+        """Let go of connections (at the app's shutdown)."""
+        ...
+
     # -- sessions --------------------------------------------------------------------------
 
     async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
         """Keep a new session; returns the ids it pushed out (expired, the owner's oldest past
         `max_per_owner`, past `max_sessions` the least recently used of the lowest trust, never
         one trusted more than the new one: then `StoreFull`)."""
+        ...
+
+    async def adopt_session(self, record: SessionRecord, bounds: SessionBounds) -> bool:
+        """Keep a session another process opened (its sealed id vouches for it), as
+        `open_session` would, unless this store saw it end (closed or pushed out; an idle
+        expiry is not an end here: the session may be busy in another process). A shared store
+        has every session: one it lacks has ended, so it adopts nothing. `False` when not kept;
+        `StoreFull` as for `open_session`."""
         ...
 
     async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
@@ -204,6 +221,11 @@ class Store(Protocol):
     async def use_token(self, key: str, expected: bytes) -> bytes | None:
         """Atomically: when the value is `expected`, mark it `USED` (keeping its expiry).
         Returns the value that was there, so the caller can say why a token did not fit."""
+        ...
+
+    async def adopt_token(self, key: str, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> bool:
+        """Keep a token another process issued as `USED` (its sealed form vouches for it),
+        bounded as `put_token`; `True` when it was not here before: its first use here."""
         ...
 
     async def revoke_token(self, key: str) -> None:

@@ -34,6 +34,9 @@ _Key = TypeVar("_Key", bound=Hashable)
 
 # Messages a subscriber has not read yet; a reply channel gets one message, so this is slack.
 _INBOX_SIZE: Final = 16
+# Ids of sessions that ended here (closed, pushed out), so a sealed id another process issued is
+# not adopted again after its end here: the most recent ones, about 100 bytes each.
+ENDED_KEPT: Final = 100_000
 
 
 @dataclass(slots=True)
@@ -81,11 +84,19 @@ def _oldest_of_lowest_trust(by_trust: Mapping[Trust, OrderedDict[_Key, None]], c
 class MemoryStore:
     """Keeps every record in this process; see `Store` for what each method promises."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    shared = False
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, first_stream: int = 1) -> None:
+        """`first_stream`: where each session's stream numbers start. Processes that share a
+        secret but not a store each number the streams of one session: from a random start,
+        an event id of another process's stream names no stream here (so a resume that reaches
+        the wrong process is refused, never answered with another stream's events)."""
         self._clock = clock
+        self._first_stream = first_stream
         self._sessions: OrderedDict[str, _Live] = OrderedDict()
         self._by_owner: dict[bytes, OrderedDict[str, None]] = {}
         self._by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
+        self._ended: OrderedDict[str, None] = OrderedDict()
         self._claims: dict[str, tuple[str, float]] = {}
         self._streams: dict[str, _Streams] = {}
         self._log_size = 0  # bytes of every kept event
@@ -98,6 +109,9 @@ class MemoryStore:
         # pool -> holder -> expiry, in the order of renewal: lapsed slots are at the front.
         self._slots: dict[str, OrderedDict[str, float]] = {}
 
+    async def aclose(self) -> None:
+        pass  # nothing held outside this object
+
     # -- sessions --------------------------------------------------------------------------
 
     async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
@@ -107,7 +121,7 @@ class MemoryStore:
             oldest = next(iter(self._sessions.values()))
             if now - oldest.last_seen <= bounds.idle_s:
                 break
-            gone.append(self._drop_session(oldest.record.id))
+            gone.append(self._drop_session(oldest.record.id, ended=False))
         mine = self._by_owner.get(record.owner)
         while mine and len(mine) >= bounds.max_per_owner:
             gone.append(self._drop_session(next(iter(mine))))
@@ -127,12 +141,19 @@ class MemoryStore:
             return None
         now = self._clock()
         if now - live.last_seen > idle_s:
-            self._drop_session(session_id)
+            self._drop_session(session_id, ended=False)
             return None
         live.last_seen = now
         self._sessions.move_to_end(session_id)
         self._by_trust[live.record.trust].move_to_end(session_id)
         return live.record
+
+    async def adopt_session(self, record: SessionRecord, bounds: SessionBounds) -> bool:
+        if record.id in self._ended:
+            return False
+        if record.id not in self._sessions:
+            await self.open_session(record, bounds)
+        return True
 
     async def save_session(self, record: SessionRecord) -> None:
         live = self._sessions.get(record.id)
@@ -145,8 +166,14 @@ class MemoryStore:
         self._drop_session(session_id)
         return True
 
-    def _drop_session(self, session_id: str) -> str:
+    def _drop_session(self, session_id: str, *, ended: bool = True) -> str:
+        """Forget a session; `ended` (closed, pushed out, not just idle here) keeps its id, so
+        its sealed id is not adopted again."""
         live = self._sessions.pop(session_id)
+        if ended:
+            self._ended[session_id] = None
+            if len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
         mine = self._by_owner[live.record.owner]
         del mine[session_id]
         if not mine:
@@ -205,7 +232,9 @@ class MemoryStore:
         if session_id not in self._sessions:
             # Kept, it would outlive its session (`_drop_session` already ran) and never go.
             return None
-        streams = self._streams.setdefault(session_id, _Streams(trust))
+        streams = self._streams.get(session_id)
+        if streams is None:
+            streams = self._streams[session_id] = _Streams(trust, self._first_stream)
         number = streams.next
         streams.next += 1
         streams.kept[number] = _Stream()
@@ -305,6 +334,12 @@ class MemoryStore:
         if found == expected:
             token.value = USED
         return found
+
+    async def adopt_token(self, key: str, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> bool:
+        if self._live_token(key) is not None:
+            return False
+        await self.put_token(key, USED, ttl_s, holder, bounds)
+        return True
 
     async def revoke_token(self, key: str) -> None:
         token = self._live_token(key)
