@@ -13,6 +13,8 @@ from typing import Final
 
 # Thirty minutes: long enough for a person to read an answer and come back to the agent.
 DEFAULT_SESSION_IDLE_S: Final = 30 * 60.0
+# A session lives at most a day however busy, so a sealed id any process accepts has an end.
+DEFAULT_SESSION_MAX_LIFE_S: Final = 24 * 3600.0
 DEFAULT_MAX_SESSIONS: Final = 10_000
 # One caller (one credential, or one anonymous address-less client) can hold this many
 # sessions; opening one more closes that caller's own oldest, never anyone else's.
@@ -70,14 +72,18 @@ class Sessions:
         idle_s: a session unused this long is closed; its next request is answered 404.
         max_sessions: live sessions in all; at the cap the least recently used one is closed.
         max_per_caller: live sessions of one caller; its own oldest is closed past it.
+        max_life_s: a session ends this long after it opened, however busy; its sealed id
+            is refused by every process from then on.
     """
 
     idle_s: float = DEFAULT_SESSION_IDLE_S
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER
+    max_life_s: float = DEFAULT_SESSION_MAX_LIFE_S
 
     def __post_init__(self) -> None:
         check_seconds("Sessions.idle_s", self.idle_s)
+        check_seconds("Sessions.max_life_s", self.max_life_s)
         _check_count("Sessions.max_sessions", self.max_sessions)
         _check_count("Sessions.max_per_caller", self.max_per_caller)
 

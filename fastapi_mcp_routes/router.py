@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import APIRouter, Depends, FastAPI, params
 from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
@@ -19,13 +22,16 @@ from fastapi_mcp_routes.options import Limits, Sessions, check_seconds
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
+from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, ServerIdentity
-from fastapi_mcp_routes.server.envelope import ResultShaper
+from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, ResultShaper
 from fastapi_mcp_routes.server.listing import ToolLister
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.seal import Secret, SecretOption
 from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.server.url_policy import url_policy
+from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
@@ -34,6 +40,8 @@ from fastapi_mcp_routes.wire import constants as c
 
 if TYPE_CHECKING:
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
+
+logger = logging.getLogger("fastapi_mcp_routes")
 
 # Always the caller's own: never taken from a model's arguments, always forwarded to the route.
 _ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_COOKIE)
@@ -61,6 +69,8 @@ def mcp_routes(
     forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
     dependencies: Sequence[params.Depends] | None = None,
     max_stream_seconds: float | None = None,
+    secret: SecretOption = None,
+    store: Store | None = None,
     request_state_key: bytes | None = None,
     auth: Callable[..., Any] | params.Depends | None = None,
     protected_resource: ProtectedResource | None = None,
@@ -97,8 +107,16 @@ def mcp_routes(
         max_stream_seconds: end a resumable (2025-11-25) POST stream after this many seconds,
             for proxies that cut long responses; the call runs on and the client resumes the
             stream with `Last-Event-ID`. `None` keeps streams open until the answer.
-        request_state_key: the key (32 bytes or more) that seals 2026-07-28 `requestState`;
-            generated per process by default, so replicas behind one load balancer must share one.
+        secret: what seals session ids, 2026-07-28 `requestState` and confirmation tokens, so
+            every process serving the endpoint accepts what any of them issued: 32 bytes or more
+            (text or bytes), or a list whose first entry seals and every entry opens (a rotation).
+            By default the environment variable `FASTAPI_MCP_ROUTES_SECRET` (entries separated
+            by commas), else random per process, which serves one process only.
+        store: where state that must be shared lives (sessions' end, replay logs, the single use
+            of tokens, the endpoint's rate limit) and how a client's answer or cancellation
+            reaches the process running the call: `RedisStore.from_url("redis://...")` for
+            several processes; by default this process's memory.
+        request_state_key: deprecated name of `secret` (it sealed only `requestState`).
         auth: a FastAPI dependency (e.g. a `JWTBearer`, or `Security(jwt, scopes=[...])`) that
             must succeed for every request to the endpoint; its return value is the caller's
             principal (`ToolContext.principal`), and sessions are bound to it.
@@ -155,8 +173,12 @@ def mcp_routes(
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
         max_stream_seconds=max_stream_seconds,
     )
-    store = MemoryStore()
-    tokens = TokenStore(store, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
+    sealing = Secret.configure(secret, os.environ, request_state_key)
+    if store is None:
+        # Processes sharing a secret each number a session's streams, from their own start.
+        store = MemoryStore(first_stream=1 + secrets.randbelow(10**8) if sealing.shared else 1)
+    deployment = Deployment(sealing, store)
+    tokens = TokenStore(deployment, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
     calls = ToolCallPipeline(
         app=app,
         registry=registry,
@@ -167,18 +189,20 @@ def mcp_routes(
         max_argument_depth=limits.max_argument_depth,
     )
     lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
-    session_manager = SessionManager(options=session_options, store=store, limits=limits) if session_options else None
+    session_manager = (
+        SessionManager(options=session_options, deployment=deployment, limits=limits) if session_options else None
+    )
     endpoint = StreamableHTTPEndpoint(
         config=config,
         dispatcher=Dispatcher(identity=identity, tools=lister, calls=calls),
         channels=Channels(
             sessions=session_manager,
-            sealer=RequestStateSealer(request_state_key),
+            sealer=RequestStateSealer(sealing),
             shaper=ResultShaper({"name": identity.name, "version": identity.version}),
         ),
-        store=store,
+        deployment=deployment,
         sessions=session_manager,
-        rate_limit=_endpoint_rate_limit(app, rate_limit),
+        rate_limit=_endpoint_rate_limit(app, rate_limit, getattr(store, "url", None) if store.shared else None),
     )
 
     async def mcp_endpoint(request: Request) -> Response:
@@ -201,8 +225,15 @@ def mcp_routes(
                     served_first.append(plain)
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
             urls.log_startup(table.by_name.values())
-            yield
+            logger.info("%s", _startup_line(path, len(table.by_name), session_options, deployment))
+            async with anyio.create_task_group() as tasks:
+                if session_manager is not None and deployment.store.shared:
+                    tasks.start_soon(session_manager.forward_cancels)
+                yield
+                tasks.cancel_scope.cancel()
         finally:
+            with anyio.CancelScope(shield=True):
+                await deployment.store.aclose()
             for served in served_first:
                 app.router.routes.remove(served)
             served_first.clear()
@@ -274,13 +305,21 @@ def _any_takes(routes: Sequence[Any], path: str) -> bool:
     return False
 
 
-def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None) -> EndpointRateLimit | None:
+def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None, redis_url: str | None) -> EndpointRateLimit | None:
     if rate_limit is None:
         return None
     # Imported when asked for: the `limits` library takes tens of milliseconds to import.
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
-    return EndpointRateLimit(app, rate_limit)
+    return EndpointRateLimit(app, rate_limit, redis_url)
+
+
+def _startup_line(path: str, tools: int, sessions: Sessions | None, deployment: Deployment) -> str:
+    """What the endpoint serves and where its state lives, so a misconfigured deployment shows
+    in its first log line."""
+    versions = ", ".join((*c.SESSION_ERA_VERSIONS, *MODERN_VERSIONS) if sessions else MODERN_VERSIONS)
+    era = f"sessions on (idle {sessions.idle_s:g} s)" if sessions else "sessions off"
+    return f"MCP endpoint {path}: {tools} tools, protocols {versions}, {era}; {deployment.describe()}"
 
 
 def _check_options(path: str, max_stream_seconds: float | None) -> None:

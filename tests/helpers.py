@@ -30,6 +30,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes.server.deployment import Deployment
+from fastapi_mcp_routes.server.seal import Secret
+from fastapi_mcp_routes.store.base import Store
+from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 
 START_TIMEOUT_S = 10.0
@@ -77,6 +81,11 @@ def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str
         thread.join(START_TIMEOUT_S)
         for listener in sockets or ():
             listener.close()
+
+
+def one_process(store: Store | None = None) -> Deployment:
+    """What a single process serves with: a random secret of its own, and a store (its memory)."""
+    return Deployment(Secret.configure(None, {}, None), store or MemoryStore())
 
 
 # -- the official SDK client -------------------------------------------------------------------

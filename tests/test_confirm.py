@@ -19,11 +19,21 @@ from pydantic import BaseModel
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
 from fastapi_mcp_routes.server.confirm import PLAN_META_KEY, Kind, Refused, TokenStore
+from fastapi_mcp_routes.server.seal import KEY_ID_BYTES, TAG_BYTES
 from fastapi_mcp_routes.store.base import Holder, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import WAIT_S, call_tool, mcp_client, open_session, post_stateless, serve, stateless_meta
+from tests.helpers import (
+    WAIT_S,
+    call_tool,
+    mcp_client,
+    one_process,
+    open_session,
+    post_stateless,
+    serve,
+    stateless_meta,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -141,7 +151,7 @@ class Clock:
 
 def token_store(clock: Clock | None = None, capacity: int = 100, per_caller: int = 10) -> TokenStore:
     clock = clock or Clock()
-    return TokenStore(MemoryStore(clock), capacity=capacity, per_caller=per_caller, clock=clock)
+    return TokenStore(one_process(MemoryStore(clock)), capacity=capacity, per_caller=per_caller, clock=clock)
 
 
 async def refusal(store: TokenStore, token: object, caller: bytes, tool: str, digest: str, kind: Kind = "model") -> str:
@@ -437,8 +447,8 @@ def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
 
 def sealed_state(request_state: str) -> dict[str, Any]:
     """What a requestState carries: it is signed, not encrypted."""
-    payload = request_state.split(".")[0]
-    sealed: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["a"]
+    raw = base64.urlsafe_b64decode(request_state + "=" * (-len(request_state) % 4))
+    sealed: dict[str, Any] = json.loads(raw[KEY_ID_BYTES:-TAG_BYTES])["a"]  # between key id and tag
     return sealed
 
 

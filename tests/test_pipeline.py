@@ -29,6 +29,7 @@ from fastapi_mcp_routes.wire.errors import (
 )
 from fastapi_mcp_routes.wire.json import RawJSON, loads
 from fastapi_mcp_routes.wire.jsonrpc import Request
+from tests.helpers import one_process
 
 CALLER = Caller(headers=(), client=None, server=None, scheme="http", root_path="", http_version="1.1", state=None)
 JSON = ((b"content-type", b"application/json"),)
@@ -62,9 +63,13 @@ def stateless_channel(capabilities: Mapping[str, Any] | None = None) -> Stateles
         principal=None,
         identity=b"alice",
         envelope=envelope,
-        sealer=RequestStateSealer(b"k" * 32),
+        sealer=RequestStateSealer(SECRET),
         shaper=ResultShaper({"name": "t", "version": "1"}),
     )
+
+
+# One secret for every round of a call, as one process has.
+SECRET = one_process().secret
 
 
 class FakeApp:
@@ -92,7 +97,7 @@ class FakeApp:
 
 def pipeline(app: FakeApp, events: list[ToolCallEvent] | None = None) -> ToolCallPipeline:
     store = MemoryStore()
-    gate = ConfirmationGate(tokens=TokenStore(store, capacity=100, per_caller=10))
+    gate = ConfirmationGate(tokens=TokenStore(one_process(store), capacity=100, per_caller=10))
     return ToolCallPipeline(
         app=FastAPI(),
         registry=registry(),

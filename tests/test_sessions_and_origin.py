@@ -6,6 +6,8 @@ import anyio
 import pytest
 
 from fastapi_mcp_routes.options import Sessions
+from fastapi_mcp_routes.server.deployment import Deployment
+from fastapi_mcp_routes.server.seal import Secret
 from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.transport.origin import OriginPolicy
@@ -32,7 +34,7 @@ def manager_with(
 ) -> tuple[SessionManager, MemoryStore]:
     store = MemoryStore(clock)
     options = Sessions(idle_s=IDLE_S, max_sessions=max_sessions, max_per_caller=max_per_caller)
-    return SessionManager(options=options, store=store, key=b"k" * 32), store
+    return SessionManager(options=options, deployment=Deployment(Secret([b"k" * 32], "random"), store)), store
 
 
 # SessionManager over the MemoryStore
@@ -43,16 +45,16 @@ ALICE, BOB, MALLORY = b"Bearer alice", b"Bearer bob", b"Bearer mallory"
 @pytest.mark.anyio
 async def test_session_ids_are_unique_and_long() -> None:
     sessions, _ = manager_with(ManualClock(), max_sessions=1000, max_per_caller=1000)
-    ids = {(await sessions.open(ALICE, VERSION)).id for _ in range(200)}
+    ids = {(await sessions.open(ALICE, VERSION))[1] for _ in range(200)}
     assert len(ids) == 200
-    assert min(len(session_id) for session_id in ids) >= 43  # 32 random bytes, base64url
+    assert min(len(session_id) for session_id in ids) >= 43  # 16 random bytes and a 16-byte tag, at least
 
 
 @pytest.mark.anyio
 async def test_session_is_found_by_the_caller_that_opened_it() -> None:
     sessions, _ = manager_with(ManualClock())
-    session = await sessions.open(ALICE, VERSION)
-    found = await sessions.find(session.id, ALICE)
+    session, session_id = await sessions.open(ALICE, VERSION)
+    found = await sessions.find(session_id, ALICE)
     assert found == session
     assert found is not None
     assert found.protocol_version == VERSION
@@ -62,7 +64,7 @@ def test_binding_depends_on_the_credentials_and_the_key() -> None:
     sessions, _ = manager_with(ManualClock())
     assert sessions.binding(ALICE) == sessions.binding(ALICE)
     assert sessions.binding(ALICE) != sessions.binding(BOB)
-    other_key = SessionManager(options=Sessions(), store=MemoryStore(), key=b"o" * 32)
+    other_key = SessionManager(options=Sessions(), deployment=Deployment(Secret([b"o" * 32], "random"), MemoryStore()))
     assert other_key.binding(ALICE) != sessions.binding(ALICE)
     assert b"alice" not in sessions.binding(ALICE)
 
@@ -70,20 +72,20 @@ def test_binding_depends_on_the_credentials_and_the_key() -> None:
 @pytest.mark.anyio
 async def test_foreign_session_is_answered_like_unknown() -> None:
     sessions, _ = manager_with(ManualClock())
-    session = await sessions.open(ALICE, VERSION)
-    assert await sessions.find(session.id, MALLORY) is None
+    session, session_id = await sessions.open(ALICE, VERSION)
+    assert await sessions.find(session_id, MALLORY) is None
     assert await sessions.find("no-such-session", MALLORY) is None
     # The probe neither ends nor steals the owner's session.
-    assert await sessions.find(session.id, ALICE) == session
+    assert await sessions.find(session_id, ALICE) == session
 
 
 @pytest.mark.anyio
 async def test_session_expires_after_its_idle_time() -> None:
     clock = ManualClock()
     sessions, store = manager_with(clock)
-    session = await sessions.open(ALICE, VERSION)
+    session, session_id = await sessions.open(ALICE, VERSION)
     clock.advance(IDLE_S + 1)
-    assert await sessions.find(session.id, ALICE) is None
+    assert await sessions.find(session_id, ALICE) is None
     assert await store.find_session(session.id, IDLE_S) is None
 
 
@@ -91,57 +93,57 @@ async def test_session_expires_after_its_idle_time() -> None:
 async def test_use_keeps_a_session_alive() -> None:
     clock = ManualClock()
     sessions, _ = manager_with(clock)
-    session = await sessions.open(ALICE, VERSION)
+    session, session_id = await sessions.open(ALICE, VERSION)
     for _ in range(5):
         clock.advance(IDLE_S - 1)
-        assert await sessions.find(session.id, ALICE) == session
+        assert await sessions.find(session_id, ALICE) == session
 
 
 @pytest.mark.anyio
 async def test_expired_sessions_are_evicted_when_a_new_one_opens() -> None:
     clock = ManualClock()
     sessions, store = manager_with(clock)
-    first = await sessions.open(ALICE, VERSION)
-    second = await sessions.open(BOB, VERSION)
+    first, _first_id = await sessions.open(ALICE, VERSION)
+    second, _second_id = await sessions.open(BOB, VERSION)
     clock.advance(IDLE_S + 1)
-    fresh = await sessions.open(ALICE, VERSION)
+    fresh, fresh_id = await sessions.open(ALICE, VERSION)
     # Looking with an idle time long enough to see stale records: they are gone, not hidden.
     assert await store.find_session(first.id, 10 * IDLE_S) is None
     assert await store.find_session(second.id, 10 * IDLE_S) is None
-    assert await sessions.find(fresh.id, ALICE) == fresh
+    assert await sessions.find(fresh_id, ALICE) == fresh
 
 
 @pytest.mark.anyio
 async def test_cap_evicts_the_least_recently_used_session() -> None:
     sessions, _ = manager_with(ManualClock(), max_sessions=2)
-    first = await sessions.open(ALICE, VERSION)
-    second = await sessions.open(BOB, VERSION)
-    assert await sessions.find(first.id, ALICE) == first  # now `second` is the least recently used
-    third = await sessions.open(MALLORY, VERSION)
-    assert await sessions.find(second.id, BOB) is None
-    assert await sessions.find(first.id, ALICE) == first
-    assert await sessions.find(third.id, MALLORY) == third
+    first, first_id = await sessions.open(ALICE, VERSION)
+    _second, second_id = await sessions.open(BOB, VERSION)
+    assert await sessions.find(first_id, ALICE) == first  # now `second` is the least recently used
+    third, third_id = await sessions.open(MALLORY, VERSION)
+    assert await sessions.find(second_id, BOB) is None
+    assert await sessions.find(first_id, ALICE) == first
+    assert await sessions.find(third_id, MALLORY) == third
 
 
 @pytest.mark.anyio
 async def test_a_caller_past_its_own_cap_loses_its_own_oldest_session_and_nobody_elses() -> None:
     sessions, _ = manager_with(ManualClock(), max_sessions=100, max_per_caller=2)
-    bobs = await sessions.open(BOB, VERSION)
-    first, second, third = [await sessions.open(ALICE, VERSION) for _ in range(3)]
-    assert await sessions.find(first.id, ALICE) is None
-    assert await sessions.find(second.id, ALICE) == second
-    assert await sessions.find(third.id, ALICE) == third
-    assert await sessions.find(bobs.id, BOB) == bobs
+    bobs, bobs_id = await sessions.open(BOB, VERSION)
+    (_first, first_id), (second, second_id), (third, third_id) = [await sessions.open(ALICE, VERSION) for _ in range(3)]
+    assert await sessions.find(first_id, ALICE) is None
+    assert await sessions.find(second_id, ALICE) == second
+    assert await sessions.find(third_id, ALICE) == third
+    assert await sessions.find(bobs_id, BOB) == bobs
 
 
 @pytest.mark.anyio
 async def test_close_ends_the_session_and_cancels_its_calls() -> None:
     sessions, _ = manager_with(ManualClock())
-    session = await sessions.open(ALICE, VERSION)
+    session, session_id = await sessions.open(ALICE, VERSION)
     scope = anyio.CancelScope()
     sessions.running(session.id)["call-1"] = scope
     await sessions.close(session)
-    assert await sessions.find(session.id, ALICE) is None
+    assert await sessions.find(session_id, ALICE) is None
     assert scope.cancel_called
 
 

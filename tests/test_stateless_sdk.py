@@ -326,7 +326,10 @@ def test_a_repeated_routing_header_is_refused(base_url: str) -> None:
 
 
 def test_a_request_state_key_must_be_long_bytes() -> None:
-    with pytest.raises(ValueError, match="request_state_key must be at least 32 bytes"):
+    with (
+        pytest.warns(DeprecationWarning, match="request_state_key= is deprecated"),
+        pytest.raises(ValueError, match="request_state_key must be at least 32 bytes"),
+    ):
         mcp_routes(FastAPI(), request_state_key="s" * 40)  # type: ignore[arg-type]
 
 

@@ -213,8 +213,11 @@ class SessionChannel(ClientChannel):
             await self._sessions.set_log_level(self.session, level)
 
     def cannot_ask(self, request: InputRequest) -> str | None:
-        if self.session is None or self.emit is None:
+        if self.session is None or self.emit is None or self._sessions is None:
             return f"{request.method} needs a session and a response stream the client reads as SSE"
+        unheard = self._sessions.cannot_hear_answers()
+        if unheard is not None:
+            return unheard
         if request.capability == "elicitation" and self.protocol_version < ELICITATION_SINCE:
             return f"elicitation/create is not part of protocol {self.protocol_version}"
         if not declares(self.client_capabilities, request):
@@ -257,6 +260,14 @@ class SessionChannel(ClientChannel):
             raise ToolContextError(f"the client refused {request.method}: {reason}")
         result = reply.get("result")
         return result if isinstance(result, Mapping) else {}
+
+    async def cancel(self, params: Mapping[str, Any]) -> None:
+        if self.session is None or self._sessions is None:
+            await super().cancel(params)
+            return
+        request_id: Any = params.get("requestId")
+        if is_request_id(request_id):
+            await self._sessions.cancel(self.session.id, request_id)
 
     async def deliver(self, request_id: RequestId, payload: Mapping[str, Any]) -> None:
         if self.session is not None and self._sessions is not None:
@@ -348,7 +359,7 @@ class StatelessChannel(ClientChannel):
     def shape(self, method: str, result: Result, private: bool) -> Result:
         return self._shaper.shape(method, result, "private" if private else "public")
 
-    def _binding(self, tool: str, arguments: Mapping[str, Any]) -> Any:
+    def _binding(self, tool: str, arguments: Mapping[str, Any]) -> bytes:
         """What a requestState is bound to: the caller's credentials, the tool, the arguments."""
         return self._sealer.binding(self.identity, tool, arguments)
 

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
+from fastapi_mcp_routes.server.deployment import Deployment
+from fastapi_mcp_routes.server.seal import INSTANCE_BYTES
 from fastapi_mcp_routes.server.summary import MAX_SUMMARY, shorten, summarize
-from fastapi_mcp_routes.store.base import USED, Holder, Store, StoreFull
+from fastapi_mcp_routes.store.base import USED, Holder, StoreFull, Trust
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
@@ -65,11 +67,12 @@ class Refused(Exception):
 
 
 class TokenStore:
-    """Confirmation tokens, kept in the `Store`: issued for one caller, tool, arguments, kind."""
+    """Confirmation tokens: sealed with the endpoint's secret for one caller, tool, arguments
+    and kind (any process can read them), and kept in the `Store` (which makes each run once)."""
 
     def __init__(
         self,
-        store: Store,
+        deployment: Deployment,
         *,
         capacity: int,
         per_caller: int,
@@ -77,57 +80,129 @@ class TokenStore:
     ) -> None:
         if capacity < 1 or per_caller < 1:
             raise ValueError(f"token store bounds must be positive, got {capacity!r} and {per_caller!r}")
-        self._store = store
+        self._deployment = deployment
+        self._store = deployment.store
+        self._secret = deployment.secret
         self._bounds = (per_caller, capacity)
         self._clock = clock
 
     async def issue(self, caller: bytes, holder: Holder, tool: str, digest: str, kind: Kind, expires: float) -> str:
         """A new token; the caller's oldest goes past its own bound, and past the total the
         oldest of the lowest trust; `StoreFull` when all are trusted more than this caller."""
-        token = secrets.token_urlsafe(24)
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        payload = self._secret.instance + nonce + int(expires).to_bytes(8, "big") + _call_digest(tool, digest)
         ttl_s = expires - self._clock()
         # Hashed: the store holds no credential, only what tells callers apart.
         await self._store.put_token(
-            _key(caller, token),
-            _value(kind, tool, digest),
-            ttl_s,
-            Holder(_owner(holder.owner), holder.trust),
-            self._bounds,
+            _key(caller, nonce), _value(kind, tool, digest), ttl_s, _holder(holder), self._bounds
         )
-        return token
+        return self._secret.seal(_PURPOSE, payload, _owner(caller) + kind.encode())
 
-    async def redeem(self, token: object, caller: bytes, tool: str, digest: str, kind: Kind) -> None:
+    async def redeem(
+        self, token: object, caller: bytes, tool: str, digest: str, kind: Kind, holder: Holder | None = None
+    ) -> None:
         """Use a token for this call; `Refused` says why it cannot be used.
 
         A token of another caller or another kind is answered like one never issued, so a
         leaked token tells its holder nothing. A token offered for another tool or other
         arguments is refused and stays good for its own call."""
-        if not isinstance(token, str):
+        sealed = self._open(token, caller, kind)
+        if sealed is None:
             raise Refused(_NOT_VALID)
-        found = await self._store.use_token(_key(caller, token), _value(kind, tool, digest))
+        instance, nonce, call = sealed
+        found = await self._store.use_token(_key(caller, nonce), _value(kind, tool, digest))
         if found is None:
-            raise Refused(_NOT_VALID)
+            await self._redeem_elsewhere(instance, nonce, call, _Call(caller, tool, digest, kind, holder))
+            return
         if found == USED:
-            raise Refused("This confirmation was already used; each one runs one call.")
-        found_kind, found_tool, _ = found.split(b"\x00", 2)
-        if found_kind != kind.encode():
-            raise Refused(_NOT_VALID)
+            raise Refused(_USED)
+        _, found_tool, _ = found.split(b"\x00", 2)
         if found_tool != tool.encode():
-            raise Refused("This confirmation was issued for another tool.")
+            raise Refused(_OTHER_TOOL)
         if found != _value(kind, tool, digest):
-            raise Refused("This confirmation was issued for other arguments; the arguments must be the same.")
+            raise Refused(_OTHER_ARGUMENTS)
 
-    async def revoke(self, token: object, caller: bytes) -> None:
-        if isinstance(token, str):
-            await self._store.revoke_token(_key(caller, token))
+    async def _redeem_elsewhere(self, instance: bytes, nonce: bytes, digests: bytes, call: _Call) -> None:
+        """A sealed token the store does not hold: expired or pushed out, unless another
+        process issued it and keeps it in its own memory. Then a token the user confirmed (a
+        stateless question, whose retry may reach any process) runs once in each process; a
+        token the model holds is refused, as its single use cannot be checked here."""
+        if self._store.shared or instance == self._secret.instance:
+            raise Refused(_NOT_VALID)
+        expected = _call_digest(call.tool, call.digest)
+        if digests[:_TOOL_DIGEST] != expected[:_TOOL_DIGEST]:
+            raise Refused(_OTHER_TOOL)
+        if digests != expected:
+            raise Refused(_OTHER_ARGUMENTS)
+        if call.kind == "model":
+            raise Refused(self._deployment.needs_store("a confirmation token redeemed in another process than its own"))
+        self._deployment.needs_store("the single use of a confirmed requestState in every process")
+        if not await self._store.adopt_token(_key(call.caller, nonce), QUESTION_TTL_S, call.held, self._bounds):
+            raise Refused(_USED)
+
+    async def revoke(self, token: object, caller: bytes, kind: Kind = "question", holder: Holder | None = None) -> None:
+        sealed = self._open(token, caller, kind)
+        if sealed is None:
+            return
+        instance, nonce, _ = sealed
+        key = _key(caller, nonce)
+        if self._store.shared or instance == self._secret.instance:
+            await self._store.revoke_token(key)
+        else:  # another process's: used here from now on, so a declined question stays declined
+            await self._store.adopt_token(key, QUESTION_TTL_S, _Call(caller, "", "", kind, holder).held, self._bounds)
+
+    def _open(self, token: object, caller: bytes, kind: Kind) -> tuple[bytes, bytes, bytes] | None:
+        """A live token's issuing process, nonce and call digest; `None` for any other."""
+        payload = self._secret.open(_PURPOSE, token, _owner(caller) + kind.encode())
+        if payload is None or len(payload) != _PAYLOAD_BYTES:
+            return None
+        instance, rest = payload[:INSTANCE_BYTES], payload[INSTANCE_BYTES:]
+        nonce, expires, call = rest[:_NONCE_BYTES], rest[_NONCE_BYTES : _NONCE_BYTES + 8], rest[_NONCE_BYTES + 8 :]
+        if int.from_bytes(expires, "big") < self._clock():
+            return None
+        return instance, nonce, call
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """The call a token is offered for."""
+
+    caller: bytes
+    tool: str
+    digest: str
+    kind: Kind
+    holder: Holder | None
+
+    @property
+    def held(self) -> Holder:
+        """Whom a token kept for this call counts against (hashed, as every token's owner)."""
+        return _holder(self.holder or Holder(self.caller, Trust.ANONYMOUS))
+
+
+_PURPOSE: Final = "confirmation token"
+_NONCE_BYTES: Final = 12
+_TOOL_DIGEST: Final = 4  # bytes of the tool's hash in a token, then 6 of its arguments'
+_PAYLOAD_BYTES: Final = INSTANCE_BYTES + _NONCE_BYTES + 8 + _TOOL_DIGEST + 6
+_USED: Final = "This confirmation was already used; each one runs one call."
+_OTHER_TOOL: Final = "This confirmation was issued for another tool."
+_OTHER_ARGUMENTS: Final = "This confirmation was issued for other arguments; the arguments must be the same."
+
+
+def _call_digest(tool: str, digest: str) -> bytes:
+    """Which call a token confirms, in short: enough to tell another tool or other arguments."""
+    return hashlib.sha256(tool.encode()).digest()[:_TOOL_DIGEST] + hashlib.sha256(digest.encode()).digest()[:6]
+
+
+def _holder(holder: Holder) -> Holder:
+    return Holder(_owner(holder.owner), holder.trust)
 
 
 def _owner(caller: bytes) -> bytes:
     return hashlib.sha256(caller).digest()
 
 
-def _key(caller: bytes, token: str) -> str:
-    return "token/" + hashlib.sha256(_owner(caller) + token.encode()).hexdigest()
+def _key(caller: bytes, nonce: bytes) -> str:
+    return "token/" + hashlib.sha256(_owner(caller) + nonce).hexdigest()
 
 
 def _value(kind: Kind, tool: str, digest: str) -> bytes:
@@ -204,7 +279,9 @@ class ConfirmationGate:
                 return Held(_refusal(f"{refused} Call the tool again to be asked again."), "not_confirmed")
         if gated.offered.token is not None:
             try:
-                await self._tokens.redeem(gated.offered.token, gated.caller, gated.tool, gated.digest, "model")
+                await self._tokens.redeem(
+                    gated.offered.token, gated.caller, gated.tool, gated.digest, "model", gated.holder
+                )
             except Refused as refused:
                 retry = f"Call the tool again without {TOKEN_ARGUMENT} to get a new plan and token."
                 return Held(_refusal(f"{refused} {retry}"), "not_confirmed")
@@ -234,13 +311,15 @@ class ConfirmationGate:
         try:
             answers = await gated.call.ask({QUESTION_KEY: ask}, {STATE_KEY: state})
         except ToolContextError as exc:
-            await self._tokens.revoke(token, gated.caller)
+            await self._tokens.revoke(token, gated.caller, "question", gated.holder)
             return Held(_refusal(f"the call was not confirmed: {exc}."), "not_confirmed")
         return await self._answered(gated, state, answers[QUESTION_KEY])
 
     async def _later_round(self, gated: GatedCall, state: Mapping[str, Any]) -> Confirmed | Held:
         if state.get("kind") == "confirmed":
-            await self._tokens.redeem(state.get("token"), gated.caller, gated.tool, gated.digest, "confirmed")
+            await self._tokens.redeem(
+                state.get("token"), gated.caller, gated.tool, gated.digest, "confirmed", gated.holder
+            )
             return Confirmed(_expiry(state))
         answer = gated.offered.answer
         if answer is None:  # retried without an answer: the same question again
@@ -251,9 +330,9 @@ class ConfirmationGate:
         token = state.get("token")
         if not accepted(answer):
             # The user said no: the same state cannot say yes later.
-            await self._tokens.revoke(token, gated.caller)
+            await self._tokens.revoke(token, gated.caller, "question", gated.holder)
             return Held(_refusal(_no(answer)), "not_confirmed")
-        await self._tokens.redeem(token, gated.caller, gated.tool, gated.digest, "question")
+        await self._tokens.redeem(token, gated.caller, gated.tool, gated.digest, "question", gated.holder)
         return Confirmed(_expiry(state))
 
 

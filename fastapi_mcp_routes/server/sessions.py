@@ -1,9 +1,14 @@
 """Session-era sessions: ids, binding to the caller that opened them, and their calls.
 
-A session is bound to a keyed hash of the credentials that opened it. The same id presented
-with other credentials is answered exactly like an unknown id, so a leaked id is useless to
-anyone else and probing ids tells nothing. The records live in the `Store`; what only this
-process can hold (the cancel scopes of the calls it runs) stays here, by session id.
+A session id is sealed with the endpoint's secret (server/seal.py) and bound to the caller's
+credentials: it carries what any process needs to serve the session (its negotiated version,
+the client's capabilities, its caller's trust, its end of life), and the same id presented with
+other credentials fails its seal exactly like an unknown id, so a leaked id is useless to anyone
+else, probing ids tells nothing, and neither costs a look in the store. The records live in the
+`Store`, which says whether a session is still live (closed, pushed out and idle sessions are
+gone); a store of this process's memory alone adopts a session another process sealed
+(`Store.adopt_session`). What only this process can hold (the cancel scopes of the calls it
+runs) stays here, by session id.
 
 A session that ends (closed, or pushed out by the store's bounds) is announced on its own
 channel of the Store, so a stream of it open in any process ends too. Expiry is not announced:
@@ -12,61 +17,97 @@ an open stream renews its session, and checks that it is still there, now and th
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
-import hmac
 import secrets
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
 import anyio
 
 from fastapi_mcp_routes.options import Limits, Sessions
+from fastapi_mcp_routes.server.deployment import Deployment
+from fastapi_mcp_routes.server.seal import INSTANCE_BYTES, Secret
 from fastapi_mcp_routes.store.base import (
     Holder,
     Inbox,
     SessionBounds,
     SessionRecord,
-    Store,
     StoreFull,
     Trust,
     share_holders,
     shares,
 )
-from fastapi_mcp_routes.wire.errors import ToolContextError
+from fastapi_mcp_routes.store.memory import MemoryStore
+from fastapi_mcp_routes.wire.errors import McpError, ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
-# 32 random bytes: session ids are bearer secrets (spec: "cryptographically secure").
-SESSION_ID_BYTES: Final = 32
+# 16 random bytes name a session in the store; its sealed id adds the tag (spec: ids are
+# "cryptographically secure", and a guess must also forge the tag).
+SESSION_KEY_BYTES: Final = 16
 # What a session keeps of the client's `initialize` (see `kept_capabilities`): names a client
 # declares are few and short; everything past these bounds would only be held, never read.
 CLIENT_INFO_KEPT: Final = frozenset({"name", "title", "version", "description", "websiteUrl"})
 KEPT_TEXT: Final = 256
 KEPT_NAMES: Final = 32
+# What a sealed id carries of the client (it travels in a header on every request): the
+# capability names and their modes `declares` reads, and the client's name and version.
+SEALED_NAMES: Final = 8
+SEALED_TEXT: Final = 64
+CANCELS: Final = "cancels"
+_PURPOSE: Final = "session id"
 
 RequestKey = str | int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sealed:
+    """What a sealed session id says."""
+
+    key: str  # the session's name in the store
+    instance: bytes  # the process that opened it
+    expires: float
+    protocol_version: str
+    trust: Trust
+    client_info: dict[str, str] | None
+    client_capabilities: dict[str, Any] | None
 
 
 class SessionManager:
     """Opens, finds and closes sessions, and carries replies to the calls waiting for them."""
 
     def __init__(
-        self, *, options: Sessions, store: Store, limits: Limits | None = None, key: bytes | None = None
+        self,
+        *,
+        options: Sessions,
+        deployment: Deployment | None = None,
+        limits: Limits | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._options = options
         self._limits = limits if limits is not None else Limits()
         self._bounds = SessionBounds(options.idle_s, options.max_sessions, options.max_per_caller)
-        self._store = store
-        self._key = key or secrets.token_bytes(32)
+        deployment = deployment or Deployment(Secret.configure(None, {}, None), MemoryStore())
+        self._deployment = deployment
+        self._store = deployment.store
+        self._secret = deployment.secret
+        self._clock = clock
         self._running: dict[str, dict[RequestKey, anyio.CancelScope]] = {}
 
     @property
     def idle_s(self) -> float:
         return self._options.idle_s
 
+    @property
+    def deployment(self) -> Deployment:
+        return self._deployment
+
     def binding(self, identity: bytes) -> bytes:
         """A keyed hash of the caller's credentials; never stored in the clear."""
-        return hmac.digest(self._key, identity, "sha256")
+        return self._secret.mac("session binding", identity)
 
     async def open(
         self,
@@ -76,16 +117,25 @@ class SessionManager:
         client_capabilities: Mapping[str, Any] | None = None,
         *,
         holder: Holder | None = None,
-    ) -> SessionRecord:
+    ) -> tuple[SessionRecord, str]:
         """Start a session bound to `identity`, counted against `holder` (by default the same
-        caller, anonymous) for the per-caller bound; the store pushes out what its bounds do not
-        hold, and raises `StoreFull` when the total is reached by sessions trusted more."""
+        caller, anonymous) for the per-caller bound; returns its record and its sealed id. The
+        store pushes out what its bounds do not hold, and raises `StoreFull` when the total is
+        reached by sessions trusted more."""
         binding = self.binding(identity)
         counted = self.binding(holder.owner) if holder is not None else binding
         trust = holder.trust if holder is not None else Trust.ANONYMOUS
-        session_id = secrets.token_urlsafe(SESSION_ID_BYTES)
+        sealed = _Sealed(
+            key=secrets.token_urlsafe(SESSION_KEY_BYTES),
+            instance=self._secret.instance,
+            expires=self._clock() + self._options.max_life_s,
+            protocol_version=protocol_version,
+            trust=trust,
+            client_info=_sealed_client_info(client_info),
+            client_capabilities=_sealed_capabilities(client_capabilities),
+        )
         record = SessionRecord(
-            session_id,
+            sealed.key,
             binding,
             counted,
             protocol_version,
@@ -99,20 +149,74 @@ class SessionManager:
             await self._ended(full.gone)
             raise
         await self._ended(gone)
-        return record
+        return record, self._seal(sealed, identity)
 
     async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:
         """The caller's live session with this id; unknown, expired and foreign are all `None`."""
-        record = await self._store.find_session(session_id, self._options.idle_s)
-        if record is None:
-            self._retire(session_id)
+        sealed = self._open(session_id, identity)
+        if sealed is None:
             return None
-        if not hmac.compare_digest(record.binding, self.binding(identity)):
+        record = await self._store.find_session(sealed.key, self._options.idle_s)
+        if record is not None:
+            return record
+        self._retire(sealed.key)
+        if self._store.shared or sealed.instance == self._secret.instance:
+            return None  # it ended (or idled out) where it lives
+        # Opened by another process that keeps its own memory: its seal vouches for it here.
+        binding = self.binding(identity)
+        adopted = SessionRecord(
+            sealed.key,
+            binding,
+            binding,
+            sealed.protocol_version,
+            sealed.client_info,
+            sealed.client_capabilities,
+            trust=sealed.trust,
+        )
+        try:
+            kept = await self._store.adopt_session(adopted, self._bounds)
+        except StoreFull as full:
+            await self._ended(full.gone)
             return None
-        return record
+        return adopted if kept else None
+
+    async def live(self, record: SessionRecord) -> bool:
+        """Whether a session found before is still there; its idle time restarts."""
+        return await self._store.find_session(record.id, self._options.idle_s) is not None
+
+    def _seal(self, sealed: _Sealed, identity: bytes) -> str:
+        payload = dumps(
+            [
+                sealed.key,
+                base64.urlsafe_b64encode(sealed.instance).decode(),
+                int(sealed.expires),
+                sealed.protocol_version,
+                int(sealed.trust),
+                sealed.client_info,
+                sealed.client_capabilities,
+            ]
+        )
+        return self._secret.seal(_PURPOSE, payload, identity)
+
+    def _open(self, session_id: str, identity: bytes) -> _Sealed | None:
+        payload = self._secret.open(_PURPOSE, session_id, identity)
+        if payload is None:
+            return None
+        try:
+            key, instance, expires, version, trust, info, capabilities = loads(payload)
+            sealed = _Sealed(
+                key, base64.urlsafe_b64decode(instance), expires, version, Trust(trust), info, capabilities
+            )
+        except (McpError, ValueError, TypeError, binascii.Error):
+            return None  # sealed by this secret, so never in practice: a seal the code can no longer read
+        if not isinstance(sealed.key, str) or len(sealed.instance) != INSTANCE_BYTES:
+            return None
+        return sealed if isinstance(expires, int) and expires > self._clock() else None
 
     async def close(self, record: SessionRecord) -> None:
         """End a session: its record goes, and every call it still runs here is cancelled."""
+        if self._deployment.state_per_process:
+            self._deployment.needs_store("ending a session (DELETE) in every process")
         await self._store.close_session(record.id)
         await self._ended((record.id,))
 
@@ -121,7 +225,40 @@ class SessionManager:
         return self._store.subscribe(_ended_channel(session_id))
 
     async def set_log_level(self, record: SessionRecord, level: str) -> None:
+        if self._deployment.state_per_process:
+            self._deployment.needs_store("a log level (logging/setLevel) every process of a session applies")
         await self._store.save_session(dataclasses.replace(record, log_level=level))
+
+    async def cancel(self, session_id: str, request_id: RequestKey) -> None:
+        """`notifications/cancelled` for a call of the session: cancelled here when it runs
+        here, else in whichever process runs it (through the store's messages)."""
+        running = self._running.get(session_id, {}).get(request_id)
+        if running is not None:
+            running.cancel()
+        elif self._store.shared:
+            await self._store.publish(CANCELS, dumps([session_id, request_id]))
+        elif self._deployment.state_per_process:
+            self._deployment.needs_store("a notifications/cancelled for a call this process does not run")
+
+    async def forward_cancels(self) -> None:
+        """Cancel the calls of this process that a cancellation sent to another one names
+        (run for the app's lifetime when the store is shared)."""
+        async with self._store.subscribe(CANCELS) as inbox:
+            async for message in inbox:
+                try:
+                    session_id, request_id = loads(message)
+                except (McpError, ValueError, TypeError):
+                    continue
+                running = self._running.get(session_id, {}).get(request_id) if isinstance(session_id, str) else None
+                if running is not None:
+                    running.cancel()
+
+    def cannot_hear_answers(self) -> str | None:
+        """Why a question to the client cannot be asked here: its answer may reach another
+        process, and only a shared store brings it back; `None` when it can."""
+        if self._deployment.state_per_process:
+            return self._deployment.needs_store("asking the client (elicitation, sampling, roots) in a session")
+        return None
 
     def running(self, session_id: str) -> dict[RequestKey, anyio.CancelScope]:
         """The calls of a session that run in this process, so `notifications/cancelled` can
@@ -197,6 +334,25 @@ class SessionManager:
 
 def _ended_channel(session_id: str) -> str:
     return f"ended/{session_id}"
+
+
+def _sealed_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if info is None:
+        return None
+    return {key: value[:SEALED_TEXT] for key in ("name", "version") if isinstance(value := info.get(key), str)}
+
+
+def _sealed_capabilities(capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The capabilities a sealed id carries: names and modes (what `declares` reads), short."""
+    kept = kept_capabilities(capabilities)
+    if kept is None:
+        return None
+    return {
+        name[:SEALED_TEXT]: (
+            {key[:SEALED_TEXT]: {} for key in list(value)[:SEALED_NAMES]} if isinstance(value, Mapping) else value
+        )
+        for name, value in list(kept.items())[:SEALED_NAMES]
+    }
 
 
 def kept_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:

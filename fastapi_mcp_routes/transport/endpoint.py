@@ -20,10 +20,11 @@ from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
 from fastapi_mcp_routes.server.channel import Channels, SessionChannel, holder_of
+from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
 from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.store.base import SessionRecord, Store, StoreFull
+from fastapi_mcp_routes.store.base import SessionRecord, StoreFull
 from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
@@ -84,7 +85,7 @@ class StreamableHTTPEndpoint:
         config: TransportConfig,
         dispatcher: Dispatcher,
         channels: Channels,
-        store: Store,
+        deployment: Deployment,
         sessions: SessionManager | None,
         rate_limit: EndpointRateLimit | None = None,
     ) -> None:
@@ -92,9 +93,9 @@ class StreamableHTTPEndpoint:
         self._config = config
         self._dispatcher = dispatcher
         self._channels = channels
-        self._store = store
+        self._store = deployment.store
         self._sessions = sessions
-        self._slots = StreamSlots(store, config.limits)
+        self._slots = StreamSlots(deployment.store, config.limits, deployment.secret)
         self.keep_alive = KeepAlive(config.limits.keep_alive_s)
 
     async def __call__(self, request: Request) -> Response:
@@ -102,7 +103,7 @@ class StreamableHTTPEndpoint:
             headers = header_table(request)
             self._check_origin(request, headers)
             if self._rate_limit is not None:
-                self._rate_limit.check(request)
+                await self._rate_limit.check(request)
             if request.method == "POST":
                 return await self._post(request, headers)
             if headers.get(c.HEADER_PROTOCOL_VERSION) in MODERN_VERSIONS:
@@ -228,7 +229,7 @@ class StreamableHTTPEndpoint:
             params = initialize.params
             version = negotiate_version(str(params["protocolVersion"]))
             try:
-                opened = await self._sessions.open(
+                _, session_id = await self._sessions.open(
                     channel.identity,
                     version,
                     params.get("clientInfo"),
@@ -245,7 +246,7 @@ class StreamableHTTPEndpoint:
                     {"retry-after": str(RETRY_AFTER_S)},
                     request_id=initialize.id,
                 ) from None
-            headers[c.HEADER_SESSION_ID] = opened.id
+            headers[c.HEADER_SESSION_ID] = session_id
         return Response(encode_result(initialize.id, result), media_type=c.MEDIA_JSON, headers=headers)
 
     async def _delete(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
@@ -268,9 +269,9 @@ class StreamableHTTPEndpoint:
         renew_s = min(self.keep_alive.interval_s, sessions.idle_s / 2)
         last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
-            logs, stream, seen = await self._resumable(session, last_event_id)
+            logs, stream, seen = await self._resumable(session, last_event_id, sessions)
             slots = await self._slots.take(holder, renew_s, session_id=session.id)
-            return resume_stream(logs, stream, seen, SessionLease(sessions, session, identity, slots), self.keep_alive)
+            return resume_stream(logs, stream, seen, SessionLease(sessions, session, slots), self.keep_alive)
         claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), sessions.idle_s)
         if not await claim.take():
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
@@ -279,16 +280,21 @@ class StreamableHTTPEndpoint:
         except HttpError:
             await claim.release()
             raise
-        lease = SessionLease(sessions, session, identity, slots, claim)
+        lease = SessionLease(sessions, session, slots, claim)
         return session_stream(self._dispatcher, lease, self.keep_alive)
 
-    async def _resumable(self, session: SessionRecord, last_event_id: str) -> tuple[StreamLogs, int, int]:
+    async def _resumable(
+        self, session: SessionRecord, last_event_id: str, sessions: SessionManager
+    ) -> tuple[StreamLogs, int, int]:
         """The session's stream that `Last-Event-ID` names, and how much of it the client saw."""
         logs = StreamLogs(self._store, session.id, self._config.limits)
         found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
         if found is None:
             # The general GET stream would never carry the answer the client waits for.
-            raise HttpError(400, InvalidRequest("Bad Request: Last-Event-ID names no stream that can be resumed."))
+            message = "Bad Request: Last-Event-ID names no stream that can be resumed."
+            if sessions.deployment.state_per_process:
+                message += " " + sessions.deployment.needs_store("resuming a stream another process sent") + "."
+            raise HttpError(400, InvalidRequest(message))
         return logs, *found
 
     async def _require_session(self, headers: Headers, sessions: SessionManager, identity: bytes) -> SessionRecord:

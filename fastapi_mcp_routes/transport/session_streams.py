@@ -46,7 +46,6 @@ class SessionLease:
 
     sessions: SessionManager
     session: SessionRecord
-    identity: bytes
     slots: Slots
     claim: Claim | None = None
 
@@ -55,7 +54,7 @@ class SessionLease:
         return self.slots.renew_s
 
     async def renew(self) -> bool:
-        if await self.sessions.find(self.session.id, self.identity) is None:
+        if not await self.sessions.live(self.session):
             return False
         if self.claim is not None and not await self.claim.take():
             return False
@@ -69,7 +68,7 @@ class SessionLease:
     async def until_session_ends(self, emit: Emit) -> None:
         """A source that returns, ending the stream, once the session is closed or pushed out."""
         async with self.sessions.ended(self.session.id) as ended:
-            if await self.sessions.find(self.session.id, self.identity) is not None:
+            if await self.sessions.live(self.session):
                 await anext(aiter(ended))
 
 

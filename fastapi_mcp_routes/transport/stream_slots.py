@@ -18,12 +18,12 @@ an anonymous flood leaves streams for callers with credentials.
 
 from __future__ import annotations
 
-import hmac
 import secrets
 from dataclasses import dataclass
 from typing import Final
 
 from fastapi_mcp_routes.options import Limits
+from fastapi_mcp_routes.server.seal import Secret
 from fastapi_mcp_routes.store.base import Holder, Store, Trust, share_holders, shares
 from fastapi_mcp_routes.transport.http import RETRY_AFTER_S
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest
@@ -45,12 +45,11 @@ class _Pool:
 class StreamSlots:
     """Takes the slots of each new long-lived stream, or refuses it."""
 
-    def __init__(self, store: Store, limits: Limits, key: bytes | None = None) -> None:
+    def __init__(self, store: Store, limits: Limits, secret: Secret) -> None:
         self._store = store
         self._limits = limits
-        # Per process by default, like the session binding's: processes sharing a Store must
-        # share it, or each counts a caller's streams apart.
-        self._key = key or secrets.token_bytes(32)
+        # Processes sharing a Store share the secret too, or each would count a caller apart.
+        self._secret = secret
 
     async def take(
         self, holder: Holder, renew_s: float, *, session_id: str | None = None, request_id: RequestId | None = None
@@ -72,7 +71,7 @@ class StreamSlots:
 
     def _caller_pool(self, owner: bytes) -> _Pool:
         limit = self._limits.max_streams_per_caller
-        name = "streams/caller/" + hmac.digest(self._key, owner, "sha256").hex()
+        name = "streams/caller/" + self._secret.mac("stream slots", owner).hex()
         message = (
             f"Too Many Requests: this caller already holds {limit} streams open, as many as it may "
             "(Limits.max_streams_per_caller); close one, or try again later."
