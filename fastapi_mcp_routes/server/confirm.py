@@ -14,17 +14,24 @@ that show more than the message. Arguments too many to show whole are never put 
 the call is refused rather than asked (or handed a token: a model could send many arguments on
 purpose to be given the token its user would not have been asked for).
 
-Tokens are random nonces kept in the `Store` with what they were issued for: the caller, the
-tool, a digest of the arguments and a kind, under a time to live. The caller is the channel's
-`owner` (the principal, else the credentials, else the client's address), in both eras and never
-the session: a token already binds caller, tool and arguments, and clients that open a session
-per call (the MCP Inspector CLI, langchain-mcp-adapters' default `get_tools()`) retry in a new
-one. The store's key is a digest of the caller and the nonce, so another caller's attempt finds
-nothing and cannot burn the token. A kind keeps the paths apart: the token behind a stateless
-question travels in the requestState, which is signed but readable, so it only counts with the
-user's answer, never as a `confirmationToken`. A token runs one call (the store marks it used
-atomically); a declined question burns its token. The store is bounded per caller and in all;
-a dropped token becomes unusable, never replayable.
+Tokens are sealed with the endpoint's secret (server/seal.py) for what they were issued for:
+the caller, the tool, a digest of the arguments and a kind, with an expiry and the issuing
+process; the `Store` keeps each under a time to live, so it runs once. The caller is the
+channel's `owner` (the principal, else the credentials, else the client's address), in both eras
+and never the session: a token already binds caller, tool and arguments, and clients that open a
+session per call (the MCP Inspector CLI, langchain-mcp-adapters' default `get_tools()`) retry in
+a new one. The store's key is a digest of the caller and the token's nonce, and the seal is bound
+to the caller, so another caller's attempt finds nothing and cannot burn the token. A kind keeps
+the paths apart: the token behind a stateless question travels in the requestState, which is
+signed but readable, so it only counts with the user's answer, never as a `confirmationToken`. A
+token runs one call (the store marks it used atomically); a declined question burns its token.
+The store is bounded per caller and in all; a dropped token becomes unusable, never replayable.
+
+Where processes share a secret but each keeps its own memory, a token can reach a process that
+did not issue it and cannot know whether it was used: a `confirmationToken` is then refused
+with a sentence naming `store=`, and a stateless question's token (its retry may reach any
+process, and the stateless revision must work there) runs once in each process, with a WARNING
+naming `store=` (`TokenStore._redeem_elsewhere`).
 """
 
 from __future__ import annotations

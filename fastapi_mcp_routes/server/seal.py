@@ -130,7 +130,12 @@ class Secret:
 
 
 def _secrets(name: str, given: str | bytes | Sequence[str | bytes]) -> list[bytes]:
-    values = [given] if isinstance(given, (str, bytes)) else list(given)
+    if isinstance(given, (str, bytes)):
+        values: list[object] = [given]
+    elif isinstance(given, Sequence):
+        values = list(given)
+    else:
+        raise ValueError(f"{name} must be text or bytes (or a list of them), got {type(given).__name__}")
     if not values:
         raise ValueError(f"{name} must name at least one secret")
     result = []
