@@ -49,5 +49,5 @@ class Deployment:
         return sentence
 
     def describe(self) -> str:
-        where = "a store every process shares" if self.store.shared else "this process's memory"
-        return f"state in {where} ({self.store!r}); sealed with {self.secret.describe()}"
+        where = f"{self.store!r}, shared by every process" if self.store.shared else "this process's memory"
+        return f"state in {where}; sealed with {self.secret.describe()}"
