@@ -241,16 +241,20 @@ class SessionManager:
             self._deployment.needs_store("a notifications/cancelled for a call this process does not run")
 
     async def forward_cancels(self) -> None:
-        """Cancel the calls of this process that a cancellation sent to another one names
-        (run for the app's lifetime when the store is shared)."""
+        """Cancel the calls of this process that a cancellation sent to another one names, or
+        all calls of a session that ended in another one (run for the app's lifetime when the
+        store is shared)."""
         async with self._store.subscribe(CANCELS) as inbox:
             async for message in inbox:
                 try:
                     session_id, request_id = loads(message)
                 except (McpError, ValueError, TypeError):
                     continue
-                running = self._running.get(session_id, {}).get(request_id) if isinstance(session_id, str) else None
-                if running is not None:
+                if not isinstance(session_id, str):
+                    continue
+                if request_id is None:  # the session ended in another process
+                    self._retire(session_id)
+                elif (running := self._running.get(session_id, {}).get(request_id)) is not None:
                     running.cancel()
 
     def cannot_hear_answers(self) -> str | None:
@@ -273,9 +277,13 @@ class SessionManager:
                 del self._running[session_id]
 
     async def _ended(self, session_ids: tuple[str, ...]) -> None:
+        """Announce the end of sessions: their streams end, and their calls are cancelled here
+        and, with a shared store, in every process (`forward_cancels`, with no request id)."""
         for session_id in session_ids:
             self._retire(session_id)
             await self._store.publish(_ended_channel(session_id), b"")
+            if self._store.shared:
+                await self._store.publish(CANCELS, dumps([session_id, None]))
 
     def _retire(self, session_id: str) -> None:
         for scope in self._running.pop(session_id, {}).values():
