@@ -254,7 +254,9 @@ class SessionManager:
                     continue
                 if request_id is None:  # the session ended in another process
                     self._retire(session_id)
-                elif (running := self._running.get(session_id, {}).get(request_id)) is not None:
+                elif isinstance(request_id, (str, int)) and (
+                    running := self._running.get(session_id, {}).get(request_id)
+                ):
                     running.cancel()
 
     def cannot_hear_answers(self) -> str | None:
