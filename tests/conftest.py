@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+
 import pytest
+
+from tests.helpers import RedisMissing, Stores, redis_server
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """One Redis for the whole run (see `redis_server`); the run fails, never skips, without one."""
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(redis_server())
+        except RedisMissing as missing:
+            pytest.fail(str(missing), pytrace=False)
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
+    """The stores a contract test runs on, once of each kind: what the `Store` promises, every
+    store keeps."""
+    made = Stores(request.getfixturevalue("redis_url") if request.param == "redis" else None)
+    try:
+        yield made
+    finally:
+        await made.aclose()
