@@ -60,7 +60,9 @@ class Channels:
         self._own = own
         self._listeners: dict[bytes, set[MemoryObjectSendStream[bytes]]] = {}
         self._pubsub: PubSub | None = None  # the connection, while it is up
-        self._up = asyncio.Event()
+        # Set once the current attempt to connect has an outcome: up, or `_failure`.
+        self._attempt = asyncio.Event()
+        self._failure: BaseException | None = None
         # One writer at a time: a channel's SUBSCRIBE and UNSUBSCRIBE go out in the order its
         # listeners came and went, and a reconnection subscribes to what is listened to then.
         self._writing = asyncio.Lock()
@@ -79,7 +81,12 @@ class Channels:
             finally:
                 # Shielded: a listener cancelled on its way out still unsubscribes, or Redis
                 # would count it as listening for as long as the connection lives.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CONFIRM_S):
+                # A connection that dropped meanwhile took the subscription with it: no error.
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(CONFIRM_S),
+                    contextlib.suppress(RedisError, OSError),
+                ):
                     await self._leave(channel, send)
 
     async def _enter(self, channel: bytes, send: MemoryObjectSendStream[bytes]) -> None:
@@ -109,26 +116,28 @@ class Channels:
     async def _confirmed(self) -> None:
         """Returns once Redis has answered every command sent on the connection before."""
         token = str(next(self._tokens)).encode()
-        pong = asyncio.get_running_loop().create_future()
-        self._pongs[token] = pong
+        pong: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
             with anyio.fail_after(CONFIRM_S):
-                await self._up.wait()
+                await self._attempt.wait()
                 async with self._writing:
-                    if self._pubsub is None:
-                        raise RedisConnectionError("the Redis pub/sub connection dropped")
+                    if self._pubsub is None:  # a Redis that is gone fails at once, never waits
+                        raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
+                    self._pongs[token] = pong
                     await self._pubsub.ping(token)
                 await pong
         except TimeoutError:
             raise RedisConnectionError(f"Redis did not answer on the pub/sub connection within {CONFIRM_S} s") from None
         finally:
-            del self._pongs[token]
+            self._pongs.pop(token, None)
 
     async def _read(self) -> None:
         """Connect, hand every message to its channel's listeners, and connect again when the
         connection drops, for as long as the store lives."""
         wait = RETRY_FIRST_S
         while True:
+            if self._attempt.is_set():
+                self._attempt = asyncio.Event()
             pubsub = self._client.pubsub()
             try:
                 async with self._writing:
@@ -136,18 +145,21 @@ class Channels:
                     # redis-py then never checks its health inline, which would read a reply
                     # meant for this reader.
                     await pubsub.subscribe(self._own, *self._listeners)
-                    self._pubsub = pubsub
-                    self._up.set()
+                    self._pubsub, self._failure = pubsub, None
+                    self._attempt.set()
                 if wait > RETRY_FIRST_S:
                     logger.info("The Redis pub/sub connection is back.")
                 wait = RETRY_FIRST_S
                 await self._read_until_dropped(pubsub)
-            except (RedisError, OSError) as error:
-                if wait == RETRY_FIRST_S:
+            except Exception as error:  # whatever broke the connection, the store needs another
+                if not isinstance(error, (RedisError, OSError)):
+                    logger.exception("The Redis pub/sub reader failed; connecting again.")
+                elif wait == RETRY_FIRST_S:
                     logger.warning("The Redis pub/sub connection dropped (%s); connecting again.", error)
+                self._failure = error
+                self._attempt.set()
                 self._fail_waiting(error)
             finally:
-                self._up.clear()
                 self._pubsub = None
                 with anyio.CancelScope(shield=True):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
