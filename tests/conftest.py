@@ -35,3 +35,13 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
         yield made
     finally:
         await made.aclose()
+
+
+@pytest.fixture
+async def redis_stores(redis_url: str) -> AsyncIterator[Stores]:
+    """RedisStores for a test of what only Redis does, under a prefix of the test's own."""
+    made = Stores(redis_url)
+    try:
+        yield made
+    finally:
+        await made.aclose()

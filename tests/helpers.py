@@ -123,6 +123,11 @@ def _answers_ping(port: int) -> bool:
         return False
 
 
+def gone_redis_url() -> str:
+    """The URL of a Redis that is gone: a 127.0.0.1 port nothing listens on."""
+    return f"redis://127.0.0.1:{_free_port()}/0"
+
+
 @contextmanager
 def redis_server() -> Iterator[str]:
     """A Redis to test against; yields its URL. A redis-server of its own (on PATH, or in
@@ -163,14 +168,14 @@ class Stores:
         self.prefix = f"test-{secrets.token_hex(6)}:"
         self._made: list[Store] = []
 
-    def make(self, clock: Callable[[], float] | None = None) -> Store:
+    def make(self, clock: Callable[[], float] | None = None, **options: Any) -> Store:
         """A new store. RedisStores of one test share what they hold, as two processes on one
-        Redis would; MemoryStores share nothing."""
+        Redis would (`options` go to their client); MemoryStores share nothing."""
         store: Store
         if self.redis_url is None:
             store = MemoryStore() if clock is None else MemoryStore(clock)
         else:
-            store = RedisStore.from_url(self.redis_url, prefix=self.prefix, clock=clock)
+            store = RedisStore.from_url(self.redis_url, prefix=self.prefix, clock=clock, **options)
         self._made.append(store)
         return store
 
