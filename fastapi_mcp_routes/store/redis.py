@@ -107,7 +107,6 @@ class RedisStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], float] | None = None,
-        url: str | None = None,
     ) -> None:
         """`client`: a redis-py asyncio client that returns bytes (`decode_responses=False`);
         it stays open at `aclose`, for whoever made it to close. `prefix`: put before every key
@@ -119,7 +118,7 @@ class RedisStore:
         self._redis = client
         self._prefix = prefix
         self._clock = clock
-        self._url = url
+        self._url: str | None = None  # set by from_url, which owns its client
         self._owns_client = False
         self._channels = Channels(client, f"{prefix}pubsub:{secrets.token_hex(8)}".encode())
         self._open_session = client.register_script(scripts.OPEN_SESSION)
@@ -156,10 +155,8 @@ class RedisStore:
         # One retry, on a dropped connection only (a pooled one Redis closed while idle): a
         # timed-out script may have run, and running a token's use twice would answer "used".
         options.setdefault("retry", Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
-        if options.get("decode_responses"):
-            raise ValueError("RedisStore needs a client that returns bytes, got decode_responses=True")
-        store = cls(redis.asyncio.Redis.from_url(url, **options), prefix=prefix, clock=clock, url=url)
-        store._owns_client = True
+        store = cls(redis.asyncio.Redis.from_url(url, **options), prefix=prefix, clock=clock)
+        store._url, store._owns_client = url, True
         return store
 
     @property
