@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack
 
 import pytest
 
-from tests.helpers import RedisMissing, Stores, redis_server
+from tests.helpers import Stores, redis_missing, redis_server
 
 
 @pytest.fixture
@@ -18,11 +17,10 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """One Redis for the whole run (see `redis_server`); the run fails, never skips, without one."""
-    with ExitStack() as stack:
-        try:
-            url = stack.enter_context(redis_server())
-        except RedisMissing as missing:
-            pytest.fail(str(missing), pytrace=False)
+    missing = redis_missing()
+    if missing is not None:
+        pytest.fail(missing, pytrace=False)
+    with redis_server() as url:
         yield url
 
 

@@ -123,6 +123,16 @@ def _answers_ping(port: int) -> bool:
         return False
 
 
+def redis_missing() -> str | None:
+    """Why `redis_server` has no Redis to give here, and how to get one; `None` when it has."""
+    if _redis_binary() is not None or os.environ.get(REDIS_URL_VARIABLE):
+        return None
+    return (
+        "The Redis tests need a Redis: install redis-server (apt install redis-server), "
+        f"or set {REDIS_URL_VARIABLE} to the URL of one they may write to (redis://host:port/db)."
+    )
+
+
 def gone_redis_url() -> str:
     """The URL of a Redis that is gone: a 127.0.0.1 port nothing listens on."""
     return f"redis://127.0.0.1:{_free_port()}/0"
@@ -136,13 +146,10 @@ def redis_server() -> Iterator[str]:
     names. `RedisMissing` when there is neither."""
     binary = _redis_binary()
     if binary is None:
-        url = os.environ.get(REDIS_URL_VARIABLE)
-        if not url:
-            raise RedisMissing(
-                "The Redis tests need a Redis: install redis-server (apt install redis-server), "
-                f"or set {REDIS_URL_VARIABLE} to the URL of one they may write to (redis://host:port/db)."
-            )
-        yield url
+        missing = redis_missing()
+        if missing is not None:
+            raise RedisMissing(missing)
+        yield os.environ[REDIS_URL_VARIABLE]
         return
     port = _free_port()
     command = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
