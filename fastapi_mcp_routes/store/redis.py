@@ -5,8 +5,9 @@
 Every method is one round trip: a Lua script (store/redis_scripts.py, sent once and then run
 by its digest) or a single command, so each step is atomic however many processes share the
 store. `find_session`, on every request's path, is one script that returns the record and
-restarts its idle time. Every key lives under `prefix`, so several apps can share one Redis (a
-single Redis or a replicated primary; not a Redis Cluster, as a script reaches keys it builds).
+restarts its idle time. Every key lives under `prefix`, so several apps can share one Redis
+(6.2 or later; a single Redis or a replicated primary, not a Redis Cluster, as a script reaches
+keys it builds).
 
 Time: by default the scripts read Redis's own clock (`TIME`). Every process then measures idle
 time and expiry on one clock, whatever the skew between their hosts, and it is the clock by

@@ -12,10 +12,12 @@ is delivered. Leaving waits the same way for the UNSUBSCRIBE, so once the last l
 left, a publisher anywhere is told nobody listens.
 
 An inbox holds a few messages (`INBOX_SIZE`); a listener that does not read loses the next ones,
-never blocking the reader or the other listeners. When the connection drops, redis-py reconnects
-it and subscribes again to every channel; messages published meanwhile are lost, as with any
-Redis pub/sub. A PING after `HEARTBEAT_S` of silence notices a connection that died without a
-word, and a subscription Redis does not confirm within `CONFIRM_S` raises instead of waiting.
+never blocking the reader or the other listeners. When the connection drops, the reader makes
+another and subscribes it to every channel listened to then (or redis-py does, within a read,
+when its client retries); messages published meanwhile are lost, as with any Redis pub/sub.
+A PING after `HEARTBEAT_S` of silence notices a connection that died without a word; while
+Redis is unreachable a subscription fails at once, and one Redis does not confirm within
+`CONFIRM_S` raises instead of waiting.
 """
 
 from __future__ import annotations
