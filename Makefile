@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports conformance unit bench bench-peers soak clean
+.PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,15 @@ conformance: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
+# The Redis tests start a redis-server of their own (tests/helpers.py, `redis_server`): install
+# Debian's when the machine has none and no FASTAPI_MCP_ROUTES_TEST_REDIS_URL names one to use.
+redis-server:
+	@command -v redis-server >/dev/null || [ -n "$${FASTAPI_MCP_ROUTES_TEST_REDIS_URL:-}" ] || \
+		{ apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || \
+		{ echo "the tests need redis-server: apt install redis-server, or set FASTAPI_MCP_ROUTES_TEST_REDIS_URL"; exit 1; }
+
 # pytest runs last so its summary closes the output.
-test: lint typecheck imports conformance unit
+test: lint typecheck imports redis-server conformance unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tool_call_vs_rest.py

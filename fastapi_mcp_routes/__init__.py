@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
 from fastapi_mcp_routes.options import Limits, Sessions
@@ -17,6 +19,9 @@ from fastapi_mcp_routes.tools.content import (
 )
 from fastapi_mcp_routes.tools.marking import auth_guard, mcp_tool
 
+if TYPE_CHECKING:
+    from fastapi_mcp_routes.store.redis import RedisStore
+
 __all__ = [
     "ContentResponse",
     "ElicitationResult",
@@ -25,6 +30,7 @@ __all__ = [
     "Limits",
     "Principal",
     "ProtectedResource",
+    "RedisStore",
     "Sessions",
     "ToolCallEvent",
     "ToolContext",
@@ -38,3 +44,12 @@ __all__ = [
     "resource_content",
     "text_content",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # RedisStore is imported on first use: the package itself does not need redis (an extra).
+    if name == "RedisStore":
+        from fastapi_mcp_routes.store.redis import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

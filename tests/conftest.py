@@ -2,9 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+
 import pytest
+
+from tests.helpers import Stores, redis_missing, redis_server
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """One Redis for the whole run (see `redis_server`); the run fails, never skips, without one."""
+    missing = redis_missing()
+    if missing is not None:
+        pytest.fail(missing, pytrace=False)
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
+    """The stores a contract test runs on, once of each kind: what the `Store` promises, every
+    store keeps."""
+    made = Stores(request.getfixturevalue("redis_url") if request.param == "redis" else None)
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+@pytest.fixture
+async def redis_stores(redis_url: str) -> AsyncIterator[Stores]:
+    """RedisStores for a test of what only Redis does, under a prefix of the test's own."""
+    made = Stores(redis_url)
+    try:
+        yield made
+    finally:
+        await made.aclose()

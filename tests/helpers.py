@@ -1,5 +1,6 @@
 """What the test modules share, and the one place they import it from (fixtures stay in
-`conftest.py`; no test module imports another): a real uvicorn server, the official SDK client,
+`conftest.py`; no test module imports another): a real uvicorn server, a real Redis and the
+stores a test runs on, the official SDK client,
 JSON-RPC messages over streamable HTTP and the SSE they come back in, 2026-07-28 requests,
 bearer tokens from a test issuer, tool discovery with the default credential headers, and the
 app whose tools stream, with what its routes observed."""
@@ -10,15 +11,20 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import secrets
+import shutil
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
 import anyio
 import httpx
+import redis.asyncio
 import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -34,6 +40,7 @@ from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.seal import Secret
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
+from fastapi_mcp_routes.store.redis import RedisStore
 from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
 
 START_TIMEOUT_S = 10.0
@@ -86,6 +93,123 @@ def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str
 def one_process(store: Store | None = None) -> Deployment:
     """What a single process serves with: a random secret of its own, and a store (its memory)."""
     return Deployment(Secret.configure(None, {}, None), store or MemoryStore())
+
+
+# -- a real Redis ------------------------------------------------------------------------------
+
+# A Redis to test against when no redis-server can be started here.
+REDIS_URL_VARIABLE = "FASTAPI_MCP_ROUTES_TEST_REDIS_URL"
+_REDIS_FOLDERS = ("/usr/bin", "/usr/sbin", "/usr/local/bin")  # where packages put redis-server
+
+
+class RedisMissing(LookupError):
+    """Neither a redis-server to start nor a Redis URL to test against."""
+
+
+def _redis_binary() -> str | None:
+    found = shutil.which("redis-server")
+    if found is not None:
+        return found
+    candidates = (os.path.join(folder, "redis-server") for folder in _REDIS_FOLDERS)
+    return next((path for path in candidates if os.access(path, os.X_OK)), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _answers_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as connection:
+            connection.sendall(b"PING\r\n")
+            return connection.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def redis_missing() -> str | None:
+    """Why `redis_server` has no Redis to give here, and how to get one; `None` when it has."""
+    if _redis_binary() is not None or os.environ.get(REDIS_URL_VARIABLE):
+        return None
+    return (
+        "The Redis tests need a Redis: install redis-server (apt install redis-server), "
+        f"or set {REDIS_URL_VARIABLE} to the URL of one they may write to (redis://host:port/db)."
+    )
+
+
+def gone_redis_url() -> str:
+    """The URL of a Redis that is gone: a 127.0.0.1 port nothing listens on."""
+    return f"redis://127.0.0.1:{_free_port()}/0"
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A Redis to test against; yields its URL. A redis-server of its own (on PATH, or in
+    /usr/bin, /usr/sbin, /usr/local/bin) on a free 127.0.0.1 port, keeping nothing on disk,
+    stopped at the end; without the binary, the Redis that `FASTAPI_MCP_ROUTES_TEST_REDIS_URL`
+    names. `RedisMissing` when there is neither."""
+    binary = _redis_binary()
+    if binary is None:
+        missing = redis_missing()
+        if missing is not None:
+            raise RedisMissing(missing)
+        yield os.environ[REDIS_URL_VARIABLE]
+        return
+    port = _free_port()
+    command = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _answers_ping(port):  # a process says nothing when it listens: ask it
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start answering on port {port}")
+            time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(START_TIMEOUT_S)
+
+
+class Stores:
+    """Makes the stores of one test, all of one kind, and closes them: `MemoryStore`s, or
+    `RedisStore`s on the Redis at `redis_url` under a prefix of the test's own."""
+
+    def __init__(self, redis_url: str | None = None) -> None:
+        self.redis_url = redis_url
+        self.prefix = f"test-{secrets.token_hex(6)}:"
+        self._made: list[Store] = []
+
+    def make(self, clock: Callable[[], float] | None = None, **options: Any) -> Store:
+        """A new store. RedisStores of one test share what they hold, as two processes on one
+        Redis would (`options` go to their client); MemoryStores share nothing."""
+        store: Store
+        if self.redis_url is None:
+            store = MemoryStore() if clock is None else MemoryStore(clock)
+        else:
+            store = RedisStore.from_url(self.redis_url, prefix=self.prefix, clock=clock, **options)
+        self._made.append(store)
+        return store
+
+    async def redis_keys(self) -> dict[str, dict[str, str] | None]:
+        """Every key the RedisStores of this test hold (without the prefix), with its fields
+        when it is a hash: what is left in Redis."""
+        assert self.redis_url is not None
+        client = redis.asyncio.Redis.from_url(self.redis_url, decode_responses=True)
+        try:
+            held: dict[str, dict[str, str] | None] = {}
+            for key in await client.keys(self.prefix + "*"):
+                fields = await client.hgetall(key) if await client.type(key) == "hash" else None
+                held[key.removeprefix(self.prefix)] = fields
+            return held
+        finally:
+            await client.aclose()
+
+    async def aclose(self) -> None:
+        for store in self._made:
+            await store.aclose()
 
 
 # -- the official SDK client -------------------------------------------------------------------

@@ -24,6 +24,7 @@ def test_public_names_are_exactly_these() -> None:
         "Limits",
         "Principal",
         "ProtectedResource",
+        "RedisStore",
         "Sessions",
         "ToolCallEvent",
         "ToolContext",

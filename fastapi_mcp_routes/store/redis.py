@@ -1,0 +1,295 @@
+"""`RedisStore`: the `Store` that every process serving the endpoint shares (DESIGN.md, decision 5).
+
+    store = RedisStore.from_url("redis://localhost:6379/0")
+
+Every method is one round trip: a Lua script (store/redis_scripts.py, sent once and then run
+by its digest) or a single command, so each step is atomic however many processes share the
+store. `find_session`, on every request's path, is one script that returns the record and
+restarts its idle time. Every key lives under `prefix`, so several apps can share one Redis
+(6.2 or later; a single Redis or a replicated primary, not a Redis Cluster, as a script reaches
+keys it builds).
+
+Time: by default the scripts read Redis's own clock (`TIME`). Every process then measures idle
+time and expiry on one clock, whatever the skew between their hosts, and it is the clock by
+which Redis expires keys: a record's key gets a time to live (`PEXPIRE`) equal to its logical
+life, so Redis forgets an idle session with its event log, an expired token, a lapsed claim or
+slot on its own once nothing renews it, even when every process died. A `clock` passed in (tests
+pass a fake one; processes would need one clock they agree on, such as `time.time`) is sent with
+each call instead; keys then still expire by Redis's clock, and records by the one passed in.
+
+Publish/subscribe goes through one pub/sub connection per store (store/redis_pubsub.py);
+messages published while that connection is down are lost. A Redis outage surfaces as an
+exception from the method that needed it (redis-py's `ConnectionError` or `TimeoutError`);
+`from_url` bounds connecting and each reply so nothing waits long on a Redis that is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+try:
+    import redis.asyncio
+except ModuleNotFoundError as error:  # pragma: no cover - the extra is installed for tests
+    raise ModuleNotFoundError(
+        "RedisStore needs the redis package: pip install 'fastapi-mcp-routes[redis]'", name=error.name
+    ) from error
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from fastapi_mcp_routes.store import redis_scripts as scripts
+from fastapi_mcp_routes.store.base import (
+    USED,
+    Holder,
+    Inbox,
+    LogBounds,
+    SessionBounds,
+    SessionRecord,
+    StoreFull,
+    StreamEvents,
+    Trust,
+)
+from fastapi_mcp_routes.store.redis_pubsub import Channels
+
+DEFAULT_PREFIX: Final = "fastapi-mcp-routes:"
+# `from_url`'s bounds, unless given: a Redis that does not answer is an error within seconds.
+DEFAULT_SOCKET_TIMEOUT_S: Final = 5.0
+DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))  # a time to live of 0 would delete the key at once
+
+
+def _dump_record(record: SessionRecord) -> bytes:
+    return json.dumps(
+        {
+            "id": record.id,
+            "binding": record.binding.hex(),
+            "owner": record.owner.hex(),
+            "protocol_version": record.protocol_version,
+            "client_info": record.client_info,
+            "client_capabilities": record.client_capabilities,
+            "log_level": record.log_level,
+            "trust": int(record.trust),
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def _load_record(raw: bytes) -> SessionRecord:
+    fields = json.loads(raw)
+    return SessionRecord(
+        id=fields["id"],
+        binding=bytes.fromhex(fields["binding"]),
+        owner=bytes.fromhex(fields["owner"]),
+        protocol_version=fields["protocol_version"],
+        client_info=fields["client_info"],
+        client_capabilities=fields["client_capabilities"],
+        log_level=fields["log_level"],
+        trust=Trust(fields["trust"]),
+    )
+
+
+class RedisStore:
+    """Keeps every record in Redis, shared by every process; see `Store` for what each method
+    promises."""
+
+    shared = True
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        """`client`: a redis-py asyncio client that returns bytes (`decode_responses=False`);
+        it stays open at `aclose`, for whoever made it to close. `prefix`: put before every key
+        and channel. `clock`: seconds, sent with each call instead of Redis's own `TIME`."""
+        if client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ValueError("RedisStore needs a client that returns bytes, got one made with decode_responses=True")
+        if not prefix:
+            raise ValueError("RedisStore's prefix must not be empty: every key of the store is put under it")
+        self._redis = client
+        self._prefix = prefix
+        self._clock = clock
+        self._url: str | None = None  # set by from_url, which owns its client
+        self._owns_client = False
+        self._channels = Channels(client, f"{prefix}pubsub:{secrets.token_hex(8)}".encode())
+        self._open_session = client.register_script(scripts.OPEN_SESSION)
+        self._find_session = client.register_script(scripts.FIND_SESSION)
+        self._save_session = client.register_script(scripts.SAVE_SESSION)
+        self._close_session = client.register_script(scripts.CLOSE_SESSION)
+        self._claim = client.register_script(scripts.CLAIM)
+        self._release = client.register_script(scripts.RELEASE)
+        self._take_slots = client.register_script(scripts.TAKE_SLOTS)
+        self._free_slots = client.register_script(scripts.FREE_SLOTS)
+        self._start_stream = client.register_script(scripts.START_STREAM)
+        self._append_event = client.register_script(scripts.APPEND_EVENT)
+        self._complete_stream = client.register_script(scripts.COMPLETE_STREAM)
+        self._read_stream = client.register_script(scripts.READ_STREAM)
+        self._forget_stream = client.register_script(scripts.FORGET_STREAM)
+        self._put_token = client.register_script(scripts.PUT_TOKEN)
+        self._adopt_token = client.register_script(scripts.ADOPT_TOKEN)
+        self._use_token = client.register_script(scripts.USE_TOKEN)
+        self._revoke_token = client.register_script(scripts.REVOKE_TOKEN)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        clock: Callable[[], float] | None = None,
+        **options: Any,
+    ) -> RedisStore:
+        """A store on the Redis at `url` (`redis://host:port/db`, `rediss://` for TLS), with a
+        client of its own that `aclose` closes. `options` go to `redis.asyncio.Redis.from_url`."""
+        options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT_S)
+        options.setdefault("socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
+        # One retry, on a dropped connection only (a pooled one Redis closed while idle): a
+        # timed-out script may have run, and running a token's use twice would answer "used".
+        options.setdefault("retry", Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
+        store = cls(redis.asyncio.Redis.from_url(url, **options), prefix=prefix, clock=clock)
+        store._url, store._owns_client = url, True
+        return store
+
+    @property
+    def url(self) -> str | None:
+        """The Redis URL the store was made from (`from_url`), else `None`."""
+        return self._url
+
+    async def aclose(self) -> None:
+        await self._channels.aclose()
+        if self._owns_client:
+            await self._redis.aclose()
+
+    async def _run(self, script: AsyncScript, *args: str | bytes | int) -> Any:
+        now = "" if self._clock is None else int(self._clock() * 1000)
+        return await script(args=[self._prefix, now, *args])
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
+        full, gone = await self._run(
+            self._open_session,
+            record.id,
+            _dump_record(record),
+            record.owner.hex(),
+            int(record.trust),
+            _ms(bounds.idle_s),
+            bounds.max_sessions,
+            bounds.max_per_owner,
+        )
+        ids = tuple(session_id.decode() for session_id in gone)
+        if full:
+            raise StoreFull(ids)
+        return ids
+
+    async def adopt_session(self, record: SessionRecord, bounds: SessionBounds) -> bool:
+        """Adopts nothing: this store has every session of every process, so one it lacks has
+        ended (closed, pushed out or idle past its time)."""
+        return False
+
+    async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
+        raw = await self._run(self._find_session, session_id, _ms(idle_s))
+        return None if raw is None else _load_record(raw)
+
+    async def save_session(self, record: SessionRecord) -> None:
+        await self._run(self._save_session, record.id, _dump_record(record))
+
+    async def close_session(self, session_id: str) -> bool:
+        return bool(await self._run(self._close_session, session_id))
+
+    # -- claims ----------------------------------------------------------------------------
+
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        return bool(await self._run(self._claim, name, holder, _ms(ttl_s)))
+
+    async def release(self, name: str, holder: str) -> None:
+        await self._run(self._release, name, holder)
+
+    # -- slots -----------------------------------------------------------------------------
+
+    async def take_slots(self, pools: Sequence[tuple[str, int]], holder: str, ttl_s: float) -> str | None:
+        pairs = [value for name, limit in pools for value in (name, limit)]
+        full = await self._run(self._take_slots, holder, _ms(ttl_s), *pairs)
+        return pools[full - 1][0] if full else None
+
+    async def free_slots(self, pools: Sequence[str], holder: str) -> None:
+        if pools:
+            await self._run(self._free_slots, holder, *pools)
+
+    # -- resumable streams -----------------------------------------------------------------
+
+    async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int | None:
+        number = await self._run(self._start_stream, session_id, max_kept, int(trust))
+        return None if number is None else int(number)
+
+    async def append_event(self, session_id: str, stream: int, event: bytes, bounds: LogBounds) -> None:
+        await self._run(
+            self._append_event,
+            session_id,
+            stream,
+            event,
+            bounds.max_events,
+            bounds.max_session_bytes,
+            bounds.max_total_bytes,
+        )
+
+    async def complete_stream(self, session_id: str, stream: int) -> None:
+        await self._run(self._complete_stream, session_id, stream)
+
+    async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
+        found = await self._run(self._read_stream, session_id, stream, after)
+        if found is None:
+            return None
+        complete, events = found
+        return StreamEvents(tuple(events), bool(complete))
+
+    async def forget_stream(self, session_id: str, stream: int) -> None:
+        await self._run(self._forget_stream, session_id, stream)
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    async def put_token(self, key: str, value: bytes, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> None:
+        if not await self._run(self._put_token, key, value, *self._token_terms(ttl_s, holder, bounds)):
+            raise StoreFull
+
+    async def use_token(self, key: str, expected: bytes) -> bytes | None:
+        found: bytes | None = await self._run(self._use_token, key, expected, USED)
+        return found
+
+    async def adopt_token(self, key: str, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> bool:
+        adopted = await self._run(self._adopt_token, key, USED, *self._token_terms(ttl_s, holder, bounds))
+        if adopted < 0:
+            raise StoreFull
+        return bool(adopted)
+
+    async def revoke_token(self, key: str) -> None:
+        await self._run(self._revoke_token, key, USED)
+
+    @staticmethod
+    def _token_terms(ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> tuple[int, str, int, int, int]:
+        per_owner, total = bounds
+        return _ms(ttl_s), holder.owner.hex(), int(holder.trust), per_owner, total
+
+    # -- messages --------------------------------------------------------------------------
+
+    async def publish(self, channel: str, message: bytes) -> bool:
+        listening: int = await self._redis.publish(self._prefix + channel, message)
+        return listening > 0
+
+    @asynccontextmanager
+    async def subscribe(self, channel: str) -> AsyncIterator[Inbox]:
+        async with self._channels.listen((self._prefix + channel).encode()) as inbox:
+            yield inbox
+
+    def __repr__(self) -> str:
+        return f"RedisStore(prefix={self._prefix!r})"  # never the URL: it may hold a password
