@@ -575,3 +575,32 @@ def streaming_app(**options: Any) -> FastAPI:
         return {"is_tool_call": ctx.is_tool_call, "session": ctx.session_id is not None}
 
     return app
+
+
+NOTES: list[str] = []  # what `notes_app`'s `add_note` added
+
+
+def notes_app(**options: Any) -> FastAPI:
+    """A small app for deployments of several processes: a read-only tool, a gated mutation and
+    a tool whose route asks its client; `options` go to `mcp_routes`."""
+    app = FastAPI(title="Notes")
+    app.include_router(mcp_routes(app, **options))
+
+    @mcp_tool(name="list_notes")
+    @app.get("/notes")
+    def list_notes() -> list[str]:
+        return NOTES
+
+    @mcp_tool(name="add_note")
+    @app.post("/notes")
+    def add_note(text: str) -> dict[str, str]:
+        NOTES.append(text)
+        return {"added": text}
+
+    @mcp_tool(name="ask", confirm=False)
+    @app.post("/ask")
+    async def ask(ctx: Context) -> dict[str, Any]:
+        answer = await ctx.elicit("Which colour?", {"type": "object", "properties": {}})
+        return {"action": answer.action}
+
+    return app

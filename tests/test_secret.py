@@ -17,17 +17,18 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import mcp_routes
 from fastapi_mcp_routes.options import Sessions
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.seal import ENV_SECRET, Secret
 from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.store.memory import MemoryStore
 from tests.helpers import (
+    NOTES,
     WAIT_S,
-    Context,
     call_tool,
     iter_sse_messages,
+    notes_app,
     open_session,
     post_stateless,
     result_of,
@@ -40,31 +41,6 @@ from tests.helpers import (
 SECRET = "a-test-secret-shared-by-every-process-0123456789"
 OTHER = "another-secret-of-another-deployment-0123456789"
 CAPABLE = {"elicitation": {}}
-notes: list[str] = []
-
-
-def app_with(**options: Any) -> FastAPI:
-    app = FastAPI(title="Notes")
-    app.include_router(mcp_routes(app, **options))
-
-    @mcp_tool(name="list_notes")
-    @app.get("/notes")
-    def list_notes() -> list[str]:
-        return notes
-
-    @mcp_tool(name="add_note")
-    @app.post("/notes")
-    def add_note(text: str) -> dict[str, str]:
-        notes.append(text)
-        return {"added": text}
-
-    @mcp_tool(name="ask", confirm=False)
-    @app.post("/ask")
-    async def ask(ctx: Context) -> dict[str, Any]:
-        answer = await ctx.elicit("Which colour?", {"type": "object", "properties": {}})
-        return {"action": answer.action}
-
-    return app
 
 
 @pytest.fixture
@@ -74,7 +50,7 @@ def two(request: pytest.FixtureRequest) -> Iterator[tuple[httpx.Client, httpx.Cl
     with ExitStack() as stack:
         clients = []
         for secret in secrets:
-            url = stack.enter_context(serve(app_with(secret=secret)))
+            url = stack.enter_context(serve(notes_app(secret=secret)))
             clients.append(stack.enter_context(httpx.Client(base_url=url, timeout=WAIT_S)))
         yield clients[0], clients[1]
 
@@ -175,7 +151,7 @@ def test_a_stateless_confirmation_answered_in_another_process_runs_once_there(
     two: tuple[httpx.Client, httpx.Client],
 ) -> None:
     first, second = two
-    notes.clear()
+    NOTES.clear()
     asked = stateless_call(first, "add_note", {"text": "y"})
     assert asked["resultType"] == "input_required"
     [key] = asked["inputRequests"]
@@ -185,7 +161,7 @@ def test_a_stateless_confirmation_answered_in_another_process_runs_once_there(
     assert ran["structuredContent"] == {"added": "y"}
     assert again["isError"] is True
     assert "already used" in again["content"][0]["text"]
-    assert notes == ["y"]
+    assert NOTES == ["y"]
 
 
 def test_a_stateless_question_of_a_route_is_answered_in_another_process(
@@ -224,7 +200,7 @@ def test_without_a_shared_store_a_cancellation_of_another_process_is_logged_nami
 
 
 def test_one_process_asks_its_questions_as_before() -> None:
-    with serve(app_with()) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+    with serve(notes_app()) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         session = open_session(http, capabilities=CAPABLE, headers={"accept": "application/json, text/event-stream"})
         with http.stream("POST", "/mcp", json=tool_call("ask"), headers=session) as response:
             question = next(iter_sse_messages(response.iter_lines()))
@@ -232,7 +208,7 @@ def test_one_process_asks_its_questions_as_before() -> None:
 
 
 def test_the_first_log_line_says_what_is_served_and_where_state_lives(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, "fastapi_mcp_routes"), TestClient(app_with()):
+    with caplog.at_level(logging.INFO, "fastapi_mcp_routes"), TestClient(notes_app()):
         pass
     [line] = [record.getMessage() for record in caplog.records if record.getMessage().startswith("MCP endpoint")]
     assert "MCP endpoint /mcp: 3 tools" in line

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -43,7 +44,7 @@ from fastapi_mcp_routes.store.base import (
     shares,
 )
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.wire.errors import McpError, ToolContextError
+from fastapi_mcp_routes.wire.errors import McpError, StoreUnavailable, ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 # 16 random bytes name a session in the store; its sealed id adds the tag (spec: ids are
@@ -62,9 +63,14 @@ CANCELS: Final = "cancels"
 # Sealed ids opened lately, by id and credentials: a live session's requests skip the decoding
 # (opening one costs 7.7 µs, about 3% of a tool call's server CPU; a kept one 0.2 µs).
 OPENED_KEPT: Final = 4096
+# Listening for cancellations sent to other processes again after a store outage: first after
+# this long, then twice as long each time, up to the last.
+FORWARD_RETRY_FIRST_S: Final = 1.0
+FORWARD_RETRY_LAST_S: Final = 30.0
 _PURPOSE: Final = "session id"
 
 RequestKey = str | int
+logger = logging.getLogger("fastapi_mcp_routes")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -259,21 +265,34 @@ class SessionManager:
     async def forward_cancels(self) -> None:
         """Cancel the calls of this process that a cancellation sent to another one names, or
         all calls of a session that ended in another one (run for the app's lifetime when the
-        store is shared)."""
-        async with self._store.subscribe(CANCELS) as inbox:
-            async for message in inbox:
-                try:
-                    session_id, request_id = loads(message)
-                except (McpError, ValueError, TypeError):
-                    continue
-                if not isinstance(session_id, str):
-                    continue
-                if request_id is None:  # the session ended in another process
-                    self._retire(session_id)
-                elif isinstance(request_id, (str, int)) and (
-                    running := self._running.get(session_id, {}).get(request_id)
-                ):
-                    running.cancel()
+        store is shared). While the store cannot be reached it tries again, less and less often."""
+        wait_s = FORWARD_RETRY_FIRST_S
+        while True:
+            try:
+                async with self._store.subscribe(CANCELS) as inbox:
+                    wait_s = FORWARD_RETRY_FIRST_S
+                    async for message in inbox:
+                        self._take_cancel(message)
+            except StoreUnavailable as down:
+                logger.warning(
+                    "cancellations from other processes cannot be heard (%s); listening again in %g s",
+                    down.reason,
+                    wait_s,
+                )
+            await anyio.sleep(wait_s)
+            wait_s = min(wait_s * 2, FORWARD_RETRY_LAST_S)
+
+    def _take_cancel(self, message: bytes) -> None:
+        try:
+            session_id, request_id = loads(message)
+        except (McpError, ValueError, TypeError):
+            return
+        if not isinstance(session_id, str):
+            return
+        if request_id is None:  # the session ended in another process
+            self._retire(session_id)
+        elif isinstance(request_id, (str, int)) and (running := self._running.get(session_id, {}).get(request_id)):
+            running.cancel()
 
     def cannot_hear_answers(self) -> str | None:
         """Why a question to the client cannot be asked here: its answer may reach another

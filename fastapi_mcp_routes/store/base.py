@@ -8,7 +8,9 @@ bound, and publish/subscribe for a message that reaches a call or a stream waiti
 process (a client's reply, a session's end, a resumable stream's next event).
 
 Values are bytes or small frozen records of plain values, so an implementation can keep them
-anywhere. `MemoryStore` (store/memory.py) is the default, for one process.
+anywhere. `MemoryStore` (store/memory.py) is the default, for one process; `RedisStore`
+(store/redis.py) is shared by every process. A store that cannot take a step now (a Redis
+outage) raises `StoreUnavailable` (wire/errors.py): the endpoint answers 503 with Retry-After.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ pass a fake one; processes would need one clock they agree on, such as `time.tim
 each call instead; keys then still expire by Redis's clock, and records by the one passed in.
 
 Publish/subscribe goes through one pub/sub connection per store (store/redis_pubsub.py);
-messages published while that connection is down are lost. A Redis outage surfaces as an
-exception from the method that needed it (redis-py's `ConnectionError` or `TimeoutError`);
+messages published while that connection is down are lost. A Redis outage surfaces as
+`StoreUnavailable` from the method that needed it (answered 503, or as a JSON-RPC error);
 `from_url` bounds connecting and each reply so nothing waits long on a Redis that is gone.
 """
 
@@ -30,6 +30,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 try:
     import redis.asyncio
@@ -41,6 +42,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store import redis_scripts as scripts
 from fastapi_mcp_routes.store.base import (
@@ -55,6 +57,7 @@ from fastapi_mcp_routes.store.base import (
     Trust,
 )
 from fastapi_mcp_routes.store.redis_pubsub import Channels
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 DEFAULT_PREFIX: Final = "fastapi-mcp-routes:"
 # `from_url`'s bounds, unless given: a Redis that does not answer is an error within seconds.
@@ -172,7 +175,10 @@ class RedisStore:
 
     async def _run(self, script: AsyncScript, *args: str | bytes | int) -> Any:
         now = "" if self._clock is None else int(self._clock() * 1000)
-        return await script(args=[self._prefix, now, *args])
+        try:
+            return await script(args=[self._prefix, now, *args])
+        except RedisError as error:  # down, too slow, or out of memory: no step can be taken
+            raise StoreUnavailable(str(error)) from error
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -283,13 +289,28 @@ class RedisStore:
     # -- messages --------------------------------------------------------------------------
 
     async def publish(self, channel: str, message: bytes) -> bool:
-        listening: int = await self._redis.publish(self._prefix + channel, message)
+        try:
+            listening: int = await self._redis.publish(self._prefix + channel, message)
+        except RedisError as error:
+            raise StoreUnavailable(str(error)) from error
         return listening > 0
 
     @asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[Inbox]:
-        async with self._channels.listen((self._prefix + channel).encode()) as inbox:
+        async with self._channels.listen((self._prefix + channel).encode()) as inbox:  # StoreUnavailable
             yield inbox
 
     def __repr__(self) -> str:
-        return f"RedisStore(prefix={self._prefix!r})"  # never the URL: it may hold a password
+        where = f"{_without_password(self._url)}, " if self._url is not None else ""
+        return f"RedisStore({where}prefix={self._prefix!r})"
+
+
+def _without_password(url: str) -> str:
+    """The URL as a log line may show it: a password in it is replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = parts.username or ""
+    port = f":{parts.port}" if parts.port is not None else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))

@@ -37,6 +37,8 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
+
 logger = logging.getLogger(__name__)
 
 # Messages a listener has not read yet, as in MemoryStore: a reply channel gets one message, a
@@ -78,7 +80,10 @@ class Channels:
         send, receive = anyio.create_memory_object_stream[bytes](INBOX_SIZE)
         with send, receive:
             try:
-                await self._enter(channel, send)
+                try:
+                    await self._enter(channel, send)
+                except (RedisError, OSError) as error:
+                    raise StoreUnavailable(str(error)) from error
                 yield receive
             finally:
                 # Shielded: a listener cancelled on its way out still unsubscribes, or Redis

@@ -10,9 +10,11 @@ no step builds an error response itself.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from fastapi import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -48,7 +50,7 @@ from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, re
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
 from fastapi_mcp_routes.transport.stream_slots import StreamSlots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
@@ -65,6 +67,10 @@ if TYPE_CHECKING:
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
 logger = logging.getLogger("fastapi_mcp_routes")
+
+# A shared store that cannot be reached is retried by the client after this long.
+STORE_RETRY_AFTER_S: Final = 2
+STORE_DOWN_LOG_S: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,7 @@ class StreamableHTTPEndpoint:
         self._sessions = sessions
         self._slots = StreamSlots(deployment.store, config.limits, deployment.secret)
         self.keep_alive = KeepAlive(config.limits.keep_alive_s)
+        self._store_down_logged = -math.inf
 
     async def __call__(self, request: Request) -> Response:
         try:
@@ -117,8 +124,18 @@ class StreamableHTTPEndpoint:
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
             return _refusal(refusal)
+        except StoreUnavailable as down:
+            self._log_store_down(down)
+            return _refusal(HttpError(503, down, {"retry-after": str(STORE_RETRY_AFTER_S)}))
         except ClientDisconnect:
             return Response(status_code=400)
+
+    def _log_store_down(self, down: StoreUnavailable) -> None:
+        """One WARNING a minute while the store cannot be reached, not one a request."""
+        now = time.monotonic()
+        if now - self._store_down_logged > STORE_DOWN_LOG_S:
+            self._store_down_logged = now
+            logger.warning("answering 503: the shared store cannot be reached (%s)", down.reason)
 
     def refuse_foreign_origin(self, request: Request) -> None:
         """The Origin/Host check as a FastAPI dependency: refusals raise HTTPException(403)."""

@@ -72,6 +72,15 @@ class RequestCancelled(McpError):
     code = c.REQUEST_CANCELLED
 
 
+class StoreUnavailable(McpError):
+    """The store every process shares cannot be reached now (a Redis outage): the request may
+    be sent again shortly. Raised by a shared store, answered 503 where nothing was sent yet."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("Service Unavailable: the server's shared store cannot be reached now; try again shortly.")
+        self.reason = reason
+
+
 class HttpError(Exception):
     """The transport refuses a request: an HTTP status, and the JSON-RPC error for the body."""
 
