@@ -23,6 +23,7 @@ import fastapi_mcp_routes
 from fastapi_mcp_routes.store import redis_pubsub
 from fastapi_mcp_routes.store.base import USED, Holder, LogBounds, SessionBounds, SessionRecord, Store, Trust
 from fastapi_mcp_routes.store.redis import RedisStore
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
 from tests.helpers import WAIT_S, Stores, gone_redis_url
 
 pytestmark = pytest.mark.anyio
@@ -281,13 +282,21 @@ async def test_a_redis_that_is_gone_is_an_error_at_once() -> None:
     store = RedisStore.from_url(gone_redis_url())
     try:
         with anyio.fail_after(WAIT_S):
-            with pytest.raises(RedisConnectionError):
+            with pytest.raises(StoreUnavailable):
                 await store.find_session("a1", 60)
-            with pytest.raises(RedisConnectionError):
+            with pytest.raises(StoreUnavailable):
+                await store.publish("ended/a1", b"")
+            with pytest.raises(StoreUnavailable):
                 async with store.subscribe("ended/a1"):
                     pass  # pragma: no cover - never entered
     finally:
         await store.aclose()
+
+
+def test_the_description_of_a_store_never_shows_a_password() -> None:
+    assert repr(RedisStore.from_url("redis://user:hunter2@cache:6380/1")) == (
+        "RedisStore(redis://user:***@cache:6380/1, prefix='fastapi-mcp-routes:')"
+    )
 
 
 # -- construction and import -------------------------------------------------------------------
