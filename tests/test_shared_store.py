@@ -131,6 +131,24 @@ def test_a_log_level_set_in_one_process_holds_in_the_other(streaming: Pair) -> N
     assert levels == ["error"]
 
 
+def test_the_endpoint_rate_limit_is_one_budget_for_every_process(redis_url: str) -> None:
+    prefix = f"test-{secrets.token_hex(4)}:"
+    with ExitStack() as stack:
+        urls = [
+            stack.enter_context(
+                serve(
+                    notes_app(secret=SECRET, store=RedisStore.from_url(redis_url, prefix=prefix), rate_limit="3/minute")
+                )
+            )
+            for _ in range(2)
+        ]
+        statuses = []
+        for turn in range(4):
+            with httpx.Client(base_url=urls[turn % 2], timeout=WAIT_S) as http:
+                statuses.append(http.post("/mcp", json=rpc("initialize", _initialize()), headers=HEADERS).status_code)
+    assert statuses == [200, 200, 200, 429]
+
+
 def test_a_tool_call_in_a_live_session_costs_one_redis_round_trip(notes: Pair, redis_url: str) -> None:
     # README: "A tool call in a live session costs one Redis round trip, the session check".
     first, _ = notes
