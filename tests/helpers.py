@@ -1,21 +1,32 @@
 """What the test modules share, and the one place they import it from (fixtures stay in
-`conftest.py`; no test module imports another): a real uvicorn server, the official SDK client,
-JSON-RPC messages over streamable HTTP and the SSE they come back in, 2026-07-28 requests,
-bearer tokens from a test issuer, tool discovery with the default credential headers, and the
-app whose tools stream, with what its routes observed."""
+`conftest.py`; no test module imports another): a real uvicorn server, several server processes
+with a balancer and a Redis server beside them, the official SDK client, JSON-RPC messages over
+streamable HTTP and the SSE they come back in, 2026-07-28 requests, bearer tokens from a test
+issuer, tool discovery with the default credential headers, and the app whose tools stream,
+with what its routes observed."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
+import os
+import re
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import httpx
@@ -77,6 +88,158 @@ def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str
         thread.join(START_TIMEOUT_S)
         for listener in sockets or ():
             listener.close()
+
+
+# -- several processes: uvicorn workers, replicas, a balancer, a Redis server -------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+PROCESS_START_S = 30.0  # the bound on a process getting ready: a worker imports the whole app
+STOP_S = 10.0  # how long a stopped process may take to exit before it is killed
+REDIS_URL_VARIABLE = "FASTAPI_MCP_ROUTES_TEST_REDIS_URL"  # a Redis the tests may use, where none can be started
+REDIS_PATHS = ("/usr/bin/redis-server", "/usr/sbin/redis-server")
+_Ready = TypeVar("_Ready")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A process this test run started, in a process group of its own, and its output so far."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    command: tuple[str, ...]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_until(self, ready: Callable[[Running], _Ready | None], what: str) -> _Ready:
+        """Poll `ready` until it says yes (there is no other signal from another process);
+        fails with the process's output once it exits or `PROCESS_START_S` passes."""
+        deadline = time.monotonic() + PROCESS_START_S
+        while True:
+            found = ready(self)
+            if found:
+                return found
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{what} exited with {self.process.returncode} before it was ready:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} was not ready within {PROCESS_START_S} s:\n{self.log()}")
+            time.sleep(0.05)
+
+
+@contextmanager
+def start_process(command: list[str], env: Mapping[str, str] | None = None) -> Iterator[Running]:
+    """Run `command` from the project's root in a process group of its own, with `env` added to
+    this environment, its output kept in a file; at the end the group gets SIGTERM, then SIGKILL
+    after `STOP_S`."""
+    with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-") as directory:
+        log_path = Path(directory) / "output.log"
+        # Appended to, so reading the file never moves where the process writes.
+        with log_path.open("ab") as output:
+            process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            yield Running(process, log_path, tuple(command))
+        finally:
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    # Not reaped yet (WNOWAIT): while the leader is a zombie its group id cannot be reused, so
+    # the SIGKILL below reaches only what is left of this group (say a worker it orphaned).
+    while time.monotonic() < deadline and not os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+        time.sleep(0.05)
+    _signal_group(process, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_group(process: subprocess.Popen[bytes], signal_number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the whole group has exited
+        os.killpg(process.pid, signal_number)
+
+
+@contextmanager
+def serve_processes(app_path: str, *, workers: int = 1, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Serve `app_path` ("module:attribute", importable from the project's root) with `python -m
+    uvicorn --workers K` in a process group of its own, `env` added to this environment; yields
+    the base URL once every worker has started, and stops the group at the end."""
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", app_path, "--host", HOST, "--port", str(port)]
+    command += ["--workers", str(workers), "--no-access-log", "--timeout-graceful-shutdown", "2"]
+
+    def started(running: Running) -> bool:
+        # uvicorn logs the address once it listens, and each worker the end of its startup.
+        log = running.log()
+        return "Uvicorn running on" in log and log.count("Application startup complete.") >= workers
+
+    with start_process(command, env) as running:
+        running.wait_until(started, f"uvicorn serving {app_path} with {workers} worker(s)")
+        yield f"http://{HOST}:{port}"
+
+
+@contextmanager
+def round_robin(*upstreams: str) -> Iterator[str]:
+    """Run scripts/round_robin.py over `upstreams` (base URLs); yields the balancer's base URL."""
+    command = [sys.executable, str(ROOT / "scripts" / "round_robin.py"), "--port", "0", *upstreams]
+
+    def listening(running: Running) -> str | None:
+        found = re.search(r"listening on (http://\S+)", running.log())
+        return found.group(1) if found else None
+
+    with start_process(command) as running:
+        yield running.wait_until(listening, "the round-robin balancer")
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A Redis server for the tests, as a URL: one started here on a free port (no persistence)
+    and stopped at the end; where no `redis-server` can be found, the one
+    `FASTAPI_MCP_ROUTES_TEST_REDIS_URL` names; else an error that says how to get one."""
+    binary = shutil.which("redis-server") or next((path for path in REDIS_PATHS if os.access(path, os.X_OK)), None)
+    if binary is None:
+        url = os.environ.get(REDIS_URL_VARIABLE)
+        if not url:
+            raise RuntimeError(
+                "These tests need a Redis server and found no redis-server on PATH, nor in "
+                f"{' or '.join(REDIS_PATHS)}: install one (apt install redis-server) or set "
+                f"{REDIS_URL_VARIABLE} to the URL of a Redis server they may use."
+            )
+        yield url
+        return
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-redis-") as directory:
+        command = [binary, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no"]
+        command += ["--dir", directory]
+        with start_process(command) as running:
+            running.wait_until(lambda _: redis_pings(port), f"redis-server on port {port}")
+            yield f"redis://{HOST}:{port}"
+
+
+def redis_pings(port: int) -> bool:
+    """Whether a Redis server on 127.0.0.1:`port` answers PING."""
+    try:
+        with socket.create_connection((HOST, port), timeout=1) as connection:
+            connection.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return connection.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 # -- the official SDK client -------------------------------------------------------------------
