@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import hashlib
 import hmac
 import json
@@ -116,7 +117,6 @@ class Running:
 
     process: subprocess.Popen[bytes]
     log_path: Path
-    command: tuple[str, ...]
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -137,11 +137,31 @@ class Running:
             time.sleep(0.05)
 
 
+def _with_the_starting_thread() -> Callable[[], None] | None:
+    """What a started process runs before its command so that it gets SIGTERM once the thread
+    that started it ends (Linux `prctl(PR_SET_PDEATHSIG)`); None elsewhere."""
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except AttributeError:
+        return None
+    set_death_signal = 1  # PR_SET_PDEATHSIG
+
+    def end_with_the_starting_thread() -> None:
+        prctl(set_death_signal, signal.SIGTERM)
+
+    return end_with_the_starting_thread
+
+
+END_WITH_THE_STARTING_THREAD = _with_the_starting_thread()
+
+
 @contextmanager
 def start_process(command: list[str], env: Mapping[str, str] | None = None) -> Iterator[Running]:
     """Run `command` from the project's root in a process group of its own, with `env` added to
     this environment, its output kept in a file; at the end the group gets SIGTERM, then SIGKILL
-    after `STOP_S`."""
+    after `STOP_S`. Call it from the thread that lives as long as the process should (pytest's
+    own): on Linux the process also gets SIGTERM once that thread ends, so a test run killed
+    before its cleanup leaves no server behind."""
     with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-") as directory:
         log_path = Path(directory) / "output.log"
         # Appended to, so reading the file never moves where the process writes.
@@ -154,9 +174,10 @@ def start_process(command: list[str], env: Mapping[str, str] | None = None) -> I
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=END_WITH_THE_STARTING_THREAD,
             )
         try:
-            yield Running(process, log_path, tuple(command))
+            yield Running(process, log_path)
         finally:
             _stop(process)
 
