@@ -39,19 +39,11 @@ from starlette.types import Receive, Scope, Send
 
 HOST: Final = "127.0.0.1"
 UPSTREAM_HEADER: Final = b"x-upstream"
-# RFC 9110 section 7.6.1, and Proxy-* (meant for this hop's proxy); a Connection header may name more.
+# RFC 9110 section 7.6.1, and Trailer (the framing is this hop's); a Connection header may name
+# more. Proxy-Authorization passes: this balancer asks for none, and the endpoint counts it a
+# credential of the caller's (RFC 9110 section 11.7.2 lets a proxy relay it).
 HOP_BY_HOP: Final = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-    }
+    {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding", b"upgrade"}
 )
 Headers = list[tuple[bytes, bytes]]
 # Seconds a shutdown waits for open exchanges (streams that never end) before cancelling them.
@@ -81,10 +73,11 @@ class RoundRobin:
             headers=_end_to_end(scope["headers"]),
             content=_chunks(body_out) if has_body else None,
         )
-        await _first_to_end(
-            partial(_relay, self._client, request, index, send),
-            partial(_read_client, receive, body_in, has_body),
-        )
+        with body_out:  # closed at the end, whether or not the upstream read the body
+            await _first_to_end(
+                partial(_relay, self._client, request, index, send),
+                partial(_read_client, receive, body_in, has_body),
+            )
 
 
 async def _first_to_end(*tasks: Callable[[], Awaitable[None]]) -> None:
@@ -132,9 +125,8 @@ async def _read_client(receive: Receive, body: MemoryObjectSendStream[bytes], ha
 
 
 async def _chunks(body: MemoryObjectReceiveStream[bytes]) -> AsyncIterator[bytes]:
-    async with body:
-        async for chunk in body:
-            yield chunk
+    async for chunk in body:
+        yield chunk
 
 
 async def _bad_gateway(send: Send, index: int, text: str) -> None:

@@ -161,7 +161,14 @@ def test_each_request_on_one_keep_alive_connection_goes_to_the_next_upstream(bal
 
 
 def test_method_path_query_headers_and_body_reach_the_upstream_unchanged(balancer: str) -> None:
-    sent_headers = {"x-custom": "1", "authorization": "Bearer t", "connection": "keep-alive, x-hop", "x-hop": "gone"}
+    sent_headers = {
+        "x-custom": "1",
+        "authorization": "Bearer t",
+        "proxy-authorization": "Basic cA==",
+        "connection": "keep-alive, x-hop",
+        "x-hop": "gone",
+        "te": "trailers",
+    }
     with httpx.Client(base_url=balancer, timeout=WAIT_S) as client:
         response = client.post("/echo/a%2Fb/c?q=1&r=%20", content=b'{"a": 1}', headers=sent_headers)
     seen = response.json()
@@ -169,8 +176,10 @@ def test_method_path_query_headers_and_body_reach_the_upstream_unchanged(balance
     assert (seen["method"], seen["raw_path"], seen["query"]) == ("POST", "/echo/a%2Fb/c", "q=1&r=%20")
     assert seen["body"] == '{"a": 1}'
     assert (headers["x-custom"], headers["authorization"], headers["content-length"]) == ("1", "Bearer t", "8")
+    assert headers["proxy-authorization"] == "Basic cA=="  # a credential the endpoint reads
     assert headers["host"] == urlsplit(balancer).netloc  # as the client sent it
     assert "x-hop" not in headers  # named by Connection: this hop's only
+    assert "te" not in headers
     assert "connection" not in headers or headers["connection"] == "keep-alive"
 
 
