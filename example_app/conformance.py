@@ -1,6 +1,7 @@
 """Fixtures for the official MCP conformance suite, as ordinary FastAPI routes.
 
-Served as `example_app.conformance:app` by `scripts/conformance.sh`. Every fixture is a plain
+Served as `example_app.conformance:app` by `scripts/conformance.sh`, by one process and then by
+two behind a round-robin balancer that share a secret and a Redis store. Every fixture is a plain
 route exposed through the library; none is a hand-written MCP handler. The scenarios that need
 features not built yet are listed in `conformance/expected-failures.yml`.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import struct
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -30,10 +32,26 @@ from fastapi_mcp_routes import (
     text_content,
 )
 
+REDIS_URL_VARIABLE = "FASTAPI_MCP_ROUTES_REDIS_URL"
+
+
+def shared_store() -> dict[str, Any]:
+    """`store=` for `mcp_routes`: Redis when `FASTAPI_MCP_ROUTES_REDIS_URL` names one (several
+    processes serve the fixtures), else nothing (one process, its own memory)."""
+    url = os.environ.get(REDIS_URL_VARIABLE)
+    if not url:
+        return {}
+    # Imported only when asked for, so the fixtures serve one process wherever RedisStore is missing.
+    from fastapi_mcp_routes import RedisStore
+
+    return {"store": RedisStore.from_url(url)}
+
+
 app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0")
 # The fixtures are protocol tests driven by a client that knows nothing of confirmation tokens,
-# like a deployment whose own approval layer confirms calls.
-app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+# like a deployment whose own approval layer confirms calls. The secret that several processes
+# share (FASTAPI_MCP_ROUTES_SECRET) is read by mcp_routes itself.
+app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, **shared_store()))
 
 # A 1x1 red pixel.
 RED_PIXEL_PNG = base64.b64decode(

@@ -4,6 +4,11 @@
 # --requirements 2026-07-28 (the stateless revision) and --requirements 2025-11-25. Each run has
 # its own expected-failures file under conformance/. Installs Node 22 (the npm package node@22,
 # when the machine's Node is older) and the suites into .tools/, which git ignores.
+#
+# Two passes of the three runs: against one process, then through scripts/round_robin.py (each
+# request to the next process) over two single-worker processes that share a generated secret
+# (FASTAPI_MCP_ROUTES_SECRET) and a Redis server of this run's own (FASTAPI_MCP_ROUTES_REDIS_URL,
+# no persistence), as replicas behind a load balancer. Every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +16,7 @@ STABLE=0.1.16
 ALPHA=0.2.0-alpha.12
 TOOLS=.tools
 PYTHON=.venv/bin/python
+START_S=20  # how long a process may take to listen
 
 node_major() { node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || true; }
 if [ "$(node_major)" = "" ] || [ "$(node_major)" -lt 22 ]; then
@@ -30,27 +36,79 @@ suite() {  # prints the entry point of one suite version, installing it on first
 stable_js=$(suite "$STABLE")
 alpha_js=$(suite "$ALPHA")
 
-port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$PYTHON" -m uvicorn example_app.conformance:app --host 127.0.0.1 --port "$port" --log-level warning &
-server=$!
-trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
-"$PYTHON" - "$port" <<'PY'
-import socket, sys, time
-deadline = time.monotonic() + 20
-while True:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-        break
-    except OSError:
-        if time.monotonic() > deadline:
-            sys.exit("the conformance app did not start listening")
-        time.sleep(0.1)
-PY
-url="http://127.0.0.1:$port/mcp"
-echo "== conformance $STABLE (session era)"
-node "$stable_js" server --url "$url" --expected-failures conformance/expected-failures.yml
-for revision in 2026-07-28 2025-11-25; do
-  echo "== conformance $ALPHA --requirements $revision"
-  node "$alpha_js" server --url "$url" --requirements "$revision" \
-    --expected-failures "conformance/expected-failures-$revision.yml"
+started=()  # every process started here, stopped on exit
+scratch=$(mktemp -d)
+stop_all() {
+  for pid in ${started[@]+"${started[@]}"}; do kill "$pid" 2>/dev/null || true; done
+  for pid in ${started[@]+"${started[@]}"}; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$scratch"
+}
+trap stop_all EXIT
+
+free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_for() {  # PORT PID WHAT: until something listens on 127.0.0.1:PORT; fails once PID exits
+  local tries=$((START_S * 10))
+  while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+    if ! kill -0 "$2" 2>/dev/null; then
+      echo "$3 exited before it listened on port $1" >&2
+      return 1
+    fi
+    tries=$((tries - 1))
+    if [ "$tries" -le 0 ]; then
+      echo "$3 did not listen on port $1 within $START_S s" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+serve() {  # PORT: serves the fixtures with one worker, in the background, with this environment
+  "$PYTHON" -m uvicorn example_app.conformance:app --host 127.0.0.1 --port "$1" --log-level warning \
+    --timeout-graceful-shutdown 2 &
+  started+=($!)
+  wait_for "$1" $! "the conformance app on port $1"
+}
+run_suites() {  # URL LABEL: the three runs against one endpoint
+  echo "== conformance $STABLE (session era)$2"
+  node "$stable_js" server --url "$1" --expected-failures conformance/expected-failures.yml
+  for revision in 2026-07-28 2025-11-25; do
+    echo "== conformance $ALPHA --requirements $revision$2"
+    node "$alpha_js" server --url "$1" --requirements "$revision" \
+      --expected-failures "conformance/expected-failures-$revision.yml"
+  done
+}
+
+# -- one process
+port=$(free_port)
+serve "$port"
+run_suites "http://127.0.0.1:$port/mcp" ""
+
+# -- two processes sharing a secret and a Redis server, behind a round-robin balancer
+redis=$(command -v redis-server || true)
+for candidate in /usr/bin/redis-server /usr/sbin/redis-server; do
+  if [ -z "$redis" ] && [ -x "$candidate" ]; then redis=$candidate; fi
 done
+if [ -z "$redis" ]; then
+  echo "The pass over several processes needs redis-server, found neither on PATH nor in /usr/bin or" \
+    "/usr/sbin: install it (apt install redis-server)." >&2
+  exit 1
+fi
+redis_port=$(free_port)
+"$redis" --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --dir "$scratch" \
+  --loglevel warning &
+started+=($!)
+wait_for "$redis_port" $! "redis-server"
+
+FASTAPI_MCP_ROUTES_SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(48))')
+FASTAPI_MCP_ROUTES_REDIS_URL="redis://127.0.0.1:$redis_port/0"
+export FASTAPI_MCP_ROUTES_SECRET FASTAPI_MCP_ROUTES_REDIS_URL
+replicas=()
+for _ in 1 2; do
+  port=$(free_port)
+  serve "$port"
+  replicas+=("http://127.0.0.1:$port")
+done
+balancer_port=$(free_port)
+"$PYTHON" scripts/round_robin.py --port "$balancer_port" "${replicas[@]}" >/dev/null &
+started+=($!)
+wait_for "$balancer_port" $! "the round-robin balancer"
+run_suites "http://127.0.0.1:$balancer_port/mcp" " through a round-robin balancer over two processes"

@@ -1,26 +1,35 @@
 """What the test modules share, and the one place they import it from (fixtures stay in
-`conftest.py`; no test module imports another): a real uvicorn server, a real Redis and the
-stores a test runs on, the official SDK client,
-JSON-RPC messages over streamable HTTP and the SSE they come back in, 2026-07-28 requests,
-bearer tokens from a test issuer, tool discovery with the default credential headers, and the
-app whose tools stream, with what its routes observed."""
+ `conftest.py`; no test module imports another): a real uvicorn server, several server processes
+with a balancer, a real Redis and the stores a test runs on, the official SDK client, JSON-RPC
+messages over streamable HTTP and the SSE they come back in, 2026-07-28 requests, bearer tokens
+from a test issuer, tool discovery with the default credential headers, and the app whose tools
+stream, with what its routes observed."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import httpx
@@ -30,7 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import Depends, FastAPI
 from jose import jwk, jwt
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.types import ASGIApp
@@ -95,6 +104,153 @@ def one_process(store: Store | None = None) -> Deployment:
     return Deployment(Secret.configure(None, {}, None), store or MemoryStore())
 
 
+# -- several processes: uvicorn workers, replicas, a balancer ---------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+PROCESS_START_S = 30.0  # the bound on a process getting ready: a worker imports the whole app
+STOP_S = 10.0  # how long a stopped process may take to exit before it is killed
+_Ready = TypeVar("_Ready")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A process this test run started, in a process group of its own, and its output so far."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_until(self, ready: Callable[[Running], _Ready | None], what: str) -> _Ready:
+        """Poll `ready` until it says yes (there is no other signal from another process);
+        fails with the process's output once it exits or `PROCESS_START_S` passes."""
+        deadline = time.monotonic() + PROCESS_START_S
+        while True:
+            found = ready(self)
+            if found:
+                return found
+            status = exit_status(self.process)
+            if status is not None:
+                raise RuntimeError(f"{what} exited with status {status} before it was ready:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} was not ready within {PROCESS_START_S} s:\n{self.log()}")
+            time.sleep(0.05)
+
+
+def _with_the_starting_thread() -> Callable[[], None] | None:
+    """What a started process runs before its command so that it gets SIGTERM once the thread
+    that started it ends (Linux `prctl(PR_SET_PDEATHSIG)`); None elsewhere."""
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except AttributeError:
+        return None
+    set_death_signal = 1  # PR_SET_PDEATHSIG
+
+    def end_with_the_starting_thread() -> None:
+        prctl(set_death_signal, signal.SIGTERM)
+
+    return end_with_the_starting_thread
+
+
+END_WITH_THE_STARTING_THREAD = _with_the_starting_thread()
+
+
+@contextmanager
+def start_process(command: list[str], env: Mapping[str, str] | None = None) -> Iterator[Running]:
+    """Run `command` from the project's root in a process group of its own, with `env` added to
+    this environment, its output kept in a file; at the end the group gets SIGTERM, then SIGKILL
+    after `STOP_S`. Call it from the thread that lives as long as the process should (pytest's
+    own): on Linux the process also gets SIGTERM once that thread ends, so a test run killed
+    before its cleanup leaves no server behind."""
+    with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-") as directory:
+        log_path = Path(directory) / "output.log"
+        # Appended to, so reading the file never moves where the process writes.
+        with log_path.open("ab") as output:
+            process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=END_WITH_THE_STARTING_THREAD,
+            )
+        try:
+            yield Running(process, log_path)
+        finally:
+            _stop(process)
+
+
+def exit_status(process: subprocess.Popen[bytes]) -> int | None:
+    """The status a process exited with, or None while it runs. The process is not reaped
+    (WNOWAIT): while the leader of a group is a zombie, the group's id cannot be reused, so a
+    signal to the group reaches only what is left of it (say a worker it orphaned)."""
+    if process.returncode is not None:
+        return process.returncode
+    exited = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    return exited.si_status if exited is not None else None
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    while time.monotonic() < deadline and exit_status(process) is None:
+        time.sleep(0.05)
+    _signal_group(process, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_group(process: subprocess.Popen[bytes], signal_number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the whole group has exited
+        os.killpg(process.pid, signal_number)
+
+
+@contextmanager
+def serve_processes(app_path: str, *, workers: int = 1, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Serve `app_path` ("module:attribute", importable from the project's root) with `python -m
+    uvicorn --workers K` in a process group of its own, `env` added to this environment; yields
+    the base URL once every worker has started, and stops the group at the end."""
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", app_path, "--host", HOST, "--port", str(port)]
+    command += ["--workers", str(workers), "--no-access-log", "--timeout-graceful-shutdown", "2"]
+
+    def started(running: Running) -> bool:
+        # uvicorn logs the address once it listens, and each worker the end of its startup; a
+        # worker that fails is started again and again, so its first traceback ends the wait.
+        log = running.log()
+        if "Traceback (most recent call last)" in log:
+            raise RuntimeError(f"uvicorn serving {app_path} failed to start:\n{log}")
+        return "Uvicorn running on" in log and log.count("Application startup complete.") >= workers
+
+    with start_process(command, env) as running:
+        running.wait_until(started, f"uvicorn serving {app_path} with {workers} worker(s)")
+        yield f"http://{HOST}:{port}"
+
+
+@contextmanager
+def round_robin(*upstreams: str) -> Iterator[str]:
+    """Run scripts/round_robin.py over `upstreams` (base URLs); yields the balancer's base URL."""
+    command = [sys.executable, str(ROOT / "scripts" / "round_robin.py"), "--port", "0", *upstreams]
+
+    def listening(running: Running) -> str | None:
+        found = re.search(r"listening on (http://\S+)", running.log())
+        return found.group(1) if found else None
+
+    with start_process(command) as running:
+        yield running.wait_until(listening, "the round-robin balancer")
+
+
 # -- a real Redis ------------------------------------------------------------------------------
 
 # A Redis to test against when no redis-server can be started here.
@@ -114,22 +270,6 @@ def _redis_binary() -> str | None:
     return next((path for path in candidates if os.access(path, os.X_OK)), None)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _answers_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as connection:
-            connection.sendall(b"PING\r\n")
-            return connection.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 def redis_missing() -> str | None:
     """Why `redis_server` has no Redis to give here, and how to get one; `None` when it has."""
     if _redis_binary() is not None or os.environ.get(REDIS_URL_VARIABLE):
@@ -142,7 +282,7 @@ def redis_missing() -> str | None:
 
 def gone_redis_url() -> str:
     """The URL of a Redis that is gone: a 127.0.0.1 port nothing listens on."""
-    return f"redis://127.0.0.1:{_free_port()}/0"
+    return f"redis://127.0.0.1:{free_port()}/0"
 
 
 @contextmanager
@@ -158,19 +298,22 @@ def redis_server() -> Iterator[str]:
             raise RedisMissing(missing)
         yield os.environ[REDIS_URL_VARIABLE]
         return
-    port = _free_port()
-    command = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-redis-") as directory:
+        command = [binary, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no"]
+        with start_process([*command, "--dir", directory]) as running:
+            running.wait_until(lambda _: redis_pings(port), f"redis-server on port {port}")
+            yield f"redis://{HOST}:{port}/0"
+
+
+def redis_pings(port: int, host: str = HOST) -> bool:
+    """Whether a Redis server on `host`:`port` answers PING."""
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _answers_ping(port):  # a process says nothing when it listens: ask it
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start answering on port {port}")
-            time.sleep(0.02)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(START_TIMEOUT_S)
+        with socket.create_connection((host, port), timeout=1) as connection:
+            connection.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return connection.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 class Stores:
@@ -379,6 +522,220 @@ def post_stateless(
     `headers` besides (say a credential)."""
     sent = {**stateless_headers(method, (params or {}).get("name")), **(headers or {})}
     return http.post("/mcp", json=stateless_request(method, params, meta), headers=sent)
+
+
+# -- runs across several processes of tests/workers_app.py ------------------------------------
+
+WORKERS_APP = "tests.workers_app:app"
+# A fixed test secret of 32+ bytes, shared by every process of a deployment.
+SECRET = "workers-test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"
+CONCURRENT_SESSIONS = 5  # two cores serve the servers and the clients
+PID_HEADER = "x-worker-pid"
+FRESH_CONNECTIONS = httpx.Limits(max_keepalive_connections=0)  # a new connection per request
+ELICITATION: dict[str, Any] = {"elicitation": {}}  # the capability of a client that can ask its user
+ORDER = {"item": "tea", "quantity": 2}
+COLOUR = {"colour": "teal"}
+
+
+def deployment_env(redis_url: str = "", secret: str = SECRET) -> dict[str, str]:
+    """What every process of a deployment gets: the shared secret (or none: a process of its
+    own), and a Redis or none."""
+    return {"FASTAPI_MCP_ROUTES_SECRET": secret, "FASTAPI_MCP_ROUTES_REDIS_URL": redis_url}
+
+
+@dataclass
+class Tally:
+    """How a run went: the operations that succeeded, why the others failed (an error, a
+    refusal, an error result; an error ends its session), and which processes served them."""
+
+    succeeded: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    pids: set[str] = field(default_factory=set)
+
+    def failed(self, reason: str) -> None:
+        self.failures[reason[:300]] += 1
+
+    def note(self, response: httpx.Response) -> dict[str, Any] | None:
+        """Count one answer over plain HTTP; its result when it succeeded."""
+        self.pids.add(response.headers.get(PID_HEADER, "none"))
+        message = final_message(response)
+        reason = refusal(message) if message is not None else "no JSON-RPC answer"
+        if message is None or reason is not None:
+            self.failed(f"{response.status_code} {reason}")
+            return None
+        self.succeeded += 1
+        result: dict[str, Any] = message["result"]
+        return result
+
+    def note_result(self, result: types.CallToolResult) -> None:
+        """Count one SDK tool call, whose structured result says which process ran it."""
+        if result.is_error:
+            text = " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
+            self.failed(f"isError: {text}")
+            return
+        self.succeeded += 1
+        self.pids.add(str((result.structured_content or {}).get("pid", "none")))
+
+    def report(self) -> str:
+        reasons = "; ".join(f"{count} x {reason}" for reason, count in self.failures.most_common())
+        return f"{self.failures.total()} failures ({reasons}), {self.succeeded} successes"
+
+
+def assert_all_succeeded(tally: Tally, processes: int) -> None:
+    """Every operation of the run succeeded, served by this many processes."""
+    assert not tally.failures, tally.report()
+    assert len(tally.pids) == processes, f"served by {sorted(tally.pids)}, expected {processes} processes"
+
+
+def final_message(response: httpx.Response) -> dict[str, Any] | None:
+    """The JSON-RPC answer of a response, in JSON or as the last message of its SSE body."""
+    content_type = response.headers.get("content-type", "")
+    try:
+        if content_type.startswith("application/json"):
+            message: dict[str, Any] = response.json()
+            return message
+        if content_type.startswith("text/event-stream"):
+            messages = sse_messages(response.text)
+            return messages[-1] if messages else None
+    except ValueError:
+        return None
+    return None
+
+
+def refusal(message: dict[str, Any]) -> str | None:
+    """Why a JSON-RPC answer is not a success: its error, or its error result's text."""
+    if "error" in message:
+        return str(message["error"].get("message"))
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return f"no result in {message!r}"
+    if result.get("isError"):
+        return " ".join(block.get("text", "") for block in result.get("content", []))
+    return None
+
+
+def describe(error: BaseException) -> str:
+    """An error in a line: the first of a group, by type and message."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
+
+
+async def a_few_at_once(task: Callable[[], Awaitable[None]], times: int, tally: Tally) -> None:
+    """Run `task` `times` times, `CONCURRENT_SESSIONS` at once (one client at a time would find
+    one uvicorn worker taking nearly every connection), each within `WAIT_S`. An error ends its
+    task and is counted as a failure; the first task that hangs stops the run."""
+    limiter = anyio.CapacityLimiter(CONCURRENT_SESSIONS)
+    async with anyio.create_task_group() as running:
+
+        async def bounded() -> None:
+            async with limiter:
+                try:
+                    with anyio.fail_after(WAIT_S):
+                        await task()
+                except TimeoutError:
+                    tally.failed(f"no answer within {WAIT_S} s: the run stopped there")
+                    running.cancel_scope.cancel()
+                except Exception as error:
+                    tally.failed(describe(error))
+
+        for _ in range(times):
+            running.start_soon(bounded)
+
+
+async def sessions_over_fresh_connections(url: str, sessions: int, calls: int) -> Tally:
+    """Session-era sessions over plain HTTP, a new connection for each request (as clients
+    without a pool, and balancers that turn per connection, send them)."""
+    tally = Tally()
+    opening = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT_S, limits=FRESH_CONNECTIONS) as http:
+
+        async def one_session() -> None:
+            opened = await http.post("/mcp", json=initialize(), headers=opening)
+            if tally.note(opened) is None:
+                return
+            headers = {**opening, "mcp-session-id": opened.headers["mcp-session-id"]}
+            for number in range(calls):
+                call = tool_call("read_note", {"note_id": number}, request_id=number + 1)
+                tally.note(await http.post("/mcp", json=call, headers=headers))
+
+        await a_few_at_once(one_session, sessions, tally)
+    return tally
+
+
+async def sdk_sessions(url: str, mode: str, sessions: int, calls: int) -> Tally:
+    """The official client's sessions (`legacy`), or its stateless calls (`auto`)."""
+    tally = Tally()
+
+    async def one_session() -> None:
+        async with mcp_client(url, mode=mode) as client:
+            for number in range(calls):
+                tally.note_result(await client.call_tool("read_note", {"note_id": number}))
+
+    await a_few_at_once(one_session, sessions, tally)
+    return tally
+
+
+async def stateless_rounds(url: str, rounds: int) -> Tally:
+    """2026-07-28 requests, a new connection each: a list, a read, and a mutation the user
+    confirms through `input_required`, whose retry carries the requestState."""
+    tally = Tally()
+    capable = stateless_meta(ELICITATION)
+    order = {"name": "place_order", "arguments": ORDER}
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT_S, limits=FRESH_CONNECTIONS) as http:
+
+        async def post(
+            method: str, params: dict[str, Any], meta: dict[str, Any] | None = None
+        ) -> dict[str, Any] | None:
+            headers = stateless_headers(method, params.get("name"))
+            return tally.note(await http.post("/mcp", json=stateless_request(method, params, meta), headers=headers))
+
+        async def one_round() -> None:
+            await post("tools/list", {})
+            await post("tools/call", {"name": "read_note", "arguments": {"note_id": 1}})
+            asked = await post("tools/call", order, capable)
+            if asked is None:
+                return
+            if asked.get("resultType") != "input_required":
+                tally.failed(f"a mutation ran unconfirmed: {asked!r}")
+                return
+            [key] = asked["inputRequests"]
+            answer = {key: {"action": "accept", "content": {}}}
+            done = await post(
+                "tools/call", {**order, "requestState": asked["requestState"], "inputResponses": answer}, capable
+            )
+            if done is not None and "order" not in done.get("structuredContent", {}):
+                tally.failed(f"a confirmed mutation did not run: {done!r}")
+
+        await a_few_at_once(one_round, rounds, tally)
+    return tally
+
+
+async def sdk_confirmed_mutations(url: str, mode: str, sessions: int) -> tuple[Tally, int]:
+    """The official client's sessions whose calls ask the user, who accepts: two orders (the
+    confirmation asks) and a question the route asks; and how many questions came."""
+    tally = Tally()
+    asked = 0
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        nonlocal asked
+        asked += 1
+        return types.ElicitResult(action="accept", content=dict(COLOUR) if params.message == "Which colour?" else {})
+
+    async def one_session() -> None:
+        async with mcp_client(url, mode=mode, elicitation_callback=on_elicit) as client:
+            for _ in range(2):
+                ordered = await client.call_tool("place_order", ORDER)
+                tally.note_result(ordered)
+                if not ordered.is_error and "order" not in (ordered.structured_content or {}):
+                    tally.failed(f"a confirmed mutation did not run: {ordered.structured_content!r}")
+            answered = await client.call_tool("ask", {})
+            tally.note_result(answered)
+            if (answered.structured_content or {}).get("content") != COLOUR:
+                tally.failed(f"the route did not get the answer: {answered.structured_content!r}")
+
+    await a_few_at_once(one_session, sessions, tally)
+    return tally, asked
 
 
 # -- bearer tokens from a test issuer ----------------------------------------------------------

@@ -185,14 +185,17 @@ def test_without_a_shared_store_a_resume_in_another_process_is_refused_naming_st
     assert "store=RedisStore" in refused.json()["error"]["message"]
 
 
-def test_without_a_shared_store_a_cancellation_of_another_process_is_logged_naming_store(
+def test_without_a_shared_store_a_cancellation_of_another_process_is_refused_naming_store(
     two: tuple[httpx.Client, httpx.Client], caplog: pytest.LogCaptureFixture
 ) -> None:
     _, second = two
     session = open_session(second)
     cancel = rpc("notifications/cancelled", {"requestId": 41}, request_id=None)
     with caplog.at_level(logging.WARNING, "fastapi_mcp_routes"):
-        assert second.post("/mcp", json=cancel, headers=session).status_code == 202
+        refused = second.post("/mcp", json=cancel, headers=session)
+    assert refused.status_code == 400
+    assert refused.json()["id"] is None
+    assert "store=RedisStore" in refused.json()["error"]["message"]
     assert any("notifications/cancelled" in r.getMessage() and "store=" in r.getMessage() for r in caplog.records)
 
 

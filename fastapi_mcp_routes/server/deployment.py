@@ -40,8 +40,8 @@ class Deployment:
         """The sentence saying that `what` needs a store every process shares; logged once
         per process as a WARNING."""
         sentence = (
-            f"{what} needs a store every process shares, and this endpoint keeps its state in each "
-            f"process's memory (several processes share its secret): set {STORE_HINT}"
+            f"{what} needs a store every process shares ({STORE_HINT}); this endpoint keeps its state "
+            "in each process's memory, and several processes share its secret"
         )
         if what not in self._warned:
             self._warned.add(what)
@@ -50,4 +50,10 @@ class Deployment:
 
     def describe(self) -> str:
         where = f"{self.store!r}, shared by every process" if self.store.shared else "this process's memory"
-        return f"state in {where}; sealed with {self.secret.describe()}"
+        line = f"state in {where}; sealed with {self.secret.describe()}"
+        if self.state_per_process:
+            line += (
+                f"; without {STORE_HINT}, what needs shared state (questions to the client in a session, "
+                "a token or a resume in another process) is refused"
+            )
+        return line

@@ -44,7 +44,7 @@ from fastapi_mcp_routes.store.base import (
     shares,
 )
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.wire.errors import McpError, StoreUnavailable, ToolContextError
+from fastapi_mcp_routes.wire.errors import McpError, NeedsSharedStore, StoreUnavailable, ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 # 16 random bytes name a session in the store; its sealed id adds the tag (spec: ids are
@@ -253,14 +253,17 @@ class SessionManager:
 
     async def cancel(self, session_id: str, request_id: RequestKey) -> None:
         """`notifications/cancelled` for a call of the session: cancelled here when it runs
-        here, else in whichever process runs it (through the store's messages)."""
+        here, else in whichever process runs it (through the store's messages). Where
+        processes share no store, `NeedsSharedStore`: another process may run it."""
         running = self._running.get(session_id, {}).get(request_id)
         if running is not None:
             running.cancel()
         elif self._store.shared:
             await self._store.publish(CANCELS, dumps([session_id, request_id]))
         elif self._deployment.state_per_process:
-            self._deployment.needs_store("a notifications/cancelled for a call this process does not run")
+            raise NeedsSharedStore(
+                self._deployment.needs_store("a notifications/cancelled for a call this process does not run")
+            )
 
     async def forward_cancels(self) -> None:
         """Cancel the calls of this process that a cancellation sent to another one names, or

@@ -50,7 +50,7 @@ from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, re
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
 from fastapi_mcp_routes.transport.stream_slots import StreamSlots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, StoreUnavailable
+from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
@@ -183,6 +183,8 @@ class StreamableHTTPEndpoint:
         first = parsed.messages[0]
         if opening and isinstance(first, RpcRequest):
             return await self._initialize(first, channel)
+        if not parsed.batch and isinstance(first, Notification):
+            return await self._notification(first, channel)
         logs = None
         if session is not None and version >= c.RESUMABLE_VERSION:
             logs = StreamLogs(self._store, session.id, self._config.limits, session.trust)
@@ -235,6 +237,16 @@ class StreamableHTTPEndpoint:
             json=accepts.json,
             keep_alive=self.keep_alive,
         )
+
+    async def _notification(self, notification: Notification, channel: SessionChannel) -> Response:
+        """A POST of one notification: taken, then 202; 400 when this process cannot take it."""
+        try:
+            await self._dispatcher.notification(notification.method, notification.params, channel)
+        except NeedsSharedStore as refusal:
+            raise HttpError(400, refusal) from None
+        except Exception:  # a notification gets no answer, so a failure is only logged
+            logger.exception("taking notification %s failed", truncate(notification.method))
+        return Response(status_code=202)
 
     async def _initialize(self, initialize: RpcRequest, channel: SessionChannel) -> Response:
         try:
@@ -335,6 +347,8 @@ class StreamableHTTPEndpoint:
         if isinstance(entry, Notification):
             try:
                 await self._dispatcher.notification(entry.method, entry.params, channel)
+            except NeedsSharedStore:
+                pass  # in a batch, which has no place for it; logged once as a WARNING
             except Exception:  # a notification gets no answer, so a failure is only logged
                 logger.exception("taking notification %s failed", truncate(entry.method))
             return None

@@ -81,6 +81,11 @@ class StoreUnavailable(McpError):
         self.reason = reason
 
 
+class NeedsSharedStore(InvalidRequest):
+    """A message this process cannot take alone (a cancellation of a call another process may
+    run) where processes share no store; the message names the option."""
+
+
 class HttpError(Exception):
     """The transport refuses a request: an HTTP status, and the JSON-RPC error for the body."""
 
