@@ -9,12 +9,12 @@ features not built yet are listed in `conformance/expected-failures.yml`.
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import os
 import struct
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
@@ -32,26 +32,52 @@ from fastapi_mcp_routes import (
     text_content,
 )
 
+if TYPE_CHECKING:
+    from fastapi_mcp_routes import RedisStore
+
 REDIS_URL_VARIABLE = "FASTAPI_MCP_ROUTES_REDIS_URL"
+# Where a process announces a tool it added, so every process of the deployment adds it too.
+TOOL_ADDED_CHANNEL = "fixtures/tool-added"
 
 
-def shared_store() -> dict[str, Any]:
+def shared_store() -> RedisStore | None:
     """`store=` for `mcp_routes`: Redis when `FASTAPI_MCP_ROUTES_REDIS_URL` names one (several
     processes serve the fixtures), else nothing (one process, its own memory)."""
     url = os.environ.get(REDIS_URL_VARIABLE)
     if not url:
-        return {}
-    # Imported only when asked for, so the fixtures serve one process wherever RedisStore is missing.
+        return None
+    # Imported only when asked for, so the fixtures serve one process wherever redis is missing.
     from fastapi_mcp_routes import RedisStore
 
-    return {"store": RedisStore.from_url(url)}
+    return RedisStore.from_url(url)
 
 
-app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0")
+store = shared_store()
+
+
+@asynccontextmanager
+async def every_process_adds_the_tools(_: FastAPI) -> AsyncIterator[None]:
+    """With several processes, each adds the tools any of them added (a route table is each
+    process's own, as in any FastAPI app), and each tells its own listeners of the change."""
+    if store is None:
+        yield
+        return
+    async with anyio.create_task_group() as tasks, store.subscribe(TOOL_ADDED_CHANNEL) as added:
+
+        async def add_what_is_announced() -> None:
+            async for number in added:
+                add_dynamic_tool(int(number))
+
+        tasks.start_soon(add_what_is_announced)
+        yield
+        tasks.cancel_scope.cancel()
+
+
+app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0", lifespan=every_process_adds_the_tools)
 # The fixtures are protocol tests driven by a client that knows nothing of confirmation tokens,
 # like a deployment whose own approval layer confirms calls. The secret that several processes
 # share (FASTAPI_MCP_ROUTES_SECRET) is read by mcp_routes itself.
-app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, **shared_store()))
+app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, store=store))
 
 # A 1x1 red pixel.
 RED_PIXEL_PNG = base64.b64decode(
@@ -384,18 +410,29 @@ def header_mirroring(
     return f"region={region} priority={priority}"
 
 
-_added_tools = itertools.count(1)
+_added_tools: set[int] = set()
 
 
 @mcp_tool()
 @app.post("/fixtures/trigger-tool-change", response_class=PlainTextResponse)
-def test_trigger_tool_change() -> str:
-    """Adds a route at runtime, so the tool list changes and listeners hear of it."""
-    number = next(_added_tools)
+async def test_trigger_tool_change() -> str:
+    """Adds a route at runtime, so the tool list changes and listeners hear of it: in this
+    process, or, with several, in every one of them (each hears the announcement)."""
+    number = max(_added_tools, default=0) + 1
+    if store is None:
+        add_dynamic_tool(number)
+    else:
+        await store.publish(TOOL_ADDED_CHANNEL, str(number).encode())
+    return f"added dynamic_tool_{number}"
+
+
+def add_dynamic_tool(number: int) -> None:
+    if number in _added_tools:
+        return
+    _added_tools.add(number)
 
     def dynamic_tool() -> str:
         return f"dynamic tool {number}"
 
     marked = mcp_tool(name=f"dynamic_tool_{number}", description="A tool added at runtime.")(dynamic_tool)
     app.add_api_route(f"/fixtures/dynamic/{number}", marked, methods=["GET"], response_class=PlainTextResponse)
-    return f"added dynamic_tool_{number}"
