@@ -1,6 +1,6 @@
 """Session-era sessions: ids, binding to the caller that opened them, and their calls.
 
-A session id is sealed with the endpoint's secret (server/seal.py) and bound to the caller's
+A session id is sealed with the endpoint's secret (server/session_ids.py) and bound to the caller's
 credentials: it carries what any process needs to serve the session (its negotiated version,
 the client's capabilities, its caller's trust, its end of life), and the same id presented with
 other credentials fails its seal exactly like an unknown id, so a leaked id is useless to anyone
@@ -17,13 +17,10 @@ an open stream renews its session, and checks that it is still there, now and th
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
@@ -32,7 +29,8 @@ import anyio
 
 from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.seal import INSTANCE_BYTES, Secret
+from fastapi_mcp_routes.server.seal import Secret
+from fastapi_mcp_routes.server.session_ids import SealedSession, SessionIds, sealed_capabilities, sealed_client_info
 from fastapi_mcp_routes.store.base import (
     Holder,
     Inbox,
@@ -55,35 +53,14 @@ SESSION_KEY_BYTES: Final = 16
 CLIENT_INFO_KEPT: Final = frozenset({"name", "title", "version", "description", "websiteUrl"})
 KEPT_TEXT: Final = 256
 KEPT_NAMES: Final = 32
-# What a sealed id carries of the client (it travels in a header on every request): the
-# capability names and their modes `declares` reads, and the client's name and version.
-SEALED_NAMES: Final = 8
-SEALED_TEXT: Final = 64
 CANCELS: Final = "cancels"
-# Sealed ids opened lately, by id and credentials: a live session's requests skip the decoding
-# (opening one costs 7.7 µs, about 3% of a tool call's server CPU; a kept one 0.2 µs).
-OPENED_KEPT: Final = 4096
 # Listening for cancellations sent to other processes again after a store outage: first after
 # this long, then twice as long each time, up to the last.
 FORWARD_RETRY_FIRST_S: Final = 1.0
 FORWARD_RETRY_LAST_S: Final = 30.0
-_PURPOSE: Final = "session id"
 
 RequestKey = str | int
 logger = logging.getLogger("fastapi_mcp_routes")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Sealed:
-    """What a sealed session id says."""
-
-    key: str  # the session's name in the store
-    instance: bytes  # the process that opened it
-    expires: float
-    protocol_version: str
-    trust: Trust
-    client_info: dict[str, str] | None
-    client_capabilities: dict[str, Any] | None
 
 
 class SessionManager:
@@ -106,7 +83,7 @@ class SessionManager:
         self._secret = deployment.secret
         self._clock = clock
         self._running: dict[str, dict[RequestKey, anyio.CancelScope]] = {}
-        self._opened: OrderedDict[tuple[str, bytes], _Sealed] = OrderedDict()
+        self._ids = SessionIds(self._secret, clock)
 
     @property
     def idle_s(self) -> float:
@@ -136,14 +113,14 @@ class SessionManager:
         binding = self.binding(identity)
         counted = self.binding(holder.owner) if holder is not None else binding
         trust = holder.trust if holder is not None else Trust.ANONYMOUS
-        sealed = _Sealed(
+        sealed = SealedSession(
             key=secrets.token_urlsafe(SESSION_KEY_BYTES),
             instance=self._secret.instance,
-            expires=self._clock() + self._options.max_life_s,
+            expires=int(self._clock() + self._options.max_life_s),
             protocol_version=protocol_version,
             trust=trust,
-            client_info=_sealed_client_info(client_info),
-            client_capabilities=_sealed_capabilities(client_capabilities),
+            client_info=sealed_client_info(client_info),
+            client_capabilities=sealed_capabilities(kept_capabilities(client_capabilities)),
         )
         record = SessionRecord(
             sealed.key,
@@ -160,11 +137,11 @@ class SessionManager:
             await self._ended(full.gone)
             raise
         await self._ended(gone)
-        return record, self._seal(sealed, identity)
+        return record, self._ids.seal(sealed, identity)
 
     async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:
         """The caller's live session with this id; unknown, expired and foreign are all `None`."""
-        sealed = self._open(session_id, identity)
+        sealed = self._ids.open(session_id, identity)
         if sealed is None:
             return None
         record = await self._store.find_session(sealed.key, self._options.idle_s)
@@ -194,46 +171,6 @@ class SessionManager:
     async def live(self, record: SessionRecord) -> bool:
         """Whether a session found before is still there; its idle time restarts."""
         return await self._store.find_session(record.id, self._options.idle_s) is not None
-
-    def _seal(self, sealed: _Sealed, identity: bytes) -> str:
-        payload = dumps(
-            [
-                sealed.key,
-                base64.urlsafe_b64encode(sealed.instance).decode(),
-                int(sealed.expires),
-                sealed.protocol_version,
-                int(sealed.trust),
-                sealed.client_info,
-                sealed.client_capabilities,
-            ]
-        )
-        return self._secret.seal(_PURPOSE, payload, identity)
-
-    def _open(self, session_id: str, identity: bytes) -> _Sealed | None:
-        seen = self._opened.get((session_id, identity))
-        if seen is None:
-            seen = self._decode(session_id, identity)
-            if seen is None:
-                return None
-            self._opened[session_id, identity] = seen
-            if len(self._opened) > OPENED_KEPT:
-                self._opened.popitem(last=False)
-        return seen if seen.expires > self._clock() else None
-
-    def _decode(self, session_id: str, identity: bytes) -> _Sealed | None:
-        payload = self._secret.open(_PURPOSE, session_id, identity)
-        if payload is None:
-            return None
-        try:
-            key, instance, expires, version, trust, info, capabilities = loads(payload)
-            sealed = _Sealed(
-                key, base64.urlsafe_b64decode(instance), expires, version, Trust(trust), info, capabilities
-            )
-        except (McpError, ValueError, TypeError, binascii.Error):
-            return None  # sealed by this secret, so never in practice: a seal the code can no longer read
-        if not isinstance(sealed.key, str) or len(sealed.instance) != INSTANCE_BYTES or not isinstance(expires, int):
-            return None
-        return sealed
 
     async def close(self, record: SessionRecord) -> None:
         """End a session: its record goes, and every call it still runs here is cancelled."""
@@ -382,25 +319,6 @@ class SessionManager:
 
 def _ended_channel(session_id: str) -> str:
     return f"ended/{session_id}"
-
-
-def _sealed_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:
-    if info is None:
-        return None
-    return {key: value[:SEALED_TEXT] for key in ("name", "version") if isinstance(value := info.get(key), str)}
-
-
-def _sealed_capabilities(capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The capabilities a sealed id carries: names and modes (what `declares` reads), short."""
-    kept = kept_capabilities(capabilities)
-    if kept is None:
-        return None
-    return {
-        name[:SEALED_TEXT]: (
-            {key[:SEALED_TEXT]: {} for key in list(value)[:SEALED_NAMES]} if isinstance(value, Mapping) else value
-        )
-        for name, value in list(kept.items())[:SEALED_NAMES]
-    }
 
 
 def kept_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:
