@@ -228,7 +228,7 @@ def mcp_routes(
             logger.info("%s", _startup_line(path, len(table.by_name), session_options, deployment))
             async with anyio.create_task_group() as tasks:
                 if session_manager is not None and deployment.store.shared:
-                    tasks.start_soon(session_manager.forward_cancels)
+                    tasks.start_soon(session_manager.forward_news)
                 yield
                 tasks.cancel_scope.cancel()
         finally:

@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
@@ -53,9 +54,17 @@ SESSION_KEY_BYTES: Final = 16
 CLIENT_INFO_KEPT: Final = frozenset({"name", "title", "version", "description", "websiteUrl"})
 KEPT_TEXT: Final = 256
 KEPT_NAMES: Final = 32
-CANCELS: Final = "cancels"
-# Listening for cancellations sent to other processes again after a store outage: first after
-# this long, then twice as long each time, up to the last.
+# Where processes sharing a store tell each other of a session's news: a call to cancel, the
+# session's end, a change of its record (`forward_news`).
+NEWS: Final = "sessions"
+# With a shared store, a live session found lately is not looked up again for this long: a tool
+# call costs no Redis round trip while its session was checked within the last second. A
+# session that ends, or changes, in another process is heard of at once (`NEWS`); this bounds
+# how long it could be taken for live should that message be lost.
+RECHECK_S: Final = 1.0
+CHECKED_KEPT: Final = 4096
+# Listening for other processes' news again after a store outage: first after this long, then
+# twice as long each time, up to the last.
 FORWARD_RETRY_FIRST_S: Final = 1.0
 FORWARD_RETRY_LAST_S: Final = 30.0
 
@@ -84,6 +93,8 @@ class SessionManager:
         self._clock = clock
         self._running: dict[str, dict[RequestKey, anyio.CancelScope]] = {}
         self._ids = SessionIds(self._secret, clock)
+        # Sessions of a shared store checked lately: key -> (record, when, on the monotonic clock).
+        self._checked: OrderedDict[str, tuple[SessionRecord, float]] = OrderedDict()
 
     @property
     def idle_s(self) -> float:
@@ -144,8 +155,12 @@ class SessionManager:
         sealed = self._ids.open(session_id, identity)
         if sealed is None:
             return None
+        checked = self._checked.get(sealed.key)
+        if checked is not None and time.monotonic() - checked[1] < RECHECK_S:
+            return checked[0]
         record = await self._store.find_session(sealed.key, self._options.idle_s)
         if record is not None:
+            self._check(record)
             return record
         self._retire(sealed.key)
         if self._store.shared or sealed.instance == self._secret.instance:
@@ -168,6 +183,14 @@ class SessionManager:
             return None
         return adopted if kept else None
 
+    def _check(self, record: SessionRecord) -> None:
+        """Remember a session a shared store just found live (see `RECHECK_S`)."""
+        if self._store.shared:
+            self._checked[record.id] = (record, time.monotonic())
+            self._checked.move_to_end(record.id)
+            if len(self._checked) > CHECKED_KEPT:
+                self._checked.popitem(last=False)
+
     async def live(self, record: SessionRecord) -> bool:
         """Whether a session found before is still there; its idle time restarts."""
         return await self._store.find_session(record.id, self._options.idle_s) is not None
@@ -186,7 +209,11 @@ class SessionManager:
     async def set_log_level(self, record: SessionRecord, level: str) -> None:
         if self._deployment.state_per_process:
             self._deployment.needs_store("a log level (logging/setLevel) every process of a session applies")
-        await self._store.save_session(dataclasses.replace(record, log_level=level))
+        changed = dataclasses.replace(record, log_level=level)
+        await self._store.save_session(changed)
+        self._checked.pop(record.id, None)
+        if self._store.shared:
+            await self._store.publish(NEWS, dumps({"session": record.id, "changed": True}))
 
     async def cancel(self, session_id: str, request_id: RequestKey) -> None:
         """`notifications/cancelled` for a call of the session: cancelled here when it runs
@@ -196,42 +223,47 @@ class SessionManager:
         if running is not None:
             running.cancel()
         elif self._store.shared:
-            await self._store.publish(CANCELS, dumps([session_id, request_id]))
+            await self._store.publish(NEWS, dumps({"session": session_id, "cancel": request_id}))
         elif self._deployment.state_per_process:
             raise NeedsSharedStore(
                 self._deployment.needs_store("a notifications/cancelled for a call this process does not run")
             )
 
-    async def forward_cancels(self) -> None:
-        """Cancel the calls of this process that a cancellation sent to another one names, or
-        all calls of a session that ended in another one (run for the app's lifetime when the
-        store is shared). While the store cannot be reached it tries again, less and less often."""
+    async def forward_news(self) -> None:
+        """Take other processes' news of the sessions this process serves: cancel a call a
+        cancellation sent to another process names, the calls of a session that ended there,
+        forget a session checked lately that ended or changed there (run for the app's
+        lifetime when the store is shared). While the store cannot be reached it tries again,
+        less and less often."""
         wait_s = FORWARD_RETRY_FIRST_S
         while True:
             try:
-                async with self._store.subscribe(CANCELS) as inbox:
+                async with self._store.subscribe(NEWS) as inbox:
                     wait_s = FORWARD_RETRY_FIRST_S
                     async for message in inbox:
-                        self._take_cancel(message)
+                        self._take_news(message)
             except StoreUnavailable as down:
                 logger.warning(
-                    "cancellations from other processes cannot be heard (%s); listening again in %g s",
+                    "news of sessions from other processes cannot be heard (%s); listening again in %g s",
                     down.reason,
                     wait_s,
                 )
             await anyio.sleep(wait_s)
             wait_s = min(wait_s * 2, FORWARD_RETRY_LAST_S)
 
-    def _take_cancel(self, message: bytes) -> None:
+    def _take_news(self, message: bytes) -> None:
         try:
-            session_id, request_id = loads(message)
-        except (McpError, ValueError, TypeError):
+            news = loads(message)
+        except McpError:
             return
+        session_id = news.get("session") if isinstance(news, dict) else None
         if not isinstance(session_id, str):
             return
-        if request_id is None:  # the session ended in another process
+        self._checked.pop(session_id, None)
+        if news.get("ended") is True:
             self._retire(session_id)
-        elif isinstance(request_id, (str, int)) and (running := self._running.get(session_id, {}).get(request_id)):
+        request_id = news.get("cancel")
+        if isinstance(request_id, (str, int)) and (running := self._running.get(session_id, {}).get(request_id)):
             running.cancel()
 
     def cannot_hear_answers(self) -> str | None:
@@ -255,14 +287,15 @@ class SessionManager:
 
     async def _ended(self, session_ids: tuple[str, ...]) -> None:
         """Announce the end of sessions: their streams end, and their calls are cancelled here
-        and, with a shared store, in every process (`forward_cancels`, with no request id)."""
+        and, with a shared store, in every process (`forward_news`)."""
         for session_id in session_ids:
             self._retire(session_id)
             await self._store.publish(_ended_channel(session_id), b"")
             if self._store.shared:
-                await self._store.publish(CANCELS, dumps([session_id, None]))
+                await self._store.publish(NEWS, dumps({"session": session_id, "ended": True}))
 
     def _retire(self, session_id: str) -> None:
+        self._checked.pop(session_id, None)
         for scope in self._running.pop(session_id, {}).values():
             scope.cancel()
 
