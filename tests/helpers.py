@@ -576,9 +576,26 @@ class Tally:
         self.succeeded += 1
         self.pids.add(str((result.structured_content or {}).get("pid", "none")))
 
+    def add(self, other: Tally) -> None:
+        self.succeeded += other.succeeded
+        self.failures.update(other.failures)
+        self.pids |= other.pids
+
     def report(self) -> str:
         reasons = "; ".join(f"{count} x {reason}" for reason, count in self.failures.most_common())
         return f"{self.failures.total()} failures ({reasons}), {self.succeeded} successes"
+
+
+async def over_processes(run: Callable[[], Awaitable[Tally]], processes: int, tries: int = 3) -> Tally:
+    """`run`, again (at most `tries` times in all) until `processes` processes served it, or
+    something failed: uvicorn's workers take connections as the kernel hands them out, and on a
+    busy machine one worker may take a whole run."""
+    total = Tally()
+    for _ in range(tries):
+        total.add(await run())
+        if len(total.pids) >= processes or total.failures:
+            break
+    return total
 
 
 def assert_all_succeeded(tally: Tally, processes: int) -> None:

@@ -30,6 +30,7 @@ from tests.helpers import (
     a_few_at_once,
     assert_all_succeeded,
     deployment_env,
+    over_processes,
     redis_pings,
     sdk_sessions,
     serve_processes,
@@ -104,18 +105,19 @@ def test_the_redis_server_of_the_tests_answers(redis_url: str) -> None:
 
 
 async def test_two_workers_serve_sessions_on_fresh_connections(workers_without_store: str) -> None:
-    tally = await sessions_over_fresh_connections(workers_without_store, SESSIONS, CALLS)
+    tally = await over_processes(lambda: sessions_over_fresh_connections(workers_without_store, SESSIONS, CALLS), 2)
     assert_all_succeeded(tally, processes=2)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_two_workers_serve_sdk_sessions(workers_without_store: str, mode: str) -> None:
-    tally = await sdk_sessions(workers_without_store, mode, SESSIONS, CALLS)
+    tally = await over_processes(lambda: sdk_sessions(workers_without_store, mode, SESSIONS, CALLS), 2)
     assert_all_succeeded(tally, processes=2)
 
 
 async def test_two_workers_serve_stateless_calls_and_confirmations(workers_without_store: str) -> None:
-    assert_all_succeeded(await stateless_rounds(workers_without_store, SESSIONS), processes=2)
+    tally = await over_processes(lambda: stateless_rounds(workers_without_store, SESSIONS), 2)
+    assert_all_succeeded(tally, processes=2)
 
 
 # -- sharing the secret and a Redis store ------------------------------------------------------
@@ -123,5 +125,5 @@ async def test_two_workers_serve_stateless_calls_and_confirmations(workers_witho
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_two_workers_sharing_redis_serve_sdk_sessions(workers_with_redis: str, mode: str) -> None:
-    tally = await sdk_sessions(workers_with_redis, mode, SESSIONS, CALLS)
+    tally = await over_processes(lambda: sdk_sessions(workers_with_redis, mode, SESSIONS, CALLS), 2)
     assert_all_succeeded(tally, processes=2)
