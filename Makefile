@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers soak clean
+.PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers bench-workers soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ bench: $(STAMP)
 # This library against fastapi-mcp and FastMCP (installs each peer into .tools/bench/ first).
 bench-peers: $(STAMP)
 	$(BIN)/python benchmarks/peers.py
+
+# One process, two workers sharing a secret, and two workers sharing a secret and Redis, side by
+# side (starts a redis-server of its own, installing Debian's when the machine has none).
+bench-workers: $(STAMP) redis-server
+	$(BIN)/python benchmarks/workers.py
 
 # The security review's attacks against the default bounds, each on a fresh server: what the
 # server holds, what the attacker gets, what a legitimate client sees meanwhile.

@@ -3,21 +3,24 @@ server, not the client, is the bottleneck.
 
 The client is raw asyncio over keep-alive HTTP/1.1 connections: it writes pre-built request
 bytes and reads `Content-Length` or chunked bodies (the official SDK's servers answer with
-chunked SSE). Server CPU is read from `/proc/<pid>/stat` (all threads; it does not count time
-spent waiting for a CPU, so it is the least noisy figure on a shared machine), RSS from
-`/proc/<pid>/status`.
+chunked SSE). Server CPU is read from `/proc/<pid>/stat` of the server's process and every
+process under it (`uvicorn --workers N` runs its workers under a supervisor; all threads of
+each; it does not count time spent waiting for a CPU, so it is the least noisy figure on a
+shared machine), RSS from `/proc/<pid>/status`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
+import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -26,8 +29,10 @@ HOST: Final = "127.0.0.1"
 STOP_TIMEOUT_S: Final = 10.0
 # Longer than any idle gap between two batches on one connection (uvicorn's default is 5 s).
 KEEP_ALIVE_S: Final = 600
+SPREAD_RETRY_S: Final = 0.01  # between connections that landed on a worker with its share
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")  # the unit of utime and stime in /proc/<pid>/stat
 PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
+TCP_LAUNCHER: Final = Path(__file__).resolve().parent / "uvicorn_tcp.py"
 
 
 class BenchmarkError(Exception):
@@ -37,19 +42,87 @@ class BenchmarkError(Exception):
 # -- the server ------------------------------------------------------------------------------
 
 
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of `/proc/<pid>/stat` after the command name (which may hold spaces): the
+    state is [0], the parent's pid [1], utime [11] and stime [12]."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read().rsplit(b")", 1)[1].split()
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process below it. Found by each process's parent in /proc, since
+    `/proc/<pid>/task/<tid>/children` needs a kernel option many kernels lack."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                children.setdefault(int(_stat_fields(int(entry))[1]), []).append(int(entry))
+            except (OSError, IndexError):
+                continue  # it exited while the scan ran
+    tree, index = [pid], 0
+    while index < len(tree):
+        tree += children.get(tree[index], [])
+        index += 1
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of `pid` and every process below it (all threads) so far."""
+    ticks = 0
+    for member in process_tree(pid):
+        try:
+            fields = _stat_fields(member)
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / CLOCK_TICKS
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    with os.scandir(f"/proc/{pid}/fd") as entries:
+        for entry in entries:
+            try:
+                target = os.readlink(entry.path)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    return inodes
+
+
 @dataclass(frozen=True, slots=True)
 class Process:
-    """One uvicorn worker in a subprocess."""
+    """A server in a subprocess: one uvicorn worker, a uvicorn supervisor and its workers, or
+    another program (a Redis)."""
 
     popen: subprocess.Popen[bytes]
     port: int
     label: str
 
     def cpu_seconds(self) -> float:
-        """User plus system CPU time of the whole server process (all threads) so far."""
-        with open(f"/proc/{self.popen.pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        """User plus system CPU time of the whole server (every process, all threads) so far."""
+        return tree_cpu_seconds(self.popen.pid)
+
+    def holders(self, client_ports: Sequence[int]) -> dict[int, int]:
+        """Which process of the server holds the server's end of each client connection (by the
+        client's port): the worker serving it. Ports not found (not accepted yet) are left out."""
+        wanted = set(client_ports)
+        inode_port: dict[int, int] = {}
+        with open("/proc/net/tcp") as table:  # local, remote (hex ip:port), ..., inode [9]
+            for line in table.readlines()[1:]:
+                fields = line.split()
+                local_port, remote_port = (int(address.split(":")[1], 16) for address in fields[1:3])
+                if local_port == self.port and remote_port in wanted:
+                    inode_port[int(fields[9])] = remote_port
+        found: dict[int, int] = {}
+        for pid in process_tree(self.popen.pid):
+            try:
+                inodes = _socket_inodes(pid)
+            except OSError:
+                continue
+            found |= {inode_port[inode]: pid for inode in inodes & inode_port.keys()}
+        return found
 
     def rss_bytes(self) -> int:
         """The resident set size now."""
@@ -76,27 +149,71 @@ def free_port() -> int:
         return port
 
 
-@contextmanager
 def uvicorn_process(
-    python: str | Path, factory: str, app_dir: Path, env: Mapping[str, str], label: str
-) -> Iterator[Process]:
-    """Start `uvicorn --factory factory` with this interpreter and environment; stop it after."""
+    python: str | Path,
+    factory: str,
+    app_dir: Path,
+    env: Mapping[str, str],
+    label: str,
+    workers: int = 1,
+    tcp_nodelay: bool = True,
+) -> AbstractContextManager[Process]:
+    """Start `uvicorn --factory factory` with this interpreter and environment; stop it after.
+
+    With `workers` above 1, `uvicorn --workers`: a supervisor and its worker processes, run by
+    `uvicorn_tcp.py` unless `tcp_nodelay` is false, so that its connections get TCP_NODELAY as
+    one process's do (uvicorn issue #3149; that module says why)."""
     port = free_port()
+    launcher = (str(TCP_LAUNCHER),) if workers > 1 and tcp_nodelay else ("-m", "uvicorn")
     command: Sequence[str] = [
-        *(str(python), "-m", "uvicorn", factory, "--factory", "--app-dir", str(app_dir)),
+        *(str(python), *launcher, factory, "--factory", "--app-dir", str(app_dir)),
         *("--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"),
         *("--timeout-keep-alive", str(KEEP_ALIVE_S)),
+        *(("--workers", str(workers)) if workers > 1 else ()),
     ]
+    return server_process(command, port, env, label)
+
+
+@contextmanager
+def server_process(command: Sequence[str], port: int, env: Mapping[str, str], label: str) -> Iterator[Process]:
+    """Start `command`, a server that will listen on `port`, with this environment added to
+    ours; stop it and every process it started after."""
     popen = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     try:
         yield Process(popen, port, label)
     finally:
+        # uvicorn's supervisor stops its workers on SIGTERM; any left behind (it was killed)
+        # are stopped by pid, checked against their start time so a reused pid is never hit.
+        below = {pid: _start_time(pid) for pid in process_tree(popen.pid)[1:]}
         popen.terminate()
         try:
             popen.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             popen.kill()
             popen.wait(STOP_TIMEOUT_S)
+        _stop_leftovers(below)
+
+
+def _start_time(pid: int) -> bytes | None:
+    try:
+        return _stat_fields(pid)[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _stop_leftovers(started: Mapping[int, bytes | None]) -> None:
+    """SIGTERM each process still running as it started, SIGKILL it if it is still there
+    after a second; bounded by `STOP_TIMEOUT_S` in all."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for pid, start_time in started.items():
+        for stop in (signal.SIGTERM, signal.SIGKILL):
+            if start_time is None or _start_time(pid) != start_time:
+                break
+            with suppress(ProcessLookupError):
+                os.kill(pid, stop)
+            until = min(deadline, time.monotonic() + 1.0)
+            while _start_time(pid) == start_time and time.monotonic() < until:
+                time.sleep(0.02)
 
 
 # -- the client ------------------------------------------------------------------------------
@@ -131,6 +248,12 @@ class Connection:
         """Connect to the server from `address` (any of 127/8 on Linux)."""
         reader, writer = await asyncio.open_connection(HOST, port, local_addr=(address, 0))
         return cls(reader, writer)
+
+    @property
+    def local_port(self) -> int:
+        """The client's port: what tells this connection apart on the server's side."""
+        port: int = self._writer.get_extra_info("sockname")[1]
+        return port
 
     async def send(self, request: bytes) -> Reply:
         self.write(request)
@@ -167,7 +290,7 @@ class Connection:
         return await self._reader.readuntil(marker)
 
     async def _read_chunked(self) -> bytes:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             size = int((await self._reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
             if size == 0:
@@ -260,4 +383,37 @@ async def send_batch(
                 group.create_task(worker(connection, request))
     except ExceptionGroup as failed:
         raise failed.exceptions[0] from None  # the first worker's failure says it all
-    return Batch(latencies, process.cpu_seconds() - cpu_before, time.perf_counter() - started, body_bytes)
+    elapsed = time.perf_counter() - started  # before reading the CPU, which scans /proc
+    return Batch(latencies, process.cpu_seconds() - cpu_before, elapsed, body_bytes)
+
+
+async def spread_connections(
+    process: Process, workers: int, count: int, probe: bytes, timeout_s: float
+) -> tuple[list[Connection], list[int]]:
+    """`count` connections to a server of `workers` processes, `count / workers` held by each,
+    in turn (the first by one worker, the second by the next...); and how many each holds.
+
+    The kernel gives a new connection to whichever worker accepts first, unevenly (14 of 16 went
+    to one of two workers in a trial), and a keep-alive connection stays there. So each is sent
+    `probe` (once answered, a worker has accepted it), its worker is found in /proc, and a
+    connection beyond its worker's share is closed and another opened."""
+    share = math.ceil(count / workers)
+    kept: dict[int, list[Connection]] = {}
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s / SPREAD_RETRY_S) + count):
+        if sum(map(len, kept.values())) == count or time.monotonic() > deadline:
+            break
+        connection = await Connection.open(process.port)
+        async with asyncio.timeout(timeout_s):
+            await connection.send(probe)
+        holder = process.holders([connection.local_port]).get(connection.local_port)
+        if holder is None or len(kept.get(holder, ())) >= share:
+            connection.close()
+            await asyncio.sleep(SPREAD_RETRY_S)  # the other worker may still be starting
+            continue
+        kept.setdefault(holder, []).append(connection)
+    split = [len(held) for held in kept.values()]
+    if sum(split) != count:
+        raise BenchmarkError(f"{process.label}: could not spread {count} connections over {workers} workers: {split}")
+    by_worker = list(kept.values())
+    return [held[index] for index in range(share) for held in by_worker if index < len(held)], split

@@ -1,7 +1,10 @@
 """The app the benchmark serves: two tool routes, N generated tool routes, and the MCP endpoint.
 
 uvicorn loads it with `--factory bench_app:create_app`; a factory takes no arguments, so the
-number of generated routes comes from the environment variable named by `EXTRA_ROUTES_ENV`.
+number of generated routes comes from the environment variable named by `EXTRA_ROUTES_ENV`, and
+a Redis to share state through (`RedisStore`) from the one named by `REDIS_URL_ENV` (unset: the
+default memory store). The secret, if any, is the library's own variable,
+FASTAPI_MCP_ROUTES_SECRET.
 The MCP router is included before the routes (tools are discovered lazily, so routes added after
 the include are still tools); at startup the endpoint moves to the front of the route table
 anyway. The generated routes sit after the two measured ones, so neither a REST call to
@@ -19,25 +22,29 @@ from typing import Annotated, Final
 from fastapi import FastAPI, Query, status
 from peer_app import CreatedItem, Item, ItemId, ItemIn
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import RedisStore, mcp_routes, mcp_tool
 
 EXTRA_ROUTES_ENV: Final = "FMR_BENCH_EXTRA_ROUTES"
 DEFAULT_EXTRA_ROUTES: Final = 10
+REDIS_URL_ENV: Final = "FMR_BENCH_REDIS_URL"
 
 
 def create_app() -> FastAPI:
-    """The benchmark app, with as many generated tool routes as the environment asks for."""
+    """The benchmark app, with as many generated tool routes as the environment asks for, and
+    its state in the Redis it names, if any."""
     raw = os.environ.get(EXTRA_ROUTES_ENV, str(DEFAULT_EXTRA_ROUTES))
     if not raw.isdigit():
         raise ValueError(f"{EXTRA_ROUTES_ENV} must be a non-negative whole number, got {raw!r}")
-    return build_app(int(raw))
+    return build_app(int(raw), os.environ.get(REDIS_URL_ENV) or None)
 
 
-def build_app(extra_routes: int) -> FastAPI:
-    """Two measured tool routes, `extra_routes` generated ones, and `/mcp`."""
+def build_app(extra_routes: int, redis_url: str | None = None) -> FastAPI:
+    """Two measured tool routes, `extra_routes` generated ones, and `/mcp`; with `redis_url`,
+    the endpoint's state is kept in that Redis."""
     app = FastAPI(title="Benchmark", version="1.0.0")
+    store = None if redis_url is None else RedisStore.from_url(redis_url)
     # Confirmation off: what is measured is one call of the route, as the peers make it.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, store=store))
     app.add_api_route("/items/{item_id}", get_item, methods=["GET"], response_model=Item, summary="Get an item")
     app.add_api_route(
         "/items",
