@@ -48,7 +48,7 @@ from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
-from fastapi_mcp_routes.transport.stream_slots import StreamSlots
+from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
@@ -294,14 +294,17 @@ class StreamableHTTPEndpoint:
         session = await self._require_session(headers, sessions, identity)
         protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
         holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
-        # Renewed often enough to keep the session alive and its claim held (both last idle_s).
+        # Renewed often enough to keep the session alive (it lasts idle_s) and its claim held.
         renew_s = min(self.keep_alive.interval_s, sessions.idle_s / 2)
         last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
             logs, stream, seen = await self._resumable(session, last_event_id, sessions)
             slots = await self._slots.take(holder, renew_s, session_id=session.id)
             return resume_stream(logs, stream, seen, SessionLease(sessions, session, slots), self.keep_alive)
-        claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), sessions.idle_s)
+        # The claim lapses as the stream's slots do, after missed renewals: a process that died
+        # holding it (or lost Redis as the stream ended) keeps no session from its GET stream.
+        claim_s = SLOT_TTL_RENEWALS * renew_s
+        claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), claim_s)
         if not await claim.take():
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
         try:
