@@ -162,8 +162,10 @@ class SessionManager:
         await self._ended(gone)
         return record, self._seal(sealed, identity)
 
-    async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:
-        """The caller's live session with this id; unknown, expired and foreign are all `None`."""
+    async def find(self, session_id: str, identity: bytes, holder: Holder | None = None) -> SessionRecord | None:
+        """The caller's live session with this id; unknown, expired and foreign are all `None`.
+        A session another process opened is adopted as `holder`'s (by default the same caller,
+        anonymous), as `open` counts it."""
         sealed = self._open(session_id, identity)
         if sealed is None:
             return None
@@ -175,10 +177,11 @@ class SessionManager:
             return None  # it ended (or idled out) where it lives
         # Opened by another process that keeps its own memory: its seal vouches for it here.
         binding = self.binding(identity)
+        counted = self.binding(holder.owner) if holder is not None else binding
         adopted = SessionRecord(
             sealed.key,
             binding,
-            binding,
+            counted,
             sealed.protocol_version,
             sealed.client_info,
             sealed.client_capabilities,
