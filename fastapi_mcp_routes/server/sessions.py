@@ -64,9 +64,11 @@ CANCELS: Final = "cancels"
 # (opening one costs 7.7 µs, about 3% of a tool call's server CPU; a kept one 0.2 µs).
 OPENED_KEPT: Final = 4096
 # Listening for cancellations sent to other processes again after a store outage: first after
-# this long, then twice as long each time, up to the last.
+# this long, then twice as long each time, up to the last. The last is the pace at which the
+# store's pub/sub connection is made again (store/redis_pubsub.py): a try while it is down fails
+# at once, without a word to Redis, and a longer wait loses the cancellations sent meanwhile.
 FORWARD_RETRY_FIRST_S: Final = 1.0
-FORWARD_RETRY_LAST_S: Final = 30.0
+FORWARD_RETRY_LAST_S: Final = 2.0
 _PURPOSE: Final = "session id"
 
 RequestKey = str | int
@@ -280,11 +282,12 @@ class SessionManager:
                     async for message in inbox:
                         self._take_cancel(message)
             except StoreUnavailable as down:
-                logger.warning(
-                    "cancellations from other processes cannot be heard (%s); listening again in %g s",
-                    down.reason,
-                    wait_s,
-                )
+                if wait_s == FORWARD_RETRY_FIRST_S:  # once an outage, not every try
+                    logger.warning(
+                        "cancellations from other processes cannot be heard (%s); listening again every %g s",
+                        down.reason,
+                        FORWARD_RETRY_LAST_S,
+                    )
             await anyio.sleep(wait_s)
             wait_s = min(wait_s * 2, FORWARD_RETRY_LAST_S)
 
