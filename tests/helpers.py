@@ -393,10 +393,6 @@ class RedisLink:
         self._loop.call_soon_threadsafe(drop)
         done.wait(START_TIMEOUT_S)
 
-    def refuse(self) -> None:
-        """Refuse new connections through the relay; those open stay up."""
-        self._cut = True
-
     def restore(self) -> None:
         """Let connections through again."""
         self._cut = False
