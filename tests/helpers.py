@@ -7,6 +7,7 @@ stream, with what its routes observed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import ctypes
@@ -221,6 +222,15 @@ def serve_processes(app_path: str, *, workers: int = 1, env: Mapping[str, str] |
     """Serve `app_path` ("module:attribute", importable from the project's root) with `python -m
     uvicorn --workers K` in a process group of its own, `env` added to this environment; yields
     the base URL once every worker has started, and stops the group at the end."""
+    with serve_process_group(app_path, workers=workers, env=env) as (url, _):
+        yield url
+
+
+@contextmanager
+def serve_process_group(
+    app_path: str, *, workers: int = 1, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, Running]]:
+    """`serve_processes`, yielding the process group too (a test may kill it, as a crash would)."""
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", app_path, "--host", HOST, "--port", str(port)]
     command += ["--workers", str(workers), "--no-access-log", "--timeout-graceful-shutdown", "2"]
@@ -235,7 +245,7 @@ def serve_processes(app_path: str, *, workers: int = 1, env: Mapping[str, str] |
 
     with start_process(command, env) as running:
         running.wait_until(started, f"uvicorn serving {app_path} with {workers} worker(s)")
-        yield f"http://{HOST}:{port}"
+        yield f"http://{HOST}:{port}", running
 
 
 @contextmanager
@@ -286,19 +296,21 @@ def gone_redis_url() -> str:
 
 
 @contextmanager
-def redis_server() -> Iterator[str]:
+def redis_server(port: int | None = None) -> Iterator[str]:
     """A Redis to test against; yields its URL. A redis-server of its own (on PATH, or in
-    /usr/bin, /usr/sbin, /usr/local/bin) on a free 127.0.0.1 port, keeping nothing on disk,
-    stopped at the end; without the binary, the Redis that `FASTAPI_MCP_ROUTES_TEST_REDIS_URL`
-    names. `RedisMissing` when there is neither."""
+    /usr/bin, /usr/sbin, /usr/local/bin) on a free 127.0.0.1 port (or on `port`, say to start
+    it again where it was), keeping nothing on disk, stopped at the end; without the binary, the
+    Redis that `FASTAPI_MCP_ROUTES_TEST_REDIS_URL` names. `RedisMissing` when there is neither."""
     binary = _redis_binary()
+    if binary is None and port is not None:
+        raise RedisMissing("a Redis on a port of the test's choosing needs redis-server: apt install redis-server")
     if binary is None:
         missing = redis_missing()
         if missing is not None:
             raise RedisMissing(missing)
         yield os.environ[REDIS_URL_VARIABLE]
         return
-    port = free_port()
+    port = port or free_port()
     with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-redis-") as directory:
         command = [binary, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no"]
         with start_process([*command, "--dir", directory]) as running:
@@ -314,6 +326,93 @@ def redis_pings(port: int, host: str = HOST) -> bool:
             return connection.recv(64).startswith(b"+PONG")
     except OSError:
         return False
+
+
+class RedisLink:
+    """A TCP relay to a Redis (a thread of its own), which a test can cut: every connection
+    through it drops and new ones are refused until it is restored, as when a network between
+    one process and Redis fails while the others still reach it. `url` is the Redis URL through
+    the relay."""
+
+    def __init__(self, redis_url: str) -> None:
+        target = httpx.URL(redis_url)
+        self._target = (target.host, target.port or 6379)
+        self._cut = False
+        self._connections: set[Any] = set()
+        self._loop = asyncio.new_event_loop()
+        self._closing: asyncio.Event | None = None
+        listening = threading.Event()
+        self.port = 0
+
+        async def serve_relay() -> None:
+            closing = self._closing = asyncio.Event()
+            server = await asyncio.start_server(self._relay, HOST, 0)
+            self.port = server.sockets[0].getsockname()[1]
+            listening.set()
+            async with server:
+                await closing.wait()
+
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(serve_relay(),), daemon=True)
+        self._thread.start()
+        if not listening.wait(START_TIMEOUT_S):
+            raise RuntimeError("the relay to Redis did not start listening")
+        self.url = f"redis://{HOST}:{self.port}{target.path or '/0'}"
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            writer.transport.abort()
+            return
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            return
+        ends = {writer, upstream_writer}
+        self._connections |= ends
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            sink.transport.abort()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        self._connections -= ends
+
+    def cut(self) -> None:
+        """Drop every connection through the relay, and refuse new ones."""
+        done = threading.Event()
+
+        def drop() -> None:
+            self._cut = True
+            for end in list(self._connections):
+                end.transport.abort()
+            done.set()
+
+        self._loop.call_soon_threadsafe(drop)
+        done.wait(START_TIMEOUT_S)
+
+    def restore(self) -> None:
+        """Let connections through again."""
+        self._cut = False
+
+    def close(self) -> None:
+        """Cut every connection and stop the relay."""
+        self.cut()
+        if self._closing is not None:
+            self._loop.call_soon_threadsafe(self._closing.set)
+        self._thread.join(START_TIMEOUT_S)
+
+
+@contextmanager
+def redis_link(redis_url: str) -> Iterator[RedisLink]:
+    """A `RedisLink` to the Redis at `redis_url`, closed at the end."""
+    link = RedisLink(redis_url)
+    try:
+        yield link
+    finally:
+        link.close()
 
 
 class Stores:

@@ -121,6 +121,59 @@ def test_a_session_deleted_in_a_process_stays_ended_there_and_the_warning_names_
     assert any("store=RedisStore" in record.getMessage() for record in caplog.records)
 
 
+def from_address(base_url: str, address: str) -> httpx.Client:
+    """A client whose requests come from `address` (another loopback address: another caller)."""
+    transport = httpx.HTTPTransport(local_address=address)
+    return httpx.Client(base_url=base_url, timeout=WAIT_S, transport=transport)
+
+
+def test_an_anonymous_caller_cannot_push_out_another_callers_session_in_a_process_that_adopted_it(
+    two: tuple[httpx.Client, httpx.Client],
+) -> None:
+    # README: "one caller holds at most 64 (its own oldest goes first)", and a caller is its
+    # address when `auth=` verified nobody. A process that did not open a session adopts it on
+    # its first request; that adoption must count against the same caller, not against every
+    # anonymous caller at once.
+    first, second = (str(client.base_url) for client in two)
+    with from_address(first, "127.0.0.2") as victim_first, from_address(second, "127.0.0.2") as victim_second:
+        victim = open_session(victim_first)
+        assert "isError" not in call_tool(victim_second, "list_notes", headers=victim)
+        with from_address(first, "127.0.0.3") as other_first, from_address(second, "127.0.0.3") as other_second:
+            for _ in range(Sessions().max_per_caller):
+                session = open_session(other_first)
+                assert "isError" not in call_tool(other_second, "list_notes", headers=session)
+        in_first = victim_first.post("/mcp", json=rpc("tools/list", {}), headers=victim).status_code
+        in_second = victim_second.post("/mcp", json=rpc("tools/list", {}), headers=victim).status_code
+    assert (in_first, in_second) == (200, 200), "another address's sessions pushed out this caller's session"
+
+
+def test_a_session_id_has_one_spelling(two: tuple[httpx.Client, httpx.Client]) -> None:
+    # A sealed value is unpadded base64url. Characters outside that alphabet, or padding, make
+    # another string for the same id: every such string would be kept apart in the cache of
+    # opened ids (4,096 of them, each up to 8 kB plus the caller's credentials), so one session
+    # could fill it. Only the spelling the server issued opens.
+    first, second = two
+    session = open_session(first)
+    session_id = session["mcp-session-id"]
+    respellings = [
+        session_id + "==",
+        session_id[:6] + "." * 2000 + session_id[6:],
+        session_id[:6] + "!" + session_id[6:],
+    ]
+    statuses = [
+        second.post("/mcp", json=rpc("tools/list", {}), headers={**session, "mcp-session-id": respelled}).status_code
+        for respelled in respellings
+    ]
+    assert statuses == [404, 404, 404]
+    secret = Secret.configure(SECRET, {}, None)
+    sealed = secret.seal("session id", b"payload", b"alice")
+    assert secret.open("session id", sealed, b"alice") == b"payload"
+    assert [
+        secret.open("session id", respelled, b"alice")
+        for respelled in (sealed + "=", f" {sealed}", sealed[:3] + "*" + sealed[3:])
+    ] == [None, None, None]
+
+
 # -- what needs a shared store fails at once, saying so ------------------------------------------
 
 

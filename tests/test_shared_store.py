@@ -29,6 +29,7 @@ from tests.helpers import (
     NOTES,
     WAIT_S,
     call_tool,
+    gone_redis_url,
     iter_sse_messages,
     notes_app,
     observed,
@@ -176,6 +177,18 @@ def test_the_endpoint_rate_limit_is_one_budget_for_every_process(redis_url: str)
             with httpx.Client(base_url=urls[turn % 2], timeout=WAIT_S) as http:
                 statuses.append(http.post("/mcp", json=rpc("initialize", _initialize()), headers=HEADERS).status_code)
     assert statuses == [200, 200, 200, 429]
+
+
+def test_the_endpoint_rate_limit_on_a_redis_that_is_gone_is_answered_503() -> None:
+    # README: "A Redis outage is answered 503 with Retry-After". The rate limit's counters live
+    # in the store's Redis too: a Redis that is gone is the same outage for them.
+    store = RedisStore.from_url(gone_redis_url())
+    app = notes_app(secret=SECRET, store=store, rate_limit="100/minute")
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        response = http.post("/mcp", json=rpc("initialize", _initialize()), headers=HEADERS)
+    assert response.status_code == 503, response.text
+    assert response.headers.get("retry-after")
+    assert "store" in response.json()["error"]["message"]
 
 
 def test_a_tool_call_in_a_live_session_costs_at_most_one_redis_round_trip_a_second(notes: Pair, redis_url: str) -> None:

@@ -33,6 +33,7 @@ from tests.helpers import (
     over_processes,
     redis_pings,
     sdk_sessions,
+    serve_process_group,
     serve_processes,
     sessions_over_fresh_connections,
     stateless_rounds,
@@ -92,6 +93,17 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def test_each_worker_logs_the_first_line_the_readme_shows() -> None:
+    # README "Deploying with several workers or replicas": "The first log line of each process
+    # says what it serves and where its state lives". A new user runs `uvicorn app --workers N`
+    # as the README says, with uvicorn's own logging and nothing more.
+    with serve_process_group(WORKERS_APP, workers=2, env=deployment_env()) as (_, running):
+        log = running.log()
+    lines = [line for line in log.splitlines() if "MCP endpoint /mcp" in line]
+    assert len(lines) == 2, f"no worker said what it serves and where its state lives:\n{log}"
+    assert all("this process's memory" in line and "FASTAPI_MCP_ROUTES_SECRET" in line for line in lines)
 
 
 def test_the_redis_server_of_the_tests_answers(redis_url: str) -> None:

@@ -6,7 +6,8 @@ calls running here saw, so a test can check where a call ran and how it ended.
 
 The endpoint takes what several processes share from the environment: the secret that seals
 session ids, requestState and confirmation tokens (`FASTAPI_MCP_ROUTES_SECRET`, read by
-`mcp_routes` itself), and a Redis store when `FASTAPI_MCP_ROUTES_REDIS_URL` names one.
+`mcp_routes` itself), and a Redis store when `FASTAPI_MCP_ROUTES_REDIS_URL` names one. A test
+that waits for a stream's renewals shortens them with `WORKERS_APP_KEEP_ALIVE_S`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import anyio
 from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, ToolContext, mcp_routes, mcp_tool
 
 REDIS_URL_VARIABLE: Final = "FASTAPI_MCP_ROUTES_REDIS_URL"
+KEEP_ALIVE_VARIABLE: Final = "WORKERS_APP_KEEP_ALIVE_S"
 PID_HEADER: Final = b"x-worker-pid"
 # Not synchronisation: how long the `steps` tool works between its two progress events, so a
 # test can drop the stream in between and resume it elsewhere (either order is correct).
@@ -73,9 +75,16 @@ def shared_store() -> dict[str, Any]:
     return {"store": RedisStore.from_url(url)}
 
 
+def limits() -> dict[str, Any]:
+    """`limits=` for `mcp_routes`: a keep-alive interval (and so a stream's renewals) of
+    `WORKERS_APP_KEEP_ALIVE_S` seconds when set, else the defaults."""
+    keep_alive = os.environ.get(KEEP_ALIVE_VARIABLE)
+    return {"limits": Limits(keep_alive_s=float(keep_alive))} if keep_alive else {}
+
+
 app = FastAPI(title="Workers")
 app.add_middleware(WorkerPid)
-app.include_router(mcp_routes(app, **shared_store()))
+app.include_router(mcp_routes(app, **shared_store(), **limits()))
 
 
 @mcp_tool()

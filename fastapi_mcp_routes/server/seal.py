@@ -101,7 +101,9 @@ class Secret:
             raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
         except (binascii.Error, ValueError):
             return None
-        if len(raw) < KEY_ID_BYTES + TAG_BYTES:
+        # One spelling per value: the decoder skips characters outside the alphabet and takes
+        # padding, which would make endless strings of one value (kept apart by any cache).
+        if len(raw) < KEY_ID_BYTES + TAG_BYTES or _b64(raw) != sealed:
             return None
         head, tag = raw[:-TAG_BYTES], raw[-TAG_BYTES:]
         key = self._keys.get(head[:KEY_ID_BYTES])

@@ -64,9 +64,11 @@ NEWS: Final = "sessions"
 RECHECK_S: Final = 1.0
 CHECKED_KEPT: Final = 4096
 # Listening for other processes' news again after a store outage: first after this long, then
-# twice as long each time, up to the last.
+# twice as long each time, up to the last. The last is the pace at which the store's pub/sub
+# connection is made again (store/redis_pubsub.py): a try while it is down fails at once, without
+# a word to Redis, and a longer wait loses the news sent meanwhile.
 FORWARD_RETRY_FIRST_S: Final = 1.0
-FORWARD_RETRY_LAST_S: Final = 30.0
+FORWARD_RETRY_LAST_S: Final = 2.0
 
 RequestKey = str | int
 logger = logging.getLogger("fastapi_mcp_routes")
@@ -150,8 +152,10 @@ class SessionManager:
         await self._ended(gone)
         return record, self._ids.seal(sealed, identity)
 
-    async def find(self, session_id: str, identity: bytes) -> SessionRecord | None:
-        """The caller's live session with this id; unknown, expired and foreign are all `None`."""
+    async def find(self, session_id: str, identity: bytes, holder: Holder | None = None) -> SessionRecord | None:
+        """The caller's live session with this id; unknown, expired and foreign are all `None`.
+        A session another process opened is adopted as `holder`'s (by default the same caller,
+        anonymous), as `open` counts it."""
         sealed = self._ids.open(session_id, identity)
         if sealed is None:
             return None
@@ -167,10 +171,11 @@ class SessionManager:
             return None  # it ended (or idled out) where it lives
         # Opened by another process that keeps its own memory: its seal vouches for it here.
         binding = self.binding(identity)
+        counted = self.binding(holder.owner) if holder is not None else binding
         adopted = SessionRecord(
             sealed.key,
             binding,
-            binding,
+            counted,
             sealed.protocol_version,
             sealed.client_info,
             sealed.client_capabilities,
@@ -243,11 +248,12 @@ class SessionManager:
                     async for message in inbox:
                         self._take_news(message)
             except StoreUnavailable as down:
-                logger.warning(
-                    "news of sessions from other processes cannot be heard (%s); listening again in %g s",
-                    down.reason,
-                    wait_s,
-                )
+                if wait_s == FORWARD_RETRY_FIRST_S:  # once an outage, not every try
+                    logger.warning(
+                        "news of sessions from other processes cannot be heard (%s); listening again every %g s",
+                        down.reason,
+                        FORWARD_RETRY_LAST_S,
+                    )
             await anyio.sleep(wait_s)
             wait_s = min(wait_s * 2, FORWARD_RETRY_LAST_S)
 

@@ -26,7 +26,7 @@ from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
 from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.store.base import SessionRecord, StoreFull
+from fastapi_mcp_routes.store.base import Holder, SessionRecord, StoreFull
 from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
@@ -48,7 +48,7 @@ from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
-from fastapi_mcp_routes.transport.stream_slots import StreamSlots
+from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
@@ -168,7 +168,7 @@ class StreamableHTTPEndpoint:
         identity = caller_identity(request, self._config.credential_headers)
         session = None
         if not opening and self._sessions is not None:
-            session = await self._require_session(headers, self._sessions, identity)
+            session = await self._require_session(headers, self._sessions, identity, self._holder(request, identity))
         version = protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
@@ -280,7 +280,7 @@ class StreamableHTTPEndpoint:
 
     async def _delete(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
         identity = caller_identity(request, self._config.credential_headers)
-        session = await self._require_session(headers, sessions, identity)
+        session = await self._require_session(headers, sessions, identity, self._holder(request, identity))
         protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
         return Response(status_code=204)
@@ -291,17 +291,20 @@ class StreamableHTTPEndpoint:
         if not accepts_sse(headers):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
         identity = caller_identity(request, self._config.credential_headers)
-        session = await self._require_session(headers, sessions, identity)
+        holder = self._holder(request, identity)
+        session = await self._require_session(headers, sessions, identity, holder)
         protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
-        holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
-        # Renewed often enough to keep the session alive and its claim held (both last idle_s).
+        # Renewed often enough to keep the session alive (it lasts idle_s) and its claim held.
         renew_s = min(self.keep_alive.interval_s, sessions.idle_s / 2)
         last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
         if last_event_id is not None:
             logs, stream, seen = await self._resumable(session, last_event_id, sessions)
             slots = await self._slots.take(holder, renew_s, session_id=session.id)
             return resume_stream(logs, stream, seen, SessionLease(sessions, session, slots), self.keep_alive)
-        claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), sessions.idle_s)
+        # The claim lapses as the stream's slots do, after missed renewals: a process that died
+        # holding it (or lost Redis as the stream ended) keeps no session from its GET stream.
+        claim_s = SLOT_TTL_RENEWALS * renew_s
+        claim = Claim(self._store, f"listen/{session.id}", secrets.token_urlsafe(16), claim_s)
         if not await claim.take():
             raise HttpError(409, InvalidRequest("Conflict: this session already has a GET stream open."))
         try:
@@ -326,12 +329,20 @@ class StreamableHTTPEndpoint:
             raise HttpError(400, InvalidRequest(message))
         return logs, *found
 
-    async def _require_session(self, headers: Headers, sessions: SessionManager, identity: bytes) -> SessionRecord:
-        """The caller's live session named by the request: 400 without an id, 404 for any other."""
+    @staticmethod
+    def _holder(request: Request, identity: bytes) -> Holder:
+        """Whom what the request holds counts against (`holder_of`)."""
+        return holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
+
+    async def _require_session(
+        self, headers: Headers, sessions: SessionManager, identity: bytes, holder: Holder
+    ) -> SessionRecord:
+        """The caller's live session named by the request: 400 without an id, 404 for any other.
+        A session another process opened is counted against `holder` where it is adopted."""
         session_id = headers.get(c.HEADER_SESSION_ID)
         if not session_id:
             raise HttpError(400, InvalidRequest("Bad Request: the Mcp-Session-Id header is required."))
-        session = await sessions.find(session_id, identity)
+        session = await sessions.find(session_id, identity, holder)
         if session is None:
             logger.info("refused unknown, expired or foreign session %s", truncate(session_id))
             raise HttpError(404, InvalidRequest("Session not found."))

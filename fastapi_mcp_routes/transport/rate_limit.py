@@ -20,12 +20,13 @@ from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage as AsyncRedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindow
 from limits.aio.strategies import RateLimiter as AsyncRateLimiter
+from limits.errors import StorageError
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 from starlette.requests import Request
 
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest
+from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, StoreUnavailable
 
 _NAMESPACE: Final = "fastapi_mcp_routes.endpoint"
 
@@ -41,18 +42,23 @@ class EndpointRateLimit:
         self._app = app
         self._own: RateLimiter | None = None
         self._shared: AsyncRateLimiter | None = None
+        # What a Redis that cannot be reached raises (redis is installed wherever a store is Redis).
+        self._outages: tuple[type[Exception], ...] = ()
         if redis_url is not None:
+            from redis.exceptions import RedisError
+
             storage = AsyncRedisStorage(_async_url(redis_url), implementation="redispy")
             self._shared = AsyncMovingWindow(storage)
+            self._outages = (RedisError, OSError, StorageError)
 
     async def check(self, request: Request) -> None:
         key = _caller_key(request)
         installed = self._installed()
         if installed is None and self._shared is not None:
             # The store's Redis: the app installed no limiter of its own.
-            if await self._shared.hit(self._item, _NAMESPACE, key):
+            reset = await self._shared_check(self._shared, key)
+            if reset is None:
                 return
-            reset = (await self._shared.get_window_stats(self._item, _NAMESPACE, key)).reset_time
         else:
             strategy = installed or self._memory()
             if strategy.hit(self._item, _NAMESPACE, key):
@@ -64,6 +70,16 @@ class EndpointRateLimit:
             InvalidRequest(f"Too Many Requests: the endpoint allows {self._item}; retry after {retry_after} seconds."),
             {"retry-after": str(retry_after)},
         )
+
+    async def _shared_check(self, shared: AsyncRateLimiter, key: str) -> float | None:
+        """Count a request in the store's Redis: `None` within budget, else when the window
+        resets. A Redis that cannot be reached is the store's outage (`StoreUnavailable`, 503)."""
+        try:
+            if await shared.hit(self._item, _NAMESPACE, key):
+                return None
+            return (await shared.get_window_stats(self._item, _NAMESPACE, key)).reset_time
+        except self._outages as error:
+            raise StoreUnavailable(str(error)) from error
 
     def _installed(self) -> RateLimiter | None:
         """The strategy of the app's slowapi `Limiter`, when one is installed."""
