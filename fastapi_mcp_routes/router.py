@@ -225,7 +225,7 @@ def mcp_routes(
                     served_first.append(plain)
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
             urls.log_startup(table.by_name.values())
-            logger.info("%s", _startup_line(path, len(table.by_name), session_options, deployment))
+            _say_where_state_lives(_startup_line(path, len(table.by_name), session_options, deployment))
             async with anyio.create_task_group() as tasks:
                 if session_manager is not None and deployment.store.shared:
                     tasks.start_soon(session_manager.forward_news)
@@ -312,6 +312,19 @@ def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None, redis_url: str | 
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
     return EndpointRateLimit(app, rate_limit, redis_url)
+
+
+def _say_where_state_lives(line: str) -> None:
+    """Log the startup line where it is seen: where the app has configured no logging by its
+    startup (uvicorn sets up only its own loggers), an INFO line would be dropped, so the
+    library's logger then writes its lines (this one, the audit, warnings) to stderr itself."""
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+    logger.info("%s", line)
 
 
 def _startup_line(path: str, tools: int, sessions: Sessions | None, deployment: Deployment) -> str:
