@@ -16,6 +16,7 @@ reads again only then, in whichever process it runs.
 
 from __future__ import annotations
 
+import logging
 import re
 from contextlib import AbstractAsyncContextManager
 from typing import Final
@@ -23,6 +24,9 @@ from typing import Final
 from fastapi_mcp_routes.options import Limits
 from fastapi_mcp_routes.store.base import Inbox, LogBounds, Store, StreamEvents, Trust
 from fastapi_mcp_routes.transport.sse import priming_event, sse_event
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
+
+logger = logging.getLogger("fastapi_mcp_routes")
 
 _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
 
@@ -30,7 +34,7 @@ _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
 class StreamLog:
     """One resumable stream of a session, as it is being sent."""
 
-    __slots__ = ("_bounds", "_sent", "_session_id", "_store", "number")
+    __slots__ = ("_bounds", "_lost", "_sent", "_session_id", "_store", "number")
 
     def __init__(self, store: Store, session_id: str, number: int, bounds: LogBounds) -> None:
         self._store = store
@@ -38,22 +42,38 @@ class StreamLog:
         self._bounds = bounds
         self.number = number
         self._sent = 0
+        self._lost = False  # the store could not keep an event: the stream is no longer kept
 
     @property
     def priming_event(self) -> bytes:
         return priming_event(self.number)
 
     async def record(self, data: bytes) -> bytes:
-        """Frame a message as this stream's next event, and keep it for a resume."""
+        """Frame a message as this stream's next event, and keep it for a resume. A store that
+        cannot keep it (an outage) costs the resume, never the event: the client reading the
+        stream still gets it, and the rest of the stream is no longer kept."""
         self._sent += 1
         framed = sse_event(data, f"{self.number}.{self._sent}")
-        await self._store.append_event(self._session_id, self.number, framed, self._bounds)
-        await self._store.publish(_wake_channel(self._session_id, self.number), b"")
+        if not self._lost:
+            try:
+                await self._store.append_event(self._session_id, self.number, framed, self._bounds)
+                await self._store.publish(_wake_channel(self._session_id, self.number), b"")
+            except StoreUnavailable as down:
+                self._lose(down)
         return framed
 
     async def complete(self) -> None:
-        await self._store.complete_stream(self._session_id, self.number)
-        await self._store.publish(_wake_channel(self._session_id, self.number), b"")
+        if self._lost:
+            return
+        try:
+            await self._store.complete_stream(self._session_id, self.number)
+            await self._store.publish(_wake_channel(self._session_id, self.number), b"")
+        except StoreUnavailable as down:
+            self._lose(down)
+
+    def _lose(self, down: StoreUnavailable) -> None:
+        self._lost = True
+        logger.warning("stream %s is sent on without being kept for a resume: %s", self.number, down.reason)
 
 
 class StreamLogs:
@@ -70,7 +90,11 @@ class StreamLogs:
     async def start(self) -> StreamLog | None:
         """The log of a new stream; `None` once the session is gone (nothing could resume it)."""
         limits = self._limits
-        number = await self._store.start_stream(self.session_id, limits.max_kept_streams, self._trust)
+        try:
+            number = await self._store.start_stream(self.session_id, limits.max_kept_streams, self._trust)
+        except StoreUnavailable as down:  # sent all the same, without a log
+            logger.warning("a stream is sent without being kept for a resume: %s", down.reason)
+            return None
         if number is None:
             return None
         bounds = LogBounds(limits.max_events_per_stream, limits.max_replay_bytes_per_session, limits.max_replay_bytes)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import anyio
+
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.store.base import SessionRecord, Store
@@ -92,6 +94,8 @@ def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease,
     async def replay(emit: Emit) -> None:
         nonlocal seen
         # Listen first, then read, then wait: an event kept between the read and the wait wakes it.
+        # The log is read again at each renewal of the stream too: a wake-up published while this
+        # process's connection to a shared store was down is lost, the events are not.
         async with logs.wakes(stream) as wakes:
             woken = aiter(wakes)
             while (read := await logs.read(stream, seen)) is not None:  # None: pushed out, or ended
@@ -101,6 +105,7 @@ def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease,
                 if read.complete:
                     await logs.forget(stream)  # delivered whole at last
                     return
-                await anext(woken)
+                with anyio.move_on_after(lease.renew_s):
+                    await anext(woken)
 
     return ListenStream([lease.until_session_ends, replay], keep_alive, lease)
