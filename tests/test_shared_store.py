@@ -206,6 +206,19 @@ def test_a_tool_call_in_a_live_session_costs_at_most_one_redis_round_trip_a_seco
     assert len(sent) <= math.ceil(elapsed / RECHECK_S) + 1
 
 
+def test_a_cancellation_with_a_huge_id_is_not_sent_to_every_process(streaming: Pair, redis_url: str) -> None:
+    first, _ = streaming
+    session = open_session(first)
+    huge = rpc("notifications/cancelled", {"requestId": "x" * 100_000}, request_id=None)
+    short = rpc("notifications/cancelled", {"requestId": "x" * 10}, request_id=None)
+    with redis_commands(redis_url) as sent:
+        assert first.post("/mcp", json=huge, headers=session).status_code == 202
+        assert first.post("/mcp", json=short, headers=session).status_code == 202
+    published = [command for command in sent if command.startswith("PUBLISH")]
+    assert len(published) == 1
+    assert len(published[0]) < 1000
+
+
 @contextmanager
 def redis_commands(redis_url: str) -> Iterator[list[str]]:
     """The commands clients send Redis meanwhile (MONITOR): not those its scripts run, nor

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -66,12 +67,14 @@ class SessionIds:
 
     def open(self, session_id: str, identity: bytes) -> SealedSession | None:
         """What a live id says, when it was sealed for these credentials; else `None`."""
-        seen = self._opened.get((session_id, identity))
+        # By a digest of the credentials: a caller's long credentials are not kept here.
+        kept_as = (session_id, hashlib.sha256(identity).digest())
+        seen = self._opened.get(kept_as)
         if seen is None:
             seen = self._decode(session_id, identity)
             if seen is None:
                 return None
-            self._opened[session_id, identity] = seen
+            self._opened[kept_as] = seen
             if len(self._opened) > OPENED_KEPT:
                 self._opened.popitem(last=False)
         return seen if seen.expires > self._clock() else None

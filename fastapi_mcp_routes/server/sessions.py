@@ -63,6 +63,9 @@ NEWS: Final = "sessions"
 # how long it could be taken for live should that message be lost.
 RECHECK_S: Final = 1.0
 CHECKED_KEPT: Final = 4096
+# A cancellation is sent to every process when its call does not run here: only for an id of
+# at most this many characters (ids clients send are short; a megabyte one would go everywhere).
+FORWARDED_ID_CHARS: Final = 256
 # Listening for other processes' news again after a store outage: first after this long, then
 # twice as long each time, up to the last. The last is the pace at which the store's pub/sub
 # connection is made again (store/redis_pubsub.py): a try while it is down fails at once, without
@@ -227,6 +230,8 @@ class SessionManager:
         running = self._running.get(session_id, {}).get(request_id)
         if running is not None:
             running.cancel()
+        elif isinstance(request_id, str) and len(request_id) > FORWARDED_ID_CHARS:
+            return  # not sent to every process: a call elsewhere with such an id stays uncancelled
         elif self._store.shared:
             await self._store.publish(NEWS, dumps({"session": session_id, "cancel": request_id}))
         elif self._deployment.state_per_process:
