@@ -82,8 +82,8 @@ class Channels:
             try:
                 try:
                     await self._enter(channel, send)
-                except (RedisError, OSError) as error:
-                    raise StoreUnavailable(str(error)) from error
+                except Exception as error:  # a RedisError, an OSError, or redis-py caught reconnecting
+                    raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
                 yield receive
             finally:
                 # Shielded: a listener cancelled on its way out still unsubscribes, or Redis
@@ -92,7 +92,8 @@ class Channels:
                 with (
                     anyio.CancelScope(shield=True),
                     anyio.move_on_after(CONFIRM_S),
-                    contextlib.suppress(RedisError, OSError),
+                    # A connection dropping meanwhile may fail it any way redis-py fails mid-reconnect.
+                    contextlib.suppress(Exception),
                 ):
                     await self._leave(channel, send)
 
