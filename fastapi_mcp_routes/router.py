@@ -229,6 +229,8 @@ def mcp_routes(
             async with anyio.create_task_group() as tasks:
                 if session_manager is not None and deployment.store.shared:
                     tasks.start_soon(session_manager.forward_news)
+                if session_manager is not None:
+                    tasks.start_soon(endpoint.senders.renew_forever)
                 yield
                 tasks.cancel_scope.cancel()
         finally:

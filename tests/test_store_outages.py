@@ -208,11 +208,6 @@ async def open_session_at(http: httpx.AsyncClient, base: str) -> dict[str, str]:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: nothing marks a stream whose sending process died, so its resume waits on keep-alives "
-    "(the sender needs a lease the resume can see lapse)",
-)
 async def test_a_resume_of_a_stream_whose_process_died_ends(redis_url: str) -> None:
     # The process sending a stream dies before the answer; the client resumes on another. No
     # process will ever add to that stream: the resume must end (the client then knows to call

@@ -54,6 +54,26 @@ def test_a_stream_is_resumed_even_after_its_call_has_ended(base_url: str) -> Non
     assert events[1]["result"]["structuredContent"] == {"opened": True}
 
 
+def test_the_resume_of_a_stream_whose_call_ended_unanswered_ends() -> None:
+    # A cancelled call sends no answer: its stream will never complete. A resume delivers what
+    # was kept and ends (once its sender's lease is seen free), so the client knows to call again.
+    observed.cancelled.clear()
+    with (
+        serve(streaming_app(limits=Limits(keep_alive_s=0.2))) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as http,
+    ):
+        headers = open_session(http)
+        slow = tool_call("slow", request_id=5, progress_token="s")
+        with http.stream("POST", "/mcp", json=slow, headers=headers) as first:
+            seen = read_to_first_message(first)  # the route runs; the connection drops here
+            cancel = rpc("notifications/cancelled", {"requestId": 5}, request_id=None)
+            assert http.post("/mcp", json=cancel, headers=headers).status_code == 202
+            assert observed.cancelled.wait(WAIT_S)
+        resumed = http.get("/mcp", headers={**headers, "accept": "text/event-stream", "last-event-id": seen or ""})
+    assert resumed.status_code == 200
+    assert sse_messages(resumed.text) == []  # nothing kept past what the client saw, and no answer
+
+
 def test_event_ids_stay_unique_past_the_replay_buffer(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         headers = open_session(http)

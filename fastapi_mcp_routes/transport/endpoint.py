@@ -44,7 +44,7 @@ from fastapi_mcp_routes.transport.http import (
     read_body,
 )
 from fastapi_mcp_routes.transport.origin import OriginPolicy
-from fastapi_mcp_routes.transport.replay import StreamLogs
+from fastapi_mcp_routes.transport.replay import Senders, StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
@@ -103,6 +103,8 @@ class StreamableHTTPEndpoint:
         self._sessions = sessions
         self._slots = StreamSlots(deployment.store, config.limits, deployment.secret)
         self.keep_alive = KeepAlive(config.limits.keep_alive_s)
+        # The resumable streams this process sends; `senders.renew_forever` runs for the app's life.
+        self.senders = Senders(deployment.store, self.keep_alive.interval_s)
         self._store_down_logged = -math.inf
 
     async def __call__(self, request: Request) -> Response:
@@ -187,7 +189,7 @@ class StreamableHTTPEndpoint:
             return await self._notification(first, channel)
         logs = None
         if session is not None and version >= c.RESUMABLE_VERSION:
-            logs = StreamLogs(self._store, session.id, self._config.limits, session.trust)
+            logs = StreamLogs(self._store, session.id, self._config.limits, self.senders, session.trust)
         return SessionAnswer(
             answer=self.answer,
             parsed=parsed,
@@ -319,7 +321,7 @@ class StreamableHTTPEndpoint:
         self, session: SessionRecord, last_event_id: str, sessions: SessionManager
     ) -> tuple[StreamLogs, int, int]:
         """The session's stream that `Last-Event-ID` names, and how much of it the client saw."""
-        logs = StreamLogs(self._store, session.id, self._config.limits)
+        logs = StreamLogs(self._store, session.id, self._config.limits, self.senders)
         found = await logs.find(last_event_id) if session.protocol_version >= c.RESUMABLE_VERSION else None
         if found is None:
             # The general GET stream would never carry the answer the client waits for.

@@ -9,6 +9,11 @@ forgotten once a resume has delivered it whole, when newer streams push it out, 
 session; a stream that starts after its session ended (a call the end cancelled, answered) is
 sent without a log.
 
+While a stream is being sent, its sender holds a lease on it in the `Store` (`Senders`), renewed
+every keep-alive interval and lapsing after `LEASE_RENEWALS` missed ones: a resume that finds its
+stream unfinished and its lease free (the sending process died, or the call ended without an
+answer) delivers what was kept and ends, so the client knows to call again.
+
 A resume waits for the stream's next event without polling: each event kept, and the stream's
 completion, is announced on the stream's own channel of the Store (`wakes`), so the resume
 reads again only then, in whichever process it runs.
@@ -16,10 +21,16 @@ reads again only then, in whichever process it runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import re
+import secrets
+import time
 from contextlib import AbstractAsyncContextManager
 from typing import Final
+
+import anyio
 
 from fastapi_mcp_routes.options import Limits
 from fastapi_mcp_routes.store.base import Inbox, LogBounds, Store, StreamEvents, Trust
@@ -29,15 +40,60 @@ from fastapi_mcp_routes.wire.errors import StoreUnavailable
 logger = logging.getLogger("fastapi_mcp_routes")
 
 _EVENT_ID: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
+# A sender's lease on its stream lapses after this many missed renewals (a stalled loop renews late).
+LEASE_RENEWALS: Final = 3
+
+
+class Senders:
+    """The resumable streams this process is sending, each holding a lease in the store."""
+
+    def __init__(self, store: Store, interval_s: float) -> None:
+        self._store = store
+        self.interval_s = interval_s
+        self._holder = "sender/" + secrets.token_urlsafe(12)  # this process
+        self._sending: dict[str, float] = {}  # lease name -> when it was last renewed (monotonic)
+
+    async def hold(self, session_id: str, stream: int) -> None:
+        """Take or renew the lease on a stream this process sends (each event renews it once an
+        interval has passed; `renew_forever` renews those that stay quiet)."""
+        name = _lease_name(session_id, stream)
+        now = time.monotonic()
+        if now - self._sending.get(name, -math.inf) >= self.interval_s:
+            self._sending[name] = now
+            await self._store.claim(name, self._holder, LEASE_RENEWALS * self.interval_s)
+
+    async def drop(self, session_id: str, stream: int) -> None:
+        name = _lease_name(session_id, stream)
+        if self._sending.pop(name, None) is not None:
+            await self._store.release(name, self._holder)
+
+    async def renew_forever(self) -> None:
+        """Renew the leases of the streams this process sends (for the app's lifetime)."""
+        while True:
+            await anyio.sleep(self.interval_s)
+            for name in list(self._sending):
+                self._sending[name] = time.monotonic()
+                with contextlib.suppress(StoreUnavailable):  # an outage: renewed at the next turn
+                    await self._store.claim(name, self._holder, LEASE_RENEWALS * self.interval_s)
+
+    async def gone(self, session_id: str, stream: int) -> bool:
+        """Whether nobody sends this stream any more: its lease is free (a probe takes it for
+        a millisecond, which keeps nobody from a stream that is still sent)."""
+        return await self._store.claim(_lease_name(session_id, stream), "probe/" + secrets.token_urlsafe(9), 0.001)
+
+
+def _lease_name(session_id: str, stream: int) -> str:
+    return f"sending/{session_id}/{stream}"
 
 
 class StreamLog:
     """One resumable stream of a session, as it is being sent."""
 
-    __slots__ = ("_bounds", "_lost", "_sent", "_session_id", "_store", "number")
+    __slots__ = ("_bounds", "_lost", "_senders", "_sent", "_session_id", "_store", "number")
 
-    def __init__(self, store: Store, session_id: str, number: int, bounds: LogBounds) -> None:
+    def __init__(self, store: Store, session_id: str, number: int, bounds: LogBounds, senders: Senders) -> None:
         self._store = store
+        self._senders = senders
         self._session_id = session_id
         self._bounds = bounds
         self.number = number
@@ -56,6 +112,7 @@ class StreamLog:
         framed = sse_event(data, f"{self.number}.{self._sent}")
         if not self._lost:
             try:
+                await self._senders.hold(self._session_id, self.number)
                 await self._store.append_event(self._session_id, self.number, framed, self._bounds)
                 await self._store.publish(_wake_channel(self._session_id, self.number), b"")
             except StoreUnavailable as down:
@@ -71,6 +128,11 @@ class StreamLog:
         except StoreUnavailable as down:
             self._lose(down)
 
+    async def release(self) -> None:
+        """The stream is over, answered or not: its lease goes (a resume then ends)."""
+        with contextlib.suppress(StoreUnavailable):  # lapses on its own
+            await self._senders.drop(self._session_id, self.number)
+
     def _lose(self, down: StoreUnavailable) -> None:
         self._lost = True
         logger.warning("stream %s is sent on without being kept for a resume: %s", self.number, down.reason)
@@ -79,10 +141,13 @@ class StreamLog:
 class StreamLogs:
     """A session's resumable streams."""
 
-    __slots__ = ("_limits", "_store", "_trust", "session_id")
+    __slots__ = ("_limits", "_senders", "_store", "_trust", "session_id")
 
-    def __init__(self, store: Store, session_id: str, limits: Limits, trust: Trust = Trust.ANONYMOUS) -> None:
+    def __init__(
+        self, store: Store, session_id: str, limits: Limits, senders: Senders, trust: Trust = Trust.ANONYMOUS
+    ) -> None:
         self._store = store
+        self._senders = senders
         self._limits = limits
         self._trust = trust  # the session's: what its streams may push out of others' at the total
         self.session_id = session_id
@@ -98,7 +163,12 @@ class StreamLogs:
         if number is None:
             return None
         bounds = LogBounds(limits.max_events_per_stream, limits.max_replay_bytes_per_session, limits.max_replay_bytes)
-        return StreamLog(self._store, self.session_id, number, bounds)
+        try:
+            await self._senders.hold(self.session_id, number)
+        except StoreUnavailable as down:
+            logger.warning("a stream is sent without being kept for a resume: %s", down.reason)
+            return None
+        return StreamLog(self._store, self.session_id, number, bounds, self._senders)
 
     async def find(self, last_event_id: str) -> tuple[int, int] | None:
         """The stream an event id names and how many of its events the client has seen,
@@ -117,6 +187,9 @@ class StreamLogs:
 
     async def read(self, stream: int, seen: int) -> StreamEvents | None:
         return await self._store.read_stream(self.session_id, stream, seen)
+
+    async def sender_gone(self, stream: int) -> bool:
+        return await self._senders.gone(self.session_id, stream)
 
     async def forget(self, stream: int) -> None:
         await self._store.forget_stream(self.session_id, stream)

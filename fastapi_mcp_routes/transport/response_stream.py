@@ -130,6 +130,9 @@ class ResponseStream:
             # tasks: told to stop, the supervisor ends at its next step. It never raises.
             with anyio.CancelScope(shield=True):
                 await asyncio.wait([self._supervisor])
+        if self._log is not None:  # answered or not, nobody sends this stream any more
+            with anyio.CancelScope(shield=True):
+                await self._log.release()
 
     def _lock(self) -> anyio.Lock:
         """What keeps events whole when a route sends from several tasks. Only streamed

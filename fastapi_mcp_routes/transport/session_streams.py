@@ -96,8 +96,11 @@ def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease,
         # Listen first, then read, then wait: an event kept between the read and the wait wakes it.
         # The log is read again at each renewal of the stream too: a wake-up published while this
         # process's connection to a shared store was down is lost, the events are not.
+        # A stream nobody sends any more (its sender died, or its call ended unanswered) ends
+        # once what was kept of it is delivered, so the client knows to call again.
         async with logs.wakes(stream) as wakes:
             woken = aiter(wakes)
+            unsent = False
             while (read := await logs.read(stream, seen)) is not None:  # None: pushed out, or ended
                 seen += len(read.events)
                 for event in read.events:
@@ -105,7 +108,10 @@ def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease,
                 if read.complete:
                     await logs.forget(stream)  # delivered whole at last
                     return
-                with anyio.move_on_after(lease.renew_s):
+                if unsent:
+                    return
+                with anyio.move_on_after(lease.renew_s) as quiet:
                     await anext(woken)
+                unsent = quiet.cancelled_caught and await logs.sender_gone(stream)
 
     return ListenStream([lease.until_session_ends, replay], keep_alive, lease)
