@@ -34,6 +34,7 @@ from tests.helpers import (
     notes_app,
     observed,
     open_session,
+    post_stateless,
     read_to_first_message,
     rpc,
     serve,
@@ -255,6 +256,17 @@ async def test_a_store_outage_is_an_error_answer_and_the_server_keeps_serving() 
                 second = await http.post("/mcp", json=rpc("initialize", _initialize()), headers=HEADERS)
     assert response.status_code == 503
     assert second.status_code == 503
+    assert "store" in response.json()["error"]["message"]
+
+
+def test_a_stateless_call_that_needs_a_store_that_is_gone_is_answered_503() -> None:
+    # A gated mutation keeps a confirmation token in the store; with Redis gone, the 2026-07-28
+    # answer is 503 with Retry-After (as a session-era request is), not a 200 carrying -32603.
+    store = RedisStore.from_url(gone_redis_url())
+    with serve(notes_app(secret=SECRET, store=store)) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        response = post_stateless(http, "tools/call", {"name": "add_note", "arguments": {"text": "t"}})
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "2"
     assert "store" in response.json()["error"]["message"]
 
 

@@ -31,6 +31,7 @@ from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
     RETRY_AFTER_S,
+    STORE_RETRY_AFTER_S,
     Accepts,
     Headers,
     Parsed,
@@ -68,8 +69,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-# A shared store that cannot be reached is retried by the client after this long.
-STORE_RETRY_AFTER_S: Final = 2
 STORE_DOWN_LOG_S: Final = 60.0
 
 

@@ -22,6 +22,8 @@ from fastapi_mcp_routes.wire.jsonrpc import Message, ParamsNotObject, RequestId,
 # What a refusal at a bound tells a client to wait: long enough for idle sessions, streams or
 # questions to end, short enough for an agent waiting on a person.
 RETRY_AFTER_S: Final = 30
+# A shared store that cannot be reached is asked again by the client after this long.
+STORE_RETRY_AFTER_S: Final = 2
 _JSON_TYPES: Final = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
 _SSE_TYPES: Final = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
 

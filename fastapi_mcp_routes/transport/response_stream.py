@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -47,6 +47,7 @@ from fastapi_mcp_routes.wire.json import dumps
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
+Header = tuple[bytes, bytes]
 # Tuples: every response gets its own list, which a middleware may change in place.
 _JSON_HEADERS: Final = ((b"content-type", c.MEDIA_JSON.encode()),)
 # Well under the idle timeouts of common proxies (nginx: 60 s).
@@ -160,7 +161,9 @@ class ResponseStream:
         if self._helpers is not None:
             self._helpers.cancel_scope.cancel()
 
-    async def finish(self, body: bytes | None, *, answered_request: bool, status: int = 200) -> None:
+    async def finish(
+        self, body: bytes | None, *, answered_request: bool, status: int = 200, headers: Sequence[Header] = ()
+    ) -> None:
         """Send the answer (a JSON-RPC response or batch). Without one, a POST of notifications
         gets 202; a POST whose request was cancelled gets an empty stream (it must not be 202;
         a client that reads no SSE is given an error answer instead, see `error_answer`)."""
@@ -181,7 +184,7 @@ class ResponseStream:
             await self._write(b"", more=False)
         else:
             # A helper that had started writing would have made this a stream: no lock needed.
-            await self._write_start(status, [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())])
+            await self._write_start(status, [*_JSON_HEADERS, *headers, (b"content-length", str(len(body)).encode())])
             await self._write(body, more=False)
         self.abandon()
 

@@ -20,12 +20,13 @@ from starlette.types import Receive, Scope, Send
 from fastapi_mcp_routes.server.channel import StatelessChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import McpError
+from fastapi_mcp_routes.wire.errors import McpError, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
@@ -70,7 +71,9 @@ class StatelessAnswer(Response):
             answer = await self._answer(channel)
             if answer is not None:
                 body, status = answer
-                await stream.finish(body, answered_request=True, status=status)
+                # A store out of reach is the one error a retry shortly after may cure.
+                retry = ((b"retry-after", str(STORE_RETRY_AFTER_S).encode()),) if status == 503 else ()
+                await stream.finish(body, answered_request=True, status=status, headers=retry)
         if answer is not None and self.background is not None:
             await self.background()
 
@@ -80,8 +83,13 @@ class StatelessAnswer(Response):
             return encode_result(request.id, await self._dispatcher.request(request, channel)), 200
         except Exception as exc:
             body = error_answer(request.id, exc)
-            # An error with its own HTTP status in this revision (-32601 is 404, ...).
-            return None if body is None else (body, status_for(exc) if isinstance(exc, McpError) else 200)
+            # An error with its own HTTP status in this revision (-32601 is 404, ...; the shared
+            # store out of reach, 503).
+            if body is None:
+                return None
+            if isinstance(exc, StoreUnavailable):
+                return body, 503
+            return body, status_for(exc) if isinstance(exc, McpError) else 200
 
 
 def subscription(dispatcher: Dispatcher, request: Request, slots: Slots, keep_alive: KeepAlive) -> Response:
