@@ -115,7 +115,8 @@ def mcp_routes(
         store: where state that must be shared lives (sessions' end, replay logs, the single use
             of tokens, the endpoint's rate limit) and how a client's answer or cancellation
             reaches the process running the call: `RedisStore.from_url("redis://...")` for
-            several processes; by default this process's memory.
+            several processes; by default this process's memory. It is closed when the app
+            shuts down.
         request_state_key: deprecated name of `secret` (it sealed only `requestState`).
         auth: a FastAPI dependency (e.g. a `JWTBearer`, or `Security(jwt, scopes=[...])`) that
             must succeed for every request to the endpoint; its return value is the caller's
