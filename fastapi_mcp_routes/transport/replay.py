@@ -77,9 +77,13 @@ class Senders:
                     await self._store.claim(name, self._holder, LEASE_RENEWALS * self.interval_s)
 
     async def gone(self, session_id: str, stream: int) -> bool:
-        """Whether nobody sends this stream any more: its lease is free (a probe takes it for
-        a millisecond, which keeps nobody from a stream that is still sent)."""
-        return await self._store.claim(_lease_name(session_id, stream), "probe/" + secrets.token_urlsafe(9), 0.001)
+        """Whether nobody sends this stream any more: its lease is free (a probe takes it, and
+        gives it back at once)."""
+        name, probe = _lease_name(session_id, stream), "probe/" + secrets.token_urlsafe(9)
+        if not await self._store.claim(name, probe, 0.001):
+            return False
+        await self._store.release(name, probe)
+        return True
 
 
 def _lease_name(session_id: str, stream: int) -> str:
