@@ -34,7 +34,7 @@ class Clock:
 
 
 def record(session_id: str, owner: bytes = b"alice", trust: Trust = Trust.ANONYMOUS) -> SessionRecord:
-    return SessionRecord(session_id, owner, owner, "2025-11-25", trust=trust)
+    return SessionRecord(session_id, owner, "2025-11-25", trust=trust)
 
 
 async def store_with(stores: Stores, *sessions: SessionRecord) -> Store:
@@ -90,7 +90,7 @@ async def test_a_session_unused_for_its_idle_time_is_gone(stores: Stores) -> Non
 async def test_a_saved_record_replaces_a_live_one_and_never_brings_back_a_closed_one(stores: Stores) -> None:
     store = stores.make()
     await store.open_session(record("a1"), BOUNDS)
-    await store.save_session(SessionRecord("a1", b"alice", b"alice", "2025-11-25", log_level="error"))
+    await store.save_session(SessionRecord("a1", b"alice", "2025-11-25", log_level="error"))
     found = await store.find_session("a1", BOUNDS.idle_s)
     assert found is not None
     assert found.log_level == "error"

@@ -32,7 +32,7 @@ ALICE = Holder(b"alice", Trust.ANONYMOUS)
 
 
 def record(session_id: str, owner: bytes = b"alice") -> SessionRecord:
-    return SessionRecord(session_id, b"binding", owner, "2025-11-25", client_info={"name": "c", "version": "1"})
+    return SessionRecord(session_id, owner, "2025-11-25", client_info={"name": "c", "version": "1"})
 
 
 async def next_message(inbox: Any) -> bytes:

@@ -126,8 +126,6 @@ class SessionManager:
         caller, anonymous) for the per-caller bound; returns its record and its sealed id. The
         store pushes out what its bounds do not hold, and raises `StoreFull` when the total is
         reached by sessions trusted more."""
-        binding = self.binding(identity)
-        counted = self.binding(holder.owner) if holder is not None else binding
         trust = holder.trust if holder is not None else Trust.ANONYMOUS
         sealed = SealedSession(
             key=secrets.token_urlsafe(SESSION_KEY_BYTES),
@@ -140,8 +138,7 @@ class SessionManager:
         )
         record = SessionRecord(
             sealed.key,
-            binding,
-            counted,
+            self._owner(identity, holder),
             protocol_version,
             kept_client_info(client_info),
             kept_capabilities(client_capabilities),
@@ -173,12 +170,9 @@ class SessionManager:
         if self._store.shared or sealed.instance == self._secret.instance:
             return None  # it ended (or idled out) where it lives
         # Opened by another process that keeps its own memory: its seal vouches for it here.
-        binding = self.binding(identity)
-        counted = self.binding(holder.owner) if holder is not None else binding
         adopted = SessionRecord(
             sealed.key,
-            binding,
-            counted,
+            self._owner(identity, holder),
             sealed.protocol_version,
             sealed.client_info,
             sealed.client_capabilities,
@@ -190,6 +184,10 @@ class SessionManager:
             await self._ended(full.gone)
             return None
         return adopted if kept else None
+
+    def _owner(self, identity: bytes, holder: Holder | None) -> bytes:
+        """Whom a session counts against for the per-caller bound: `holder`, else the caller."""
+        return self.binding(holder.owner if holder is not None else identity)
 
     def _check(self, record: SessionRecord) -> None:
         """Remember a session a shared store just found live (see `RECHECK_S`)."""

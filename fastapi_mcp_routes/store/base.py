@@ -84,8 +84,7 @@ class SessionRecord:
     """What the protocol remembers of one session-era session."""
 
     id: str
-    binding: bytes  # a keyed hash of the credentials that opened it
-    owner: bytes  # who counts toward the per-caller bound (the binding, or one hash of it)
+    owner: bytes  # who counts toward the per-caller bound: a keyed hash, never a credential
     protocol_version: str
     client_info: Mapping[str, Any] | None = None
     client_capabilities: Mapping[str, Any] | None = None

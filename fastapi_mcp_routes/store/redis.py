@@ -73,7 +73,6 @@ def _dump_record(record: SessionRecord) -> bytes:
     return json.dumps(
         {
             "id": record.id,
-            "binding": record.binding.hex(),
             "owner": record.owner.hex(),
             "protocol_version": record.protocol_version,
             "client_info": record.client_info,
@@ -89,7 +88,6 @@ def _load_record(raw: bytes) -> SessionRecord:
     fields = json.loads(raw)
     return SessionRecord(
         id=fields["id"],
-        binding=bytes.fromhex(fields["binding"]),
         owner=bytes.fromhex(fields["owner"]),
         protocol_version=fields["protocol_version"],
         client_info=fields["client_info"],
