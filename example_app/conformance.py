@@ -24,8 +24,13 @@ from pydantic import BaseModel, Field
 from fastapi_mcp_routes import (
     ContentResponse,
     InputRequest,
+    PromptMessage,
+    PromptResponse,
     ToolContext,
     image_content,
+    mcp_completion,
+    mcp_prompt,
+    mcp_resource,
     mcp_routes,
     mcp_tool,
     resource_content,
@@ -36,7 +41,8 @@ if TYPE_CHECKING:
     from fastapi_mcp_routes import RedisStore
 
 REDIS_URL_VARIABLE = "FASTAPI_MCP_ROUTES_REDIS_URL"
-# Where a process announces a tool it added, so every process of the deployment adds it too.
+# Where a process announces a tool or prompt it added ("tool:3", "prompt:1"), so every process of
+# the deployment adds it too.
 TOOL_ADDED_CHANNEL = "fixtures/tool-added"
 
 
@@ -65,8 +71,9 @@ async def every_process_adds_the_tools(_: FastAPI) -> AsyncIterator[None]:
     async with anyio.create_task_group() as tasks, store.subscribe(TOOL_ADDED_CHANNEL) as added:
 
         async def add_what_is_announced() -> None:
-            async for number in added:
-                add_dynamic_tool(int(number))
+            async for announced in added:
+                kind, number = announced.decode().split(":")
+                (add_dynamic_prompt if kind == "prompt" else add_dynamic_tool)(int(number))
 
         tasks.start_soon(add_what_is_announced)
         yield
@@ -422,7 +429,7 @@ async def test_trigger_tool_change() -> str:
     if store is None:
         add_dynamic_tool(number)
     else:
-        await store.publish(TOOL_ADDED_CHANNEL, str(number).encode())
+        await store.publish(TOOL_ADDED_CHANNEL, f"tool:{number}".encode())
     return f"added dynamic_tool_{number}"
 
 
@@ -436,3 +443,147 @@ def add_dynamic_tool(number: int) -> None:
 
     marked = mcp_tool(name=f"dynamic_tool_{number}", description="A tool added at runtime.")(dynamic_tool)
     app.add_api_route(f"/fixtures/dynamic/{number}", marked, methods=["GET"], response_class=PlainTextResponse)
+
+
+# -- resources, prompts and completion ------------------------------------------------------
+
+
+@mcp_resource(
+    "test://static-text",
+    name="static-text",
+    title="Static Text Resource",
+    description="A static text resource for testing",
+)
+@app.get("/fixtures/resources/static-text", response_class=PlainTextResponse)
+def static_text_resource() -> str:
+    return "This is the content of the static text resource."
+
+
+@mcp_resource(
+    "test://static-binary",
+    name="static-binary",
+    title="Static Binary Resource",
+    description="A static binary resource (image) for testing",
+    mime_type="image/png",
+)
+@app.get("/fixtures/resources/static-binary", response_class=Response)
+def static_binary_resource() -> Response:
+    return Response(RED_PIXEL_PNG, media_type="image/png")
+
+
+@mcp_resource(
+    "test://template/{id}/data",
+    name="template",
+    title="Resource Template",
+    description="A resource template with parameter substitution",
+)
+@app.get("/fixtures/resources/template/{id}/data")
+def template_resource(id: str) -> dict[str, Any]:
+    return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+_watched = {"content": "Watched resource content"}
+
+
+@mcp_resource(
+    "test://watched-resource",
+    name="watched-resource",
+    title="Watched Resource",
+    description="A resource a REST PUT changes; subscribers hear of it",
+)
+@app.get("/fixtures/resources/watched", response_class=PlainTextResponse)
+def watched_resource() -> str:
+    return _watched["content"]
+
+
+@app.put("/fixtures/resources/watched", status_code=204)
+def change_watched_resource(content: Annotated[str, Query()]) -> None:
+    """A plain REST write: its subscribers are told, as they are of any write to the path."""
+    _watched["content"] = content
+
+
+@mcp_prompt(name="test_simple_prompt", title="Simple Test Prompt", description="A simple prompt without arguments")
+@app.get("/fixtures/prompts/simple")
+def simple_prompt() -> str:
+    return "This is a simple prompt for testing."
+
+
+@mcp_prompt(
+    name="test_prompt_with_arguments", title="Prompt With Arguments", description="A prompt with required arguments"
+)
+@app.get("/fixtures/prompts/arguments")
+def prompt_with_arguments(
+    arg1: Annotated[str, Query(description="First test argument")],
+    arg2: Annotated[str, Query(description="Second test argument")],
+) -> str:
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@mcp_completion(prompt="test_prompt_with_arguments", argument="arg1")
+@app.get("/fixtures/complete/arg1")
+def complete_arg1(value: str) -> list[str]:
+    return [choice for choice in ("test", "testValue1", "sample") if choice.startswith(value)]
+
+
+@mcp_prompt(
+    name="test_prompt_with_embedded_resource",
+    title="Prompt With Embedded Resource",
+    description="A prompt that includes an embedded resource",
+)
+@app.get("/fixtures/prompts/embedded-resource")
+def prompt_with_embedded_resource(
+    resource_uri: Annotated[str, Query(alias="resourceUri", description="URI of the resource to embed")],
+) -> PromptResponse:
+    embedded = resource_content(resource_uri, "text/plain", text="Embedded resource content for testing.")
+    return PromptResponse(
+        messages=[
+            PromptMessage(role="user", content=embedded),
+            PromptMessage(role="user", content=text_content("Please process the embedded resource above.")),
+        ]
+    )
+
+
+@mcp_prompt(
+    name="test_prompt_with_image", title="Prompt With Image", description="A prompt that includes image content"
+)
+@app.get("/fixtures/prompts/image")
+def prompt_with_image() -> list[PromptMessage]:
+    return [
+        PromptMessage(role="user", content=image_content(RED_PIXEL_PNG, "image/png")),
+        PromptMessage(role="user", content=text_content("Please analyze the image above.")),
+    ]
+
+
+@mcp_prompt(name="test_input_required_result_prompt", description="MRTR: prompt that requires elicitation input")
+@app.get("/fixtures/prompts/input-required")
+async def input_required_prompt(ctx: Context) -> str:
+    schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+    answer = await ctx.elicit("What context should the prompt use?", schema, key="user_context")
+    return f"Use this context: {(answer.content or {}).get('context')}"
+
+
+_added_prompts: set[int] = set()
+
+
+@mcp_tool()
+@app.post("/fixtures/trigger-prompt-change", response_class=PlainTextResponse)
+async def test_trigger_prompt_change() -> str:
+    """Adds a prompt route at runtime, so the prompt list changes and listeners hear of it."""
+    number = max(_added_prompts, default=0) + 1
+    if store is None:
+        add_dynamic_prompt(number)
+    else:
+        await store.publish(TOOL_ADDED_CHANNEL, f"prompt:{number}".encode())
+    return f"added dynamic_prompt_{number}"
+
+
+def add_dynamic_prompt(number: int) -> None:
+    if number in _added_prompts:
+        return
+    _added_prompts.add(number)
+
+    def dynamic_prompt() -> str:
+        return f"dynamic prompt {number}"
+
+    marked = mcp_prompt(name=f"dynamic_prompt_{number}", description="A prompt added at runtime.")(dynamic_prompt)
+    app.add_api_route(f"/fixtures/dynamic-prompts/{number}", marked, methods=["GET"])

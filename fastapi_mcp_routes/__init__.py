@@ -1,4 +1,5 @@
-"""Expose a FastAPI app's marked routes as MCP tools: `app.include_router(mcp_routes(app))`."""
+"""Expose a FastAPI app's marked routes as MCP tools, resources and prompts:
+`app.include_router(mcp_routes(app))`."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.router import mcp_routes
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
+from fastapi_mcp_routes.server.updates import notify_resource_updated
 from fastapi_mcp_routes.tools.content import (
     ContentResponse,
+    PromptMessage,
+    PromptResponse,
     audio_content,
     image_content,
     resource_content,
+    resource_link,
     text_content,
 )
+from fastapi_mcp_routes.tools.feature_marks import mcp_completion, mcp_prompt, mcp_resource
 from fastapi_mcp_routes.tools.marking import auth_guard, mcp_tool
 
 if TYPE_CHECKING:
@@ -29,6 +35,8 @@ __all__ = [
     "JWTBearer",
     "Limits",
     "Principal",
+    "PromptMessage",
+    "PromptResponse",
     "ProtectedResource",
     "RedisStore",
     "Sessions",
@@ -39,9 +47,14 @@ __all__ = [
     "auth_guard",
     "image_content",
     "log_tool_call",
+    "mcp_completion",
+    "mcp_prompt",
+    "mcp_resource",
     "mcp_routes",
     "mcp_tool",
+    "notify_resource_updated",
     "resource_content",
+    "resource_link",
     "text_content",
 ]
 

@@ -62,6 +62,12 @@ DEFAULT_MAX_STREAMS: Final = 1000
 # A session resumes one stream per call its dropped connection cut short; four covers the
 # parallel calls of an agent, and leaves most of the caller's streams to its other sessions.
 DEFAULT_MAX_RESUMES_PER_SESSION: Final = 4
+# Resources one session (resources/subscribe) or one subscriptions/listen stream watches: an
+# agent watches the few documents it works on. Sessions and streams are bounded per caller and
+# in all, and a URI's length by the body cap, so subscriptions are too.
+DEFAULT_MAX_SUBSCRIPTIONS: Final = 64
+# A subscribed URI longer than this is refused: URIs are kept with the session.
+DEFAULT_MAX_URI_CHARS: Final = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +124,9 @@ class Limits:
             answered 429 (per caller) or 503 (in all), with Retry-After.
         max_resumes_per_session: resumes after `Last-Event-ID` one session holds open at once;
             past it, 429.
+        max_subscriptions: resources one session, or one `subscriptions/listen` stream, is
+            subscribed to; past it, the subscription is refused (-32602) naming this bound.
+        max_uri_chars: the longest resource URI a subscription may name.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -139,6 +148,8 @@ class Limits:
     max_streams_per_caller: int = DEFAULT_MAX_STREAMS_PER_CALLER
     max_streams: int = DEFAULT_MAX_STREAMS
     max_resumes_per_session: int = DEFAULT_MAX_RESUMES_PER_SESSION
+    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
+    max_uri_chars: int = DEFAULT_MAX_URI_CHARS
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
@@ -157,6 +168,8 @@ class Limits:
             "max_streams_per_caller",
             "max_streams",
             "max_resumes_per_session",
+            "max_subscriptions",
+            "max_uri_chars",
         ):
             _check_count(f"Limits.{name}", getattr(self, name))
         for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):

@@ -25,17 +25,22 @@ from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, T
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, ResultShaper
-from fastapi_mcp_routes.server.listing import ToolLister
+from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
+from fastapi_mcp_routes.server.prompts import PromptMethods
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.resources import ResourceMethods
+from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.server.seal import Secret, SecretOption
 from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.updates import ResourceUpdates, remember
 from fastapi_mcp_routes.server.url_policy import url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
+from fastapi_mcp_routes.transport.writes import ResourceWrites
 from fastapi_mcp_routes.wire import constants as c
 
 if TYPE_CHECKING:
@@ -189,13 +194,31 @@ def mcp_routes(
         urls=urls,
         max_argument_depth=limits.max_argument_depth,
     )
-    lister = ToolLister(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
+    lists = Lists(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
+    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
+    updates = ResourceUpdates(store, registry)
+    remember(app, updates)
+    _watch_writes(app, updates)
     session_manager = (
         SessionManager(options=session_options, deployment=deployment, limits=limits) if session_options else None
     )
     endpoint = StreamableHTTPEndpoint(
         config=config,
-        dispatcher=Dispatcher(identity=identity, tools=lister, calls=calls),
+        dispatcher=Dispatcher(
+            identity=identity,
+            lists=lists,
+            calls=calls,
+            resources=ResourceMethods(
+                app=app,
+                registry=registry,
+                runner=runner,
+                max_subscriptions=limits.max_subscriptions,
+                max_uri_chars=limits.max_uri_chars,
+            ),
+            prompts=PromptMethods(registry=registry, runner=runner),
+            updates=updates,
+            catalog=lambda: registry.table().catalog,
+        ),
         channels=Channels(
             sessions=session_manager,
             sealer=RequestStateSealer(sealing),
@@ -306,6 +329,17 @@ def _any_takes(routes: Sequence[Any], path: str) -> bool:
             if match is Match.FULL:
                 return True
     return False
+
+
+def _watch_writes(app: FastAPI, updates: ResourceUpdates) -> None:
+    """Have the app's successful writes announce the resources they change (transport/writes.py)."""
+    try:
+        app.add_middleware(ResourceWrites, updates=updates)
+    except RuntimeError:
+        logger.warning(
+            "mcp_routes was called after the app started: its REST writes will not notify resource "
+            "subscribers (call notify_resource_updated instead)"
+        )
 
 
 def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None, redis_url: str | None) -> EndpointRateLimit | None:

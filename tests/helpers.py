@@ -51,7 +51,8 @@ from fastapi_mcp_routes.server.seal import Secret
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.store.redis import RedisStore
-from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.tools.registry import ToolRegistry
 
 START_TIMEOUT_S = 10.0
 WAIT_S = 20.0  # the bound on every wait for a server or a peer

@@ -16,7 +16,7 @@ from starlette.requests import Request as StarletteRequest
 
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, build_request, invoke
-from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.wire.errors import ToolError
 from tests.helpers import registry_of

@@ -18,7 +18,8 @@ from fastapi_mcp_routes.server.pipeline import ToolCallPipeline, parse_call
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse
-from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire.errors import (
     CallCancelled,
     InvalidParams,

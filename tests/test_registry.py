@@ -10,7 +10,8 @@ import pytest
 from fastapi import APIRouter, Depends, FastAPI, Query
 
 from fastapi_mcp_routes import mcp_tool
-from fastapi_mcp_routes.tools.registry import ToolRegistry, decode_cursor
+from fastapi_mcp_routes.tools.paging import decode_cursor
+from fastapi_mcp_routes.tools.registry import ToolRegistry
 from tests.helpers import registry_of, tool_of
 
 

@@ -18,29 +18,32 @@ any process; those are awaited through the Store's publish/subscribe instead (tr
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 import anyio
 
+_V = TypeVar("_V")
 
-class ChangeFeed:
+
+class ChangeFeed(Generic[_V]):
     """Wakes whoever waits for the value that `look` returns to move."""
 
-    def __init__(self, look: Callable[[], int], interval_s: float) -> None:
+    def __init__(self, look: Callable[[], _V], interval_s: float) -> None:
         self._look = look
         self._interval_s = interval_s
-        self._value: int | None = None
+        self._value: _V | None = None
         self._looking = False
         # One event per waiter, made in the waiter's own task (so in its own event loop), in
         # the order they came: the first takes over the looking when the looker leaves.
         self._waiting: dict[anyio.Event, None] = {}
 
-    def now(self) -> int:
+    def now(self) -> _V:
         """The value now (one look)."""
         value = self._look()
         self.note(value)
         return value
 
-    def note(self, value: int) -> None:
+    def note(self, value: _V) -> None:
         """The value as someone just read it; waiters wake if it moved."""
         if value == self._value:
             return
@@ -51,7 +54,7 @@ class ChangeFeed:
                 waiter.set()
             self._waiting.clear()
 
-    async def after(self, seen: int) -> int:
+    async def after(self, seen: _V) -> _V:
         """The value, once it is no longer `seen`."""
         while self._value is None or self._value == seen:
             woken = anyio.Event()

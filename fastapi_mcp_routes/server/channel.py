@@ -34,17 +34,44 @@ from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
-from fastapi_mcp_routes.tools.registry import Tool
-from fastapi_mcp_routes.wire.constants import ECHOED_TEXT_MAX, ELICITATION_SINCE, JSONRPC_VERSION
-from fastapi_mcp_routes.wire.errors import MissingClientCapability, ToolContextError
+from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.wire.constants import (
+    ECHOED_TEXT_MAX,
+    ELICITATION_SINCE,
+    INVALID_PARAMS,
+    JSONRPC_VERSION,
+    RESOURCE_NOT_FOUND,
+)
+from fastapi_mcp_routes.wire.errors import InvalidRequest, MissingClientCapability, ToolContextError
 from fastapi_mcp_routes.wire.json import RawJSON
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
-SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel", "tools/list", "tools/call"})
-# The stateless revision removed the handshake, ping and setLevel, and added discovery.
-STATELESS_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+# What both eras serve: the lists, calls, reads, prompts and completion.
+_FEATURE_METHODS: Final = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+SESSION_METHODS: Final = _FEATURE_METHODS | {
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+}
+# The stateless revision removed the handshake, ping, setLevel and resources/subscribe (a
+# subscriptions/listen stream names its resources instead), and added discovery.
+STATELESS_METHODS: Final = _FEATURE_METHODS | {"server/discover"}
 CANCELLED: Final = "notifications/cancelled"
+NO_SESSION_TO_SUBSCRIBE: Final = "Invalid Request: a subscription needs a session (the server runs without them)."
 # How long a route waits for the client to answer a server-to-client request.
 CLIENT_REQUEST_TIMEOUT_S: Final = 300.0
 
@@ -79,6 +106,8 @@ class ClientChannel(abc.ABC):
 
     protocol_version: str
     methods: frozenset[str]
+    # The code of an unknown resource's error: the era's (wire/errors.py, ResourceNotFound).
+    resource_not_found_code: int
 
     def __init__(self, *, caller: Caller, principal: Any, identity: bytes, address: str = "") -> None:
         self.caller = caller  # what the route's own request inherits
@@ -144,6 +173,13 @@ class ClientChannel(abc.ABC):
     async def set_log_level(self, level: str) -> None:  # noqa: B027 - most channels keep no level
         """`logging/setLevel`: remembered where there is somewhere to remember it (a session)."""
 
+    async def subscribe(self, uri: str, limit: int) -> None:
+        """`resources/subscribe`: only a session remembers subscriptions."""
+        raise InvalidRequest(NO_SESSION_TO_SUBSCRIBE)
+
+    async def unsubscribe(self, uri: str) -> None:
+        raise InvalidRequest(NO_SESSION_TO_SUBSCRIBE)
+
     def shape(self, method: str, result: Result, private: bool) -> Result:
         """The result as this era sends it."""
         return result
@@ -164,6 +200,7 @@ class SessionChannel(ClientChannel):
     """A session-era client: in a session, or, with sessions off, one request at a time."""
 
     methods = SESSION_METHODS
+    resource_not_found_code = RESOURCE_NOT_FOUND
 
     def __init__(
         self,
@@ -211,6 +248,20 @@ class SessionChannel(ClientChannel):
     async def set_log_level(self, level: str) -> None:
         if self.session is not None and self._sessions is not None:
             await self._sessions.set_log_level(self.session, level)
+
+    async def subscribe(self, uri: str, limit: int) -> None:
+        """`resources/subscribe`: the session hears the resource's updates on its GET stream."""
+        sessions, session = self._subscriber()
+        await sessions.subscribe(session, uri, limit)
+
+    async def unsubscribe(self, uri: str) -> None:
+        sessions, session = self._subscriber()
+        await sessions.unsubscribe(session, uri)
+
+    def _subscriber(self) -> tuple[SessionManager, SessionRecord]:
+        if self.session is None or self._sessions is None:
+            raise InvalidRequest(NO_SESSION_TO_SUBSCRIBE)
+        return self._sessions, self.session
 
     def cannot_ask(self, request: InputRequest) -> str | None:
         if self.session is None or self.emit is None or self._sessions is None:
@@ -278,6 +329,7 @@ class StatelessChannel(ClientChannel):
     """A 2026-07-28 client: everything it is and has answered travels in the request."""
 
     methods = STATELESS_METHODS
+    resource_not_found_code = INVALID_PARAMS  # SEP-2164
 
     def __init__(
         self,

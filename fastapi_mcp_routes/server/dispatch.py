@@ -3,7 +3,8 @@
 The transport hands over a classified message and the `ClientChannel` of its request; the
 dispatcher looks the method up in one table, answers with a result or raises a typed
 `McpError`, and lets the channel shape the result for its era. `tools/call` is the
-`ToolCallPipeline`'s (server/pipeline.py).
+`ToolCallPipeline`'s (server/pipeline.py); resources, prompts and completion have their own
+modules (server/resources.py, server/prompts.py); the lists are `Lists`' (server/listing.py).
 """
 
 from __future__ import annotations
@@ -15,16 +16,26 @@ from typing import Any, Final
 from fastapi_mcp_routes.server.call import LOG_LEVELS
 from fastapi_mcp_routes.server.channel import CANCELLED, ClientChannel, Result
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS
-from fastapi_mcp_routes.server.listing import ToolLister
+from fastapi_mcp_routes.server.listing import LIST_METHODS, Generations, Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
+from fastapi_mcp_routes.server.prompts import PromptMethods
+from fastapi_mcp_routes.server.resources import ResourceMethods
+from fastapi_mcp_routes.server.updates import ResourceUpdates
+from fastapi_mcp_routes.tools.catalog import Catalog
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import InvalidParams, MethodNotFound
 from fastapi_mcp_routes.wire.jsonrpc import Reply, Request, truncate
 
 TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
+RESOURCES_LIST_CHANGED: Final = "notifications/resources/list_changed"
+PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"
+RESOURCE_UPDATED: Final = "notifications/resources/updated"
 # Both eras: tools, logging, and list-change notifications (the GET stream in a session,
-# subscriptions/listen in the stateless revision).
+# subscriptions/listen in the stateless revision); resources, prompts and completions when the
+# app has them (`capabilities`).
 CAPABILITIES: Final = {"logging": {}, "tools": {"listChanged": True}}
+# Results a client may cache only for itself: a read runs the route as this caller.
+_PRIVATE: Final = frozenset({"resources/read"})
 _Handler = Callable[[Request, ClientChannel], Awaitable[Result]]
 
 
@@ -38,16 +49,33 @@ class ServerIdentity:
 class Dispatcher:
     """Answers MCP requests and takes MCP notifications and client replies."""
 
-    def __init__(self, *, identity: ServerIdentity, tools: ToolLister, calls: ToolCallPipeline) -> None:
+    def __init__(
+        self,
+        *,
+        identity: ServerIdentity,
+        lists: Lists,
+        calls: ToolCallPipeline,
+        resources: ResourceMethods,
+        prompts: PromptMethods,
+        updates: ResourceUpdates,
+        catalog: Callable[[], Catalog],
+    ) -> None:
         self._identity = identity
-        self._tools = tools
+        self._lists = lists
+        self._catalog = catalog
+        self.updates = updates  # what listening streams hear resource updates from
         self._methods: dict[str, _Handler] = {
             "initialize": self._initialize,
             "server/discover": self._discover,
             "ping": self._ping,
             "logging/setLevel": self._set_log_level,
-            "tools/list": self._list_tools,
             "tools/call": calls,
+            "resources/read": resources.read,
+            "resources/subscribe": resources.subscribe,
+            "resources/unsubscribe": resources.unsubscribe,
+            "prompts/get": prompts.get,
+            "completion/complete": prompts.complete,
+            **dict.fromkeys(LIST_METHODS, self._list),
         }
 
     async def request(self, request: Request, channel: ClientChannel) -> Result:
@@ -58,8 +86,9 @@ class Dispatcher:
             raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", truncate(request.method))
         result = await handler(request, channel)
         # A list that depends on who asks must not be cached for anyone else.
-        private = request.method == "tools/list" and self._tools.personal
-        return channel.shape(request.method, result, private)
+        method = request.method
+        private = method in _PRIVATE or (method in LIST_METHODS and self._lists.personal(method))
+        return channel.shape(method, result, private)
 
     async def notification(self, method: str, params: Mapping[str, Any], channel: ClientChannel) -> None:
         """Take one notification; unknown ones are ignored, as JSON-RPC asks."""
@@ -70,15 +99,28 @@ class Dispatcher:
         """Hand a client's reply to the call waiting for it; unknown ids are ignored."""
         await channel.deliver(reply.id, reply.payload)
 
-    def listening_from(self) -> int:
+    def listening_from(self) -> Generations:
         """Where a new listener starts: it has missed nothing so far."""
-        return self._tools.generation()
+        return self._lists.generation()
 
-    async def changes_after(self, generation: int) -> tuple[int, list[dict[str, Any]]]:
-        """Wait for what a listener that saw `generation` has not heard yet: the generation
-        then, and the notifications to send."""
-        now = await self._tools.generation_after(generation)
-        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": TOOLS_LIST_CHANGED}]
+    async def changes_after(self, seen: Generations) -> tuple[Generations, list[dict[str, Any]]]:
+        """Wait for what a listener that saw `seen` has not heard yet: the generations then,
+        and the notifications to send (one per list that changed)."""
+        now = await self._lists.generation_after(seen)
+        moved = zip(now, seen, (TOOLS_LIST_CHANGED, RESOURCES_LIST_CHANGED, PROMPTS_LIST_CHANGED), strict=True)
+        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": method} for a, b, method in moved if a != b]
+
+    def capabilities(self) -> dict[str, Any]:
+        """What the server offers now: resources, prompts and completions when the app has them."""
+        catalog = self._catalog()
+        offered: dict[str, Any] = dict(CAPABILITIES)
+        if catalog.resources or catalog.templates:
+            offered["resources"] = {"subscribe": True, "listChanged": True}
+        if catalog.prompts:
+            offered["prompts"] = {"listChanged": True}
+        if catalog.completes:
+            offered["completions"] = {}
+        return offered
 
     async def _initialize(self, request: Request, channel: ClientChannel) -> Result:
         params = request.params
@@ -90,13 +132,15 @@ class Dispatcher:
                 raise InvalidParams(f"Invalid params: {key!r} must be an object.")
         result: dict[str, Any] = {
             "protocolVersion": negotiate_version(requested),
-            "capabilities": CAPABILITIES,
+            "capabilities": self.capabilities(),
             "serverInfo": {"name": self._identity.name, "version": self._identity.version},
         }
         return self._with_instructions(result)
 
     async def _discover(self, request: Request, channel: ClientChannel) -> Result:
-        return self._with_instructions({"supportedVersions": list(MODERN_VERSIONS), "capabilities": CAPABILITIES})
+        return self._with_instructions(
+            {"supportedVersions": list(MODERN_VERSIONS), "capabilities": self.capabilities()}
+        )
 
     def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._identity.instructions:
@@ -113,8 +157,8 @@ class Dispatcher:
         await channel.set_log_level(level)
         return {}
 
-    async def _list_tools(self, request: Request, channel: ClientChannel) -> Result:
-        return self._tools.page(request.params.get("cursor"), channel)
+    async def _list(self, request: Request, channel: ClientChannel) -> Result:
+        return self._lists.page(request.method, request.params.get("cursor"), channel)
 
 
 def negotiate_version(requested: str) -> str:

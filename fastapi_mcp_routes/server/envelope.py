@@ -36,8 +36,11 @@ _ROUTING_HEADERS: Final = frozenset({c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, H
 # The parameter that Mcp-Name must repeat, for the methods that have one.
 NAME_PARAMS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 # Results a client may cache; they carry `ttlMs` and `cacheScope` (server/utilities/caching).
-CACHEABLE: Final = frozenset({"server/discover", "tools/list"})
-# Tools change only when the app's routes change, which a listener hears about at once.
+CACHEABLE: Final = frozenset(
+    {"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"}
+)
+# Lists change only when the app's routes change, which a listener hears about at once; a read
+# is the route's answer now, and a subscription says when it changes.
 LIST_TTL_MS: Final = 0
 _KEPT_PAGES: Final = 16  # shaped tools/list pages kept
 _BASE64_SENTINEL: Final = ("=?base64?", "?=")

@@ -25,7 +25,8 @@ from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.guards import refusal
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, check_argument_depth, invoke, planned_path
-from fastapi_mcp_routes.tools.registry import Tool, ToolRegistry
+from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.wire.errors import CallCancelled, InvalidParams, InvalidRequest, McpError
 from fastapi_mcp_routes.wire.failures import tool_failure
@@ -73,10 +74,10 @@ def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
         # Not the route's argument: everything else binds to the arguments without it.
         arguments = dict(arguments)
         token = arguments.pop(TOKEN_ARGUMENT)
-    return ParsedCall(tool, arguments, token, _progress_token(params))
+    return ParsedCall(tool, arguments, token, progress_token(params))
 
 
-def _progress_token(params: Mapping[str, Any]) -> str | int | None:
+def progress_token(params: Mapping[str, Any]) -> str | int | None:
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None

@@ -43,7 +43,7 @@ from fastapi_mcp_routes.store.base import (
     shares,
 )
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.wire.errors import McpError, NeedsSharedStore, StoreUnavailable, ToolContextError
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, NeedsSharedStore, StoreUnavailable, ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
 # 16 random bytes name a session in the store; its sealed id adds the tag (spec: ids are
@@ -213,13 +213,40 @@ class SessionManager:
         return self._store.subscribe(_ended_channel(session_id))
 
     async def set_log_level(self, record: SessionRecord, level: str) -> None:
+        current = await self._store.find_session(record.id, self._options.idle_s) or record
+        await self._save(dataclasses.replace(current, log_level=level), "log level (logging/setLevel)")
+
+    async def subscribe(self, record: SessionRecord, uri: str, limit: int) -> None:
+        """Add `uri` to the session's subscriptions; `InvalidParams` past `limit` of them."""
+        current = await self._store.find_session(record.id, self._options.idle_s)
+        if current is None or uri in current.subscriptions:
+            return  # a session gone meanwhile has no stream to hear it
+        if len(current.subscriptions) >= limit:
+            raise InvalidParams(
+                f"Invalid params: this session is subscribed to {limit} resources, as many as it may "
+                "(Limits.max_subscriptions); unsubscribe from one first."
+            )
+        await self._save(dataclasses.replace(current, subscriptions=(*current.subscriptions, uri)), "subscriptions")
+
+    async def unsubscribe(self, record: SessionRecord, uri: str) -> None:
+        current = await self._store.find_session(record.id, self._options.idle_s)
+        if current is not None and uri in current.subscriptions:
+            kept = tuple(each for each in current.subscriptions if each != uri)
+            await self._save(dataclasses.replace(current, subscriptions=kept), "subscriptions")
+
+    async def subscriptions(self, record: SessionRecord) -> tuple[str, ...]:
+        """The resources the session is subscribed to now (read afresh: another process may
+        have taken the subscription)."""
+        current = await self._store.find_session(record.id, self._options.idle_s)
+        return current.subscriptions if current is not None else ()
+
+    async def _save(self, changed: SessionRecord, what: str) -> None:
         if self._deployment.state_per_process:
-            self._deployment.needs_store("a log level (logging/setLevel) every process of a session applies")
-        changed = dataclasses.replace(record, log_level=level)
+            self._deployment.needs_store(f"a session's {what}, which every process of the session applies")
         await self._store.save_session(changed)
-        self._checked.pop(record.id, None)
+        self._checked.pop(changed.id, None)
         if self._store.shared:
-            await self._store.publish(NEWS, dumps({"session": record.id, "changed": True}))
+            await self._store.publish(NEWS, dumps({"session": changed.id, "changed": True}))
 
     async def cancel(self, session_id: str, request_id: RequestKey) -> None:
         """`notifications/cancelled` for a call of the session: cancelled here when it runs

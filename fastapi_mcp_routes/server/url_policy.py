@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fastapi_mcp_routes.server.url_match import ServerUrl, UrlRefused, is_allowed, parse_server_url
-from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.errors import UrlNotAllowed
 
 logger = logging.getLogger("fastapi_mcp_routes")

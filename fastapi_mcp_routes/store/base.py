@@ -90,6 +90,9 @@ class SessionRecord:
     client_capabilities: Mapping[str, Any] | None = None
     log_level: str | None = None  # set by logging/setLevel; None sends every level
     trust: Trust = Trust.ANONYMOUS
+    # Resources the session subscribed to (`resources/subscribe`), bounded by
+    # `Limits.max_subscriptions_per_session`; their updates go out on its GET stream.
+    subscriptions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +158,8 @@ class Store(Protocol):
         ...
 
     async def save_session(self, record: SessionRecord) -> None:
-        """Replace a live session's record (its log level changed); a gone session stays gone."""
+        """Replace a live session's record (its log level or subscriptions changed); a gone
+        session stays gone."""
         ...
 
     async def close_session(self, session_id: str) -> bool:

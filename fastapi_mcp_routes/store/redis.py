@@ -79,6 +79,7 @@ def _dump_record(record: SessionRecord) -> bytes:
             "client_capabilities": record.client_capabilities,
             "log_level": record.log_level,
             "trust": int(record.trust),
+            "subscriptions": list(record.subscriptions),
         },
         separators=(",", ":"),
     ).encode()
@@ -94,6 +95,7 @@ def _load_record(raw: bytes) -> SessionRecord:
         client_capabilities=fields["client_capabilities"],
         log_level=fields["log_level"],
         trust=Trust(fields["trust"]),
+        subscriptions=tuple(fields.get("subscriptions", ())),
     )
 
 

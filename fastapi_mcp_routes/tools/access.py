@@ -38,7 +38,7 @@ from fastapi.security.base import SecurityBase
 from fastapi.security.http import HTTPBase
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer
-from fastapi_mcp_routes.tools.marking import ToolOptions, is_auth_guard
+from fastapi_mcp_routes.tools.marking import is_auth_guard
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -99,8 +99,9 @@ class Access:
         return held is None or self.scopes <= set(held)
 
 
-def access_of(route: Any, options: ToolOptions) -> Access | None:
-    """The route's access facts, from its dependency tree; `None` when anyone may see it."""
+def access_of(route: Any, visible: Callable[[Any], bool] | None) -> Access | None:
+    """The route's access facts, from its dependency tree and the author's `visible`
+    predicate; `None` when anyone may see it."""
     needs_auth = False
     scopes: set[str] = set()
     guards: list[Guard] = []
@@ -116,9 +117,9 @@ def access_of(route: Any, options: ToolOptions) -> Access | None:
             guards.append(Guard(call, _security_scopes(node), above))
         below = (*above, call) if call is not None else above
         pending.extend((child, below) for child in reversed(node.dependencies))
-    if not needs_auth and options.visible is None:
+    if not needs_auth and visible is None:
         return None
-    return Access(needs_auth, frozenset(scopes), options.visible, _unique(guards))
+    return Access(needs_auth, frozenset(scopes), visible, _unique(guards))
 
 
 def _security_scopes(node: Any) -> tuple[str, ...]:

@@ -4,14 +4,18 @@ A route returns `ContentResponse([...])`; a tool call passes the blocks through 
 `content`, and a REST client receives the same JSON (`{"content": [...]}`) under the media type
 `application/vnd.mcp.content+json`. Plain `image/*` and `audio/*` responses need none of this:
 they become image and audio blocks by themselves.
+
+A prompt route returns a `PromptResponse` (or a list of `PromptMessage`s), each message one of
+these blocks; a REST client receives it as JSON.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from fastapi_mcp_routes.wire.json import dumps
@@ -58,3 +62,29 @@ def resource_content(uri: str, mime_type: str, *, text: str | None = None, blob:
     else:
         resource["blob"] = base64.b64encode(blob or b"").decode("ascii")
     return {"type": "resource", "resource": resource}
+
+
+def resource_link(
+    uri: str, name: str, *, mime_type: str | None = None, description: str | None = None
+) -> dict[str, Any]:
+    """A link to a resource the client may read (`resources/read`), not its contents."""
+    link: dict[str, Any] = {"type": "resource_link", "uri": uri, "name": name}
+    if mime_type is not None:
+        link["mimeType"] = mime_type
+    if description is not None:
+        link["description"] = description
+    return link
+
+
+class PromptMessage(BaseModel):
+    """One message of a prompt: a role and one content block (`text_content(...)`, ...)."""
+
+    role: Literal["user", "assistant"]
+    content: dict[str, Any]
+
+
+class PromptResponse(BaseModel):
+    """What a prompt route returns: its messages, and optionally a description."""
+
+    messages: list[PromptMessage]
+    description: str | None = None

@@ -36,7 +36,7 @@ from starlette.responses import Response
 from fastapi_mcp_routes.auth.jwt import JWTBearer
 from fastapi_mcp_routes.tools.access import Guard
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, build_request, call_app
-from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.recipe import Tool
 
 logger = logging.getLogger("fastapi_mcp_routes")
 

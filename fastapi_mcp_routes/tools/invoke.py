@@ -18,7 +18,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Scope
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
-from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import ToolError

@@ -10,33 +10,39 @@ route table.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
-from fastapi_mcp_routes.tools.access import Access, access_of
+from fastapi_mcp_routes.tools.access import access_of
+from fastapi_mcp_routes.tools.catalog import EMPTY_CATALOG, Catalog, FeatureMark, Kind, build_catalog
 from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
+from fastapi_mcp_routes.tools.feature_marks import (
+    CompletionOptions,
+    PromptOptions,
+    ResourceOptions,
+    read_completion_options,
+    read_prompt_options,
+    read_resource_options,
+)
 from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
+from fastapi_mcp_routes.tools.paging import pages
+from fastapi_mcp_routes.tools.recipe import Tool, recipe, route_description
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
-from fastapi_mcp_routes.tools.urls import UrlArguments, url_arguments
+from fastapi_mcp_routes.tools.urls import url_arguments
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.json import RawJSON, dumps
+from fastapi_mcp_routes.wire.json import RawJSON
 
 logger = logging.getLogger("fastapi_mcp_routes")
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
-_PATH_CONVERTOR: Final = re.compile(r"{([^}:]+):path}")
-_PLACEHOLDER: Final = re.compile(r"{([^}]+)}")
-_HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 
 # Hints derived from the HTTP method (documented in the README): what a REST author promises
 # by choosing the method. Explicit `mcp_tool` options override each one.
@@ -56,29 +62,14 @@ _OPTION_HINTS: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Tool:
-    """One route method exposed as a tool, as discovered; request handling only reads it."""
-
-    name: str
-    method: str
-    path_format: str
-    # (literal text, the same percent-encoded, the placeholder after it or None), in path order
-    path_parts: tuple[tuple[str, str, str | None], ...]
-    slash_params: frozenset[str]  # path parameters declared with the `path` convertor
-    schema: ToolSchema
-    required: frozenset[str]
-    definition: Mapping[str, Any]
-    # Arguments a 2026-07-28 client mirrors in an `Mcp-Param-<Name>` header ("x-mcp-header"):
-    # (argument, lower-case header name, JSON type).
-    header_params: tuple[tuple[str, str, str], ...] = ()
-    access: Access | None = None  # None: anyone sees it in tools/list
-    confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
-    urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
-
-
-# A marked route as discovered: the route, its effective dependant, method, tool name, path.
-_Mark = tuple[Any, Any, str, str, str]
+# A marked route as discovered: the route, its effective dependant, method, name, path, kind.
+_Mark = tuple[Any, Any, str, str, str, type]
+_Options = ToolOptions | ResourceOptions | PromptOptions | CompletionOptions
+_KINDS: Final[Mapping[type, Kind]] = {
+    ResourceOptions: "resource",
+    PromptOptions: "prompt",
+    CompletionOptions: "completion",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +84,17 @@ class ToolTable:
     # What each marked route was built from: a route table that changed only in routes that
     # are not tools needs no new table.
     marked: tuple[_Mark, ...] = ()
+    # Resources, templates, prompts and completions; their lists' generations move as the
+    # tools' does, each when its own list changes.
+    catalog: Catalog = EMPTY_CATALOG
+    resources_generation: int = 0
+    prompts_generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class _Marked:
     route: Any  # an APIRoute, or FastAPI's view of one inside an included router
-    options: ToolOptions
+    options: _Options
     method: str
     name: str
     where: str
@@ -146,8 +142,17 @@ class ToolRegistry:
             # remember these routes so the error is logged once, not on every request.
             logger.exception("MCP tools were not updated after the route table changed")
             return dataclasses.replace(previous, routes=originals)
-        changed = table.pages != previous.pages  # a route that is not a tool changes nothing
-        return dataclasses.replace(table, generation=previous.generation + changed)
+        # A route that is not a tool (or a resource, a prompt) changes nothing.
+        changed = table.pages != previous.pages
+        now, before = table.catalog, previous.catalog
+        resources = (now.resource_pages, now.template_pages) != (before.resource_pages, before.template_pages)
+        prompts = now.prompt_pages != before.prompt_pages
+        return dataclasses.replace(
+            table,
+            generation=previous.generation + changed,
+            resources_generation=previous.resources_generation + resources,
+            prompts_generation=previous.prompts_generation + prompts,
+        )
 
     def _build(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
         return _build_table(
@@ -195,15 +200,22 @@ def _build_table(
     components = operations.get("components", {}).get("schemas", {})
     definitions: Definitions = {}
     tools = []
+    features = []
     for entry in marked:
         operation = operations["paths"][entry.route.path_format][entry.method.lower()]
         schema = build_tool_schema(operation, components, caller_headers, entry.where, definitions)
-        tools.append(_tool(entry, schema, confirm_mutations))
+        if isinstance(entry.options, ToolOptions):
+            tools.append(_tool(entry, entry.options, schema, confirm_mutations))
+        else:
+            kind = _KINDS[type(entry.options)]
+            call = recipe(entry.route, entry.method, f"{kind}:{entry.name}", schema, entry.where)
+            features.append(FeatureMark(kind, entry.route, entry.options, call, entry.where))
     tools.sort(key=lambda tool: tool.name)
     by_name = {tool.name: tool for tool in tools}
     restricted = any(tool.access is not None for tool in tools)
-    pages = _pages([tool.definition for tool in tools], page_size)
-    return ToolTable(originals, 0, by_name, pages, restricted, _marks(marked))
+    tool_pages = pages("tools", [tool.definition for tool in tools], page_size)
+    catalog = build_catalog(features, page_size)
+    return ToolTable(originals, 0, by_name, tool_pages, restricted, _marks(marked), catalog)
 
 
 def _marks(marked: list[_Marked]) -> tuple[_Mark, ...]:
@@ -215,6 +227,7 @@ def _marks(marked: list[_Marked]) -> tuple[_Mark, ...]:
             entry.method,
             entry.name,
             entry.route.path_format,
+            type(entry.options),
         )
         for entry in marked
     )
@@ -232,28 +245,52 @@ def _marked_routes(routes: list[Any]) -> list[_Marked]:
         if not isinstance(_original(route), APIRoute):
             continue
         where = f"route {route.name!r} ({', '.join(sorted(route.methods))} {route.path})"
-        options = read_tool_options(route.endpoint, route.openapi_extra, where)
-        if options is None:
+        endpoint, extra = route.endpoint, route.openapi_extra
+        options = read_tool_options(endpoint, extra, where)
+        features = [
+            feature
+            for feature in (
+                read_resource_options(endpoint, extra, where),
+                read_prompt_options(endpoint, extra, where),
+                read_completion_options(endpoint, extra, where),
+            )
+            if feature is not None
+        ]
+        if options is None and not features:
             continue
         if not route.include_in_schema:
             raise ValueError(
-                f"{where}: a route with include_in_schema=False cannot be an MCP tool, because "
-                "its tool schema is its OpenAPI operation"
+                f"{where}: a route with include_in_schema=False cannot be served over MCP, because "
+                "what it takes is read from its OpenAPI operation"
             )
         methods = sorted(route.methods)
-        if len(methods) > 1 and options.name is not None:
-            raise ValueError(f"{where}: one tool name {options.name!r} cannot serve {len(methods)} methods")
-        for method in methods:
-            name = options.name if options.name is not None else route.name
+        if options is not None:
+            marked.extend(_tool_marks(route, options, methods, where))
+        for feature in features:
             if len(methods) > 1:
-                name = f"{name}_{method.lower()}"
-            marked.append(_Marked(route, options, method, name, where))
+                kind = _KINDS[type(feature)]
+                raise ValueError(f"{where}: an MCP {kind} is served by a route with one method; give it its own route")
+            marked.append(_Marked(route, feature, methods[0], getattr(feature, "name", None) or route.name, where))
+    return marked
+
+
+def _tool_marks(route: Any, options: ToolOptions, methods: list[str], where: str) -> list[_Marked]:
+    if len(methods) > 1 and options.name is not None:
+        raise ValueError(f"{where}: one tool name {options.name!r} cannot serve {len(methods)} methods")
+    marked = []
+    for method in methods:
+        name = options.name if options.name is not None else route.name
+        if len(methods) > 1:
+            name = f"{name}_{method.lower()}"
+        marked.append(_Marked(route, options, method, name, where))
     return marked
 
 
 def _check_names(marked: list[_Marked]) -> None:
     seen: dict[str, _Marked] = {}
     for entry in marked:
+        if not isinstance(entry.options, ToolOptions):
+            continue
         if not _TOOL_NAME.fullmatch(entry.name):
             raise ValueError(
                 f"{entry.where}: the tool name {entry.name!r} must be 1-128 characters of "
@@ -279,8 +316,8 @@ def _operations(app: FastAPI, marked: list[_Marked]) -> dict[str, Any]:
     )
 
 
-def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
-    route, options = entry.route, entry.options
+def _tool(entry: _Marked, options: ToolOptions, schema: ToolSchema, confirm_mutations: bool) -> Tool:
+    route = entry.route
     annotations = _annotations(entry.method, options)
     confirm = options.confirm
     if confirm is None:
@@ -289,7 +326,7 @@ def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
     title = options.title or route.summary
     if title:
         definition["title"] = title
-    definition["description"] = _description(entry)
+    definition["description"] = _description(entry, options)
     definition["inputSchema"] = gated_input_schema(schema.input_schema, entry.where) if confirm else schema.input_schema
     if schema.output_schema is not None:
         output = schema.output_schema
@@ -297,62 +334,23 @@ def _tool(entry: _Marked, schema: ToolSchema, confirm_mutations: bool) -> Tool:
     definition["annotations"] = annotations
     if options.meta:
         definition["_meta"] = dict(options.meta)
-    return Tool(
-        name=entry.name,
-        method=entry.method,
-        path_format=route.path_format,
-        path_parts=_path_parts(route.path_format),
-        slash_params=frozenset(_PATH_CONVERTOR.findall(route.path)),
-        schema=schema,
-        required=frozenset(schema.input_schema.get("required", ())),
+    return recipe(
+        route,
+        entry.method,
+        entry.name,
+        schema,
+        entry.where,
         definition=definition,
-        header_params=_header_params(schema.input_schema["properties"], entry.where),
-        access=access_of(route, options),
+        access=access_of(route, options.visible),
         confirm=confirm,
         urls=url_arguments(schema.input_schema),
     )
 
 
-def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:
-    """Arguments marked "x-mcp-header", checked as the spec limits them: an integer, string or
-    boolean argument, a header-token name, unique ignoring case (2026-07-28, Custom Headers)."""
-    params: list[tuple[str, str, str]] = []
-    for name, prop in properties.items():
-        if not isinstance(prop, Mapping) or "x-mcp-header" not in prop:
-            continue
-        header = prop["x-mcp-header"]
-        kinds = {option.get("type") for option in prop.get("anyOf", [prop])} - {"null"}
-        kind = next(iter(kinds)) if len(kinds) == 1 else None
-        if not isinstance(header, str) or not _HEADER_TOKEN.fullmatch(header):
-            raise ValueError(f"{where}: x-mcp-header of {name!r} must be an HTTP header token, got {header!r}")
-        if kind not in ("integer", "string", "boolean"):
-            raise ValueError(f"{where}: x-mcp-header needs an integer, string or boolean argument; {name!r} is {kinds}")
-        lowered = c.PARAM_HEADER_PREFIX + header.lower()
-        if any(lowered == taken for _, taken, _ in params):
-            raise ValueError(f"{where}: two arguments use the x-mcp-header {header!r}")
-        params.append((name, lowered, kind))
-    return tuple(params)
-
-
-def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:
-    pieces = _PLACEHOLDER.split(path_format)  # literal, name, literal, name, ..., literal
-    names: list[str | None] = [*pieces[1::2], None]
-    return tuple((literal, quote(literal, safe="/"), name) for literal, name in zip(pieces[0::2], names, strict=True))
-
-
-def _description(entry: _Marked) -> str:
+def _description(entry: _Marked, options: ToolOptions) -> str:
     """Explicit, else the route's own description, summary, docstring, or a sentence."""
-    route = entry.route
-    docstring = inspect.cleandoc(route.endpoint.__doc__ or "")
-    # FastAPI copies the docstring into `description` when none is given; tell the two apart.
-    described = route.description if route.description != docstring else ""
-    return (
-        entry.options.description
-        or described
-        or route.summary
-        or docstring
-        or f"Calls {entry.method} {route.path_format}."
-    )
+    fallback = f"Calls {entry.method} {entry.route.path_format}."
+    return route_description(entry.route, options.description) or fallback
 
 
 def _annotations(method: str, options: ToolOptions) -> dict[str, bool]:
@@ -362,27 +360,3 @@ def _annotations(method: str, options: ToolOptions) -> dict[str, bool]:
         if value is not None:
             hints[hint] = value
     return hints
-
-
-def _pages(definitions: list[Mapping[str, Any]], size: int) -> tuple[RawJSON, ...]:
-    starts = range(0, max(len(definitions), 1), size)
-    pages = []
-    for start in starts:
-        page: dict[str, Any] = {"tools": definitions[start : start + size]}
-        if start + size < len(definitions):
-            page["nextCursor"] = encode_cursor(start // size + 1)
-        pages.append(RawJSON(dumps(page)))
-    return tuple(pages)
-
-
-def encode_cursor(page: int) -> str:
-    """An opaque `tools/list` cursor naming a page."""
-    return f"p{page}"
-
-
-def decode_cursor(cursor: object, page_count: int) -> int | None:
-    """The page index a cursor names, or `None` when it names no page."""
-    if not isinstance(cursor, str) or not re.fullmatch(r"p[1-9][0-9]{0,6}", cursor):
-        return None
-    index = int(cursor[1:])
-    return index if index < page_count else None

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from fastapi_mcp_routes.tools.content import MEDIA_CONTENT
 from fastapi_mcp_routes.tools.invoke import CapturedResponse
-from fastapi_mcp_routes.tools.registry import Tool
+from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire.constants import MEDIA_JSON
 from fastapi_mcp_routes.wire.errors import ParseError
@@ -40,7 +40,7 @@ def tool_result(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
             response.body[:_MAX_ERROR_TEXT],
         )
         return error_result(f"The tool failed with HTTP {response.status}. Reference: {reference}.")
-    return error_result(_client_error_text(tool, response))
+    return error_result(client_error_text(tool, response))
 
 
 def _media_type(response: CapturedResponse) -> str:
@@ -97,7 +97,7 @@ def _content_blocks(tool: Tool, body: bytes) -> dict[str, Any]:
     return {"content": content}
 
 
-def _client_error_text(tool: Tool, response: CapturedResponse) -> str:
+def client_error_text(tool: Tool, response: CapturedResponse) -> str:
     prefix = f"HTTP {response.status}"
     retry_after = response.header(b"retry-after")
     if retry_after:

@@ -48,7 +48,7 @@ from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.replay import Senders, StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
-from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, subscription
+from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, listen_filter, subscription
 from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
@@ -220,9 +220,14 @@ class StreamableHTTPEndpoint:
             if not accepts.sse:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
+            limits = self._config.limits
+            try:
+                wanted = listen_filter(self._dispatcher, entry, limits.max_subscriptions, limits.max_uri_chars)
+            except McpError as error:
+                raise HttpError(status_for(error), error, request_id=entry.id) from None
             holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
             slots = await self._slots.take(holder, self.keep_alive.interval_s, request_id=entry.id)
-            return subscription(self._dispatcher, entry, slots, self.keep_alive)
+            return subscription(self._dispatcher, entry, wanted, slots, self.keep_alive)
         channel = self._channels.stateless(
             caller=caller_from_scope(request.scope, self._config.forward_headers),
             principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from fastapi_mcp_routes.server.dispatch import Dispatcher
+from fastapi_mcp_routes.server.dispatch import RESOURCE_UPDATED, Dispatcher
 from fastapi_mcp_routes.server.sessions import SessionManager
 from fastapi_mcp_routes.store.base import SessionRecord, Store
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
@@ -22,6 +22,7 @@ from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.stream_slots import Slots
+from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION
 from fastapi_mcp_routes.wire.json import dumps
 
 
@@ -75,7 +76,8 @@ class SessionLease:
 
 
 def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:
-    """The session's GET stream: list-change notifications, from the tool list as it is now."""
+    """The session's GET stream: list-change notifications, from the lists as they are now, and
+    the updates of the resources the session subscribed to (whichever process it did so in)."""
     generation = dispatcher.listening_from()  # before the client can see the stream open
 
     async def list_changes(emit: Emit) -> None:
@@ -85,7 +87,15 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
             for message in messages:
                 await emit(sse_event(dumps(message)))
 
-    return ListenStream([lease.until_session_ends, list_changes], keep_alive, lease)
+    async def resource_updates(emit: Emit) -> None:
+        async def send(uri: str) -> None:
+            if uri in await lease.sessions.subscriptions(lease.session):
+                message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
+                await emit(sse_event(dumps(message)))
+
+        await dispatcher.updates.follow(send)
+
+    return ListenStream([lease.until_session_ends, list_changes, resource_updates], keep_alive, lease)
 
 
 def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:

@@ -4,13 +4,15 @@ A request is checked (envelope, routing headers, version), answered through the 
 dispatcher, and written as JSON or, once the call has something to say first, as SSE. Closing
 the response stream cancels the call (spec 2026-07-28, basic/patterns/cancellation): the
 response stream watches for the client going away (from `WATCH_AFTER_S` on: see
-`response_stream`). `subscriptions/listen` holds a stream open for list-change notifications,
-tagged with the subscription's id, woken by the change (transport/listen.py).
+`response_stream`). `subscriptions/listen` holds a stream open for list-change notifications
+and the updates of the resources it names, tagged with the subscription's id, woken by the
+change (transport/listen.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
@@ -18,7 +20,13 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.server.channel import StatelessChannel
-from fastapi_mcp_routes.server.dispatch import Dispatcher
+from fastapi_mcp_routes.server.dispatch import (
+    PROMPTS_LIST_CHANGED,
+    RESOURCE_UPDATED,
+    RESOURCES_LIST_CHANGED,
+    TOOLS_LIST_CHANGED,
+    Dispatcher,
+)
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
 from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
@@ -26,15 +34,24 @@ from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStre
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import McpError, StoreUnavailable
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
 
 SUBSCRIBE: Final = "subscriptions/listen"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
-# What a listener can opt in to, and the notification each one brings.
-_SUBSCRIBABLE: Final = {"toolsListChanged": "notifications/tools/list_changed"}
+# What a listener can opt in to, and the capability the server needs to honor it.
+_SUBSCRIBABLE: Final = {
+    "toolsListChanged": "tools",
+    "promptsListChanged": "prompts",
+    "resourcesListChanged": "resources",
+}
+_LIST_CHANGES: Final = {
+    "toolsListChanged": TOOLS_LIST_CHANGED,
+    "promptsListChanged": PROMPTS_LIST_CHANGED,
+    "resourcesListChanged": RESOURCES_LIST_CHANGED,
+}
 
 
 class StatelessAnswer(Response):
@@ -92,29 +109,81 @@ class StatelessAnswer(Response):
             return body, status_for(exc) if isinstance(exc, McpError) else 200
 
 
-def subscription(dispatcher: Dispatcher, request: Request, slots: Slots, keep_alive: KeepAlive) -> Response:
+@dataclass(frozen=True, slots=True)
+class ListenFilter:
+    """What a `subscriptions/listen` asked for that the server honors."""
+
+    honored: dict[str, Any]  # the acknowledgement's `notifications`
+    sends: frozenset[str]  # the list-change notifications to pass on
+    resources: Mapping[str, str]  # subscribed resources: the server's spelling -> the client's
+
+
+def listen_filter(dispatcher: Dispatcher, request: Request, max_subscriptions: int, max_uri_chars: int) -> ListenFilter:
+    """The filter of a `subscriptions/listen`: the types this server has, and the resources
+    that exist; -32602 for more resources than `Limits.max_subscriptions` or a malformed list."""
+    wanted = request.params.get("notifications")
+    wanted = wanted if isinstance(wanted, Mapping) else {}
+    offered = dispatcher.capabilities()
+    honored: dict[str, Any] = {
+        name: True for name, capability in _SUBSCRIBABLE.items() if wanted.get(name) is True and capability in offered
+    }
+    uris = wanted.get("resourceSubscriptions")
+    resources: dict[str, str] = {}
+    if uris is not None and "resources" in offered:
+        if not isinstance(uris, list) or not all(
+            isinstance(uri, str) and 0 < len(uri) <= max_uri_chars for uri in uris
+        ):
+            raise InvalidParams(
+                f"Invalid params: 'resourceSubscriptions' must list URIs of at most {max_uri_chars} characters."
+            )
+        if len(uris) > max_subscriptions:
+            raise InvalidParams(
+                f"Invalid params: a stream may subscribe to {max_subscriptions} resources at most "
+                "(Limits.max_subscriptions); open another for more."
+            )
+        for uri in uris:
+            canonical = dispatcher.updates.known(uri)
+            if canonical is not None:
+                resources.setdefault(canonical, uri)
+        honored["resourceSubscriptions"] = list(resources.values())
+    sends = frozenset(_LIST_CHANGES[name] for name in honored if name in _LIST_CHANGES)
+    return ListenFilter(honored, sends, resources)
+
+
+def subscription(
+    dispatcher: Dispatcher, request: Request, wanted: ListenFilter, slots: Slots, keep_alive: KeepAlive
+) -> Response:
     """The long-lived answer to `subscriptions/listen`, holding `slots`: an acknowledgement
     naming what will be sent, then those notifications only, each tagged with the
     subscription's id."""
-    wanted = request.params.get("notifications")
-    wanted = wanted if isinstance(wanted, Mapping) else {}
-    honored = {name: True for name in _SUBSCRIBABLE if wanted.get(name) is True}
     tag = {META_SUBSCRIPTION_ID: request.id}
-    sends = {_SUBSCRIBABLE[name] for name in honored}
     generation = dispatcher.listening_from()  # before the client can see the stream open
+    acknowledged = anyio.Event()
 
-    async def notify(emit: Emit) -> None:
+    async def list_changes(emit: Emit) -> None:
         nonlocal generation
-        params: dict[str, Any] = {"_meta": tag, "notifications": honored}
+        params: dict[str, Any] = {"_meta": tag, "notifications": wanted.honored}
         await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": ACKNOWLEDGED, "params": params}))
-        if not sends:
-            await anyio.sleep_forever()  # nothing to listen for: the stream only stays open
+        acknowledged.set()
+        if not wanted.sends:
+            await anyio.sleep_forever()  # nothing to listen for here: the stream only stays open
         while True:
             generation, news = await dispatcher.changes_after(generation)
-            for method in (note["method"] for note in news if note["method"] in sends):
+            for method in (note["method"] for note in news if note["method"] in wanted.sends):
                 await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": method, "params": {"_meta": tag}}))
 
-    return ListenStream([notify], keep_alive, slots)
+    async def resource_updates(emit: Emit) -> None:
+        async def send(uri: str) -> None:
+            client_uri = wanted.resources.get(uri)
+            if client_uri is not None:
+                await acknowledged.wait()  # the acknowledgement goes first (spec 2026-07-28)
+                params = {"_meta": tag, "uri": client_uri}
+                await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
+
+        await dispatcher.updates.follow(send)
+
+    sources = [list_changes, resource_updates] if wanted.resources else [list_changes]
+    return ListenStream(sources, keep_alive, slots)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:

@@ -67,6 +67,9 @@ INTERNAL_ERROR: Final = -32603
 # A cancelled request, answered only where HTTP needs an answer (a JSON-only client's POST): the
 # code LSP gives a cancelled request, as MCP names none (its spec wants no response at all).
 REQUEST_CANCELLED: Final = -32800
+# An unknown resource in the session era (spec 2025-11-25, server/resources "Error Handling");
+# 2026-07-28 answers it -32602 with `data.uri` instead, and must not send -32002 (SEP-2164).
+RESOURCE_NOT_FOUND: Final = -32002
 
 # Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
 TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"

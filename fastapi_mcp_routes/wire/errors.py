@@ -5,6 +5,7 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 ├── InvalidRequest        -32600, not a JSON-RPC message, or refused by the transport
 ├── MethodNotFound        -32601
 ├── InvalidParams         -32602, params of the wrong shape, unknown tool, bad cursor
+├── ResourceNotFound      an unknown resource: -32002 in the session era, -32602 in 2026-07-28
 │   ├── ParamsNotObject   (in wire/jsonrpc) answered with the request's own id
 │   └── InvalidRequestState  (in server/request_state) a requestState not ours or not fresh
 ├── RequestCancelled      -32800, the client cancelled the request, and the POST must
@@ -64,6 +65,14 @@ class MethodNotFound(McpError):
 
 class InvalidParams(McpError):
     code = c.INVALID_PARAMS
+
+
+class ResourceNotFound(McpError):
+    """An unknown resource, with its URI in `data` (SEP-2164); the code is the era's."""
+
+    def __init__(self, uri: str, code: int) -> None:
+        super().__init__("Resource not found", {"uri": uri})
+        self.code = code
 
 
 class RequestCancelled(McpError):

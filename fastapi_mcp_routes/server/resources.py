@@ -1,0 +1,94 @@
+"""`resources/read`, `resources/subscribe` and `resources/unsubscribe`.
+
+A read finds the resource its URI names (an exact URI first, then the templates in order),
+turns the template's variables into the route's arguments, and runs the route as a tool call
+runs it (server/route_call.py): every middleware, dependency and guard of the route applies. An
+unknown URI, and a route that answers 404, are the era's resource-not-found error with the URI
+in `data` (SEP-2164). A subscription is taken only from a caller the route's guards let read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI
+
+from fastapi_mcp_routes.server.call import InputRequired
+from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.server.route_call import RouteRunner, route_error
+from fastapi_mcp_routes.tools.catalog import Resource
+from fastapi_mcp_routes.tools.feature_results import RouteFailed, check_status, resource_contents
+from fastapi_mcp_routes.tools.guards import refusal
+from fastapi_mcp_routes.tools.registry import ToolRegistry
+from fastapi_mcp_routes.wire.errors import InvalidParams, ResourceNotFound, ToolError
+from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
+
+
+class ResourceMethods:
+    """Reads resources and takes subscriptions to them."""
+
+    def __init__(
+        self, *, app: FastAPI, registry: ToolRegistry, runner: RouteRunner, max_subscriptions: int, max_uri_chars: int
+    ) -> None:
+        self._app = app
+        self._registry = registry
+        self._runner = runner
+        self._max_subscriptions = max_subscriptions
+        self._max_uri_chars = max_uri_chars
+
+    async def read(self, request: Request, channel: ClientChannel) -> Result:
+        uri = _uri(request.params)
+        entry, arguments = self.find(uri, channel)
+        ran = await self._runner.run(
+            request, channel, entry.call, arguments, not_found=lambda: _not_found(uri, channel)
+        )
+        if isinstance(ran, InputRequired):
+            return ran.result
+        return {"contents": resource_contents(uri, ran, entry.definition.get("mimeType"))}
+
+    async def subscribe(self, request: Request, channel: ClientChannel) -> Result:
+        uri = _uri(request.params)
+        if len(uri) > self._max_uri_chars:
+            raise InvalidParams(
+                f"Invalid params: a subscribed URI may be {self._max_uri_chars} characters long at most."
+            )
+        entry, arguments = self.find(uri, channel)
+        refused = await refusal(self._app, entry.call, arguments, channel.caller)
+        if refused is not None:
+            try:
+                check_status(entry.call, refused)
+            except RouteFailed as failed:
+                raise route_error(entry.call, failed) from None
+        await channel.subscribe(entry.template.expand(arguments), self._max_subscriptions)
+        return {}
+
+    async def unsubscribe(self, request: Request, channel: ClientChannel) -> Result:
+        uri = _uri(request.params)
+        found = self._registry.cached().catalog.resource(uri)
+        canonical = found[0].template.expand(found[1]) if found is not None else uri
+        await channel.unsubscribe(canonical)
+        return {}
+
+    def find(self, uri: str, channel: ClientChannel) -> tuple[Resource, dict[str, str]]:
+        """The resource `uri` names and the route's arguments; the era's not-found error for
+        a URI no resource has, `InvalidParams` for variable values no read may use."""
+        found = self._registry.table().catalog.resource(uri)
+        if found is None:
+            raise _not_found(uri, channel)
+        entry, values = found
+        try:
+            return entry, entry.arguments(values)
+        except ToolError as exc:
+            raise InvalidParams(f"Invalid params: {exc}", {"uri": truncate(uri, 200)}) from None
+
+
+def _uri(params: Mapping[str, Any]) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise InvalidParams("Invalid params: 'uri' must be a non-empty string.")
+    return uri
+
+
+def _not_found(uri: str, channel: ClientChannel) -> ResourceNotFound:
+    return ResourceNotFound(truncate(uri, 200), channel.resource_not_found_code)

@@ -1,0 +1,118 @@
+"""Running a route for a resource read, a prompt or a completion, as a tool call runs it.
+
+The route runs in process through the app (DESIGN.md, decision 2), as a `ToolCall` of the
+request: its `ToolContext` reports progress, logs and asks questions (a 2026-07-28 prompt may
+end `input_required`), and `notifications/cancelled` or a closed stream stops it. What these
+features cannot answer with (a refusal, a failure, a response that is no answer) becomes a
+JSON-RPC error here: they have no `isError` result as tools do.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fastapi import FastAPI
+
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall
+from fastapi_mcp_routes.server.channel import ClientChannel
+from fastapi_mcp_routes.server.pipeline import progress_token
+from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableResponse, check_status
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
+from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.wire.errors import (
+    CallCancelled,
+    InvalidParams,
+    InvalidRequest,
+    McpError,
+    ToolContextError,
+    ToolError,
+)
+from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+
+class RouteRunner:
+    """Runs feature routes for requests."""
+
+    def __init__(self, *, app: FastAPI, max_response_bytes: int) -> None:
+        self._app = app
+        self._max_response_bytes = max_response_bytes
+
+    async def run(
+        self,
+        request: Request,
+        channel: ClientChannel,
+        call: Tool,
+        arguments: Mapping[str, Any],
+        not_found: Callable[[], McpError] | None = None,
+    ) -> CapturedResponse | InputRequired:
+        """The route's successful response, or the question that ends the request for now;
+        raises the `McpError` the client is answered with otherwise (`not_found()` for a 404)."""
+        given = channel.call_input(request.params, call, arguments)
+        running_call = ToolCall(
+            request_id=request.id,
+            progress_token=progress_token(request.params),
+            channel=channel,
+            tool=call.name,
+            arguments=arguments,
+            answers=given.answers,
+        )
+        running = channel.running()
+        if request.id in running:
+            raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
+        running[request.id] = running_call.cancel_scope
+        try:
+            with running_call.cancel_scope:
+                response = await invoke(
+                    self._app,
+                    call,
+                    arguments,
+                    channel.caller,
+                    {CALL_SCOPE_KEY: running_call},
+                    max_response_bytes=self._max_response_bytes,
+                    on_answered=running_call.answered,
+                    stop=running_call.halt,
+                )
+        except ToolError as exc:  # arguments that cannot make a request
+            raise InvalidParams(f"Invalid params: {exc}") from None
+        except ToolContextError as exc:
+            raise McpError(f"The route could not finish: {exc}.") from None
+        finally:
+            channel.call_ended(request.id)
+        stopped = running_call.stopped
+        if isinstance(stopped, McpError):
+            raise stopped
+        if isinstance(stopped, InputRequired):
+            return stopped
+        if isinstance(stopped, ToolError):  # the response outgrew the cap
+            raise McpError(str(stopped))
+        if running_call.cancel_scope.cancelled_caught:
+            raise CallCancelled(request.id)
+        try:
+            check_status(call, response)
+        except RouteFailed as failed:
+            if failed.status == 404 and not_found is not None:
+                raise not_found() from None
+            raise route_error(call, failed) from None
+        return response
+
+
+def route_error(call: Tool, failed: RouteFailed) -> McpError:
+    """A refusal (4xx) says what the route said, so the client can act on it; a failure (5xx)
+    is logged with a reference the answer names."""
+    if failed.status < 500:
+        return InvalidParams(failed.text, {"status": failed.status})
+    reference = uuid.uuid4().hex[:12]
+    logger.warning("%s: the route answered HTTP %d (reference %s)", call.name, failed.status, reference)
+    return McpError(f"Internal error: the route failed with HTTP {failed.status}. Reference: {reference}.")
+
+
+def unusable(call: Tool, problem: UnusableResponse) -> McpError:
+    """A route that answered something its feature cannot use: a bug in the route, logged."""
+    reference = uuid.uuid4().hex[:12]
+    logger.error("%s: %s (reference %s)", call.name, problem, reference)
+    return McpError(f"Internal error: {problem}. Reference: {reference}.")
