@@ -23,6 +23,8 @@ def test_public_names_are_exactly_these() -> None:
         "JWTBearer",
         "Limits",
         "Principal",
+        "PromptMessage",
+        "PromptResponse",
         "ProtectedResource",
         "RedisStore",
         "Sessions",
@@ -33,9 +35,14 @@ def test_public_names_are_exactly_these() -> None:
         "auth_guard",
         "image_content",
         "log_tool_call",
+        "mcp_completion",
+        "mcp_prompt",
+        "mcp_resource",
         "mcp_routes",
         "mcp_tool",
+        "notify_resource_updated",
         "resource_content",
+        "resource_link",
         "text_content",
     ]
     assert sorted(fastapi_mcp_routes.__all__) == fastapi_mcp_routes.__all__
