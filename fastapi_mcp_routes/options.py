@@ -66,8 +66,9 @@ DEFAULT_MAX_RESUMES_PER_SESSION: Final = 4
 # agent watches the few documents it works on. Sessions and streams are bounded per caller and
 # in all, and a URI's length by the body cap, so subscriptions are too.
 DEFAULT_MAX_SUBSCRIPTIONS: Final = 64
-# A subscribed URI longer than this is refused: URIs are kept with the session.
-DEFAULT_MAX_URI_CHARS: Final = 2048
+# A subscribed URI longer than this is refused: a subscriptions/listen stream keeps the URIs it
+# names (a session keeps digests), so 1,000 streams of 64 such URIs hold at most 64 MiB.
+DEFAULT_MAX_URI_CHARS: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)

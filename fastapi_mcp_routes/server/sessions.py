@@ -18,6 +18,7 @@ an open stream renews its session, and checks that it is still there, now and th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import secrets
 import time
@@ -219,6 +220,7 @@ class SessionManager:
     async def subscribe(self, record: SessionRecord, uri: str, limit: int) -> None:
         """Add `uri` to the session's subscriptions; `InvalidParams` past `limit` of them."""
         current = await self._store.find_session(record.id, self._options.idle_s)
+        uri = uri_digest(uri)
         if current is None or uri in current.subscriptions:
             return  # a session gone meanwhile has no stream to hear it
         if len(current.subscriptions) >= limit:
@@ -230,15 +232,16 @@ class SessionManager:
 
     async def unsubscribe(self, record: SessionRecord, uri: str) -> None:
         current = await self._store.find_session(record.id, self._options.idle_s)
+        uri = uri_digest(uri)
         if current is not None and uri in current.subscriptions:
             kept = tuple(each for each in current.subscriptions if each != uri)
             await self._save(dataclasses.replace(current, subscriptions=kept), "subscriptions")
 
-    async def subscriptions(self, record: SessionRecord) -> tuple[str, ...]:
-        """The resources the session is subscribed to now (read afresh: another process may
+    async def subscribed(self, record: SessionRecord, uri: str) -> bool:
+        """Whether the session is subscribed to `uri` now (read afresh: another process may
         have taken the subscription)."""
         current = await self._store.find_session(record.id, self._options.idle_s)
-        return current.subscriptions if current is not None else ()
+        return current is not None and uri_digest(uri) in current.subscriptions
 
     async def _save(self, changed: SessionRecord, what: str) -> None:
         if self._deployment.state_per_process:
@@ -424,3 +427,9 @@ def _scalar(value: object) -> bool:
 
 def _reply_channel(session_id: str, request_id: RequestKey) -> str:
     return f"reply/{session_id}/{request_id!r}"
+
+
+def uri_digest(uri: str) -> str:
+    """What a session keeps of a subscribed URI: a digest of a fixed, small size, so a session's
+    subscriptions weigh the same however long the URIs are (32 characters each)."""
+    return hashlib.blake2b(uri.encode(), digest_size=16).hexdigest()

@@ -90,8 +90,8 @@ class SessionRecord:
     client_capabilities: Mapping[str, Any] | None = None
     log_level: str | None = None  # set by logging/setLevel; None sends every level
     trust: Trust = Trust.ANONYMOUS
-    # Resources the session subscribed to (`resources/subscribe`), bounded by
-    # `Limits.max_subscriptions_per_session`; their updates go out on its GET stream.
+    # Digests of the resources the session subscribed to (`resources/subscribe`), at most
+    # `Limits.max_subscriptions`; their updates go out on its GET stream.
     subscriptions: tuple[str, ...] = ()
 
 

@@ -89,7 +89,7 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
 
     async def resource_updates(emit: Emit) -> None:
         async def send(uri: str) -> None:
-            if uri in await lease.sessions.subscriptions(lease.session):
+            if await lease.sessions.subscribed(lease.session, uri):
                 message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
                 await emit(sse_event(dumps(message)))
 
