@@ -73,7 +73,7 @@ async def every_process_adds_the_tools(_: FastAPI) -> AsyncIterator[None]:
         async def add_what_is_announced() -> None:
             async for announced in added:
                 kind, number = announced.decode().split(":")
-                (add_dynamic_prompt if kind == "prompt" else add_dynamic_tool)(int(number))
+                add_dynamic(kind, int(number))
 
         tasks.start_soon(add_what_is_announced)
         yield
@@ -417,7 +417,8 @@ def header_mirroring(
     return f"region={region} priority={priority}"
 
 
-_added_tools: set[int] = set()
+# What each process added at runtime, by kind ("tool", "prompt").
+_added: dict[str, set[int]] = {"tool": set(), "prompt": set()}
 
 
 @mcp_tool()
@@ -425,24 +426,36 @@ _added_tools: set[int] = set()
 async def test_trigger_tool_change() -> str:
     """Adds a route at runtime, so the tool list changes and listeners hear of it: in this
     process, or, with several, in every one of them (each hears the announcement)."""
-    number = max(_added_tools, default=0) + 1
+    return await add_everywhere("tool")
+
+
+@mcp_tool()
+@app.post("/fixtures/trigger-prompt-change", response_class=PlainTextResponse)
+async def test_trigger_prompt_change() -> str:
+    """Adds a prompt route at runtime, so the prompt list changes and listeners hear of it."""
+    return await add_everywhere("prompt")
+
+
+async def add_everywhere(kind: str) -> str:
+    number = max(_added[kind], default=0) + 1
     if store is None:
-        add_dynamic_tool(number)
+        add_dynamic(kind, number)
     else:
-        await store.publish(TOOL_ADDED_CHANNEL, f"tool:{number}".encode())
-    return f"added dynamic_tool_{number}"
+        await store.publish(TOOL_ADDED_CHANNEL, f"{kind}:{number}".encode())
+    return f"added dynamic_{kind}_{number}"
 
 
-def add_dynamic_tool(number: int) -> None:
-    if number in _added_tools:
+def add_dynamic(kind: str, number: int) -> None:
+    if number in _added[kind]:
         return
-    _added_tools.add(number)
+    _added[kind].add(number)
 
-    def dynamic_tool() -> str:
-        return f"dynamic tool {number}"
+    def dynamic() -> str:
+        return f"dynamic {kind} {number}"
 
-    marked = mcp_tool(name=f"dynamic_tool_{number}", description="A tool added at runtime.")(dynamic_tool)
-    app.add_api_route(f"/fixtures/dynamic/{number}", marked, methods=["GET"], response_class=PlainTextResponse)
+    mark = mcp_tool if kind == "tool" else mcp_prompt
+    marked = mark(name=f"dynamic_{kind}_{number}", description=f"A {kind} added at runtime.")(dynamic)
+    app.add_api_route(f"/fixtures/dynamic/{kind}/{number}", marked, methods=["GET"], response_class=PlainTextResponse)
 
 
 # -- resources, prompts and completion ------------------------------------------------------
@@ -560,30 +573,3 @@ async def input_required_prompt(ctx: Context) -> str:
     schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
     answer = await ctx.elicit("What context should the prompt use?", schema, key="user_context")
     return f"Use this context: {(answer.content or {}).get('context')}"
-
-
-_added_prompts: set[int] = set()
-
-
-@mcp_tool()
-@app.post("/fixtures/trigger-prompt-change", response_class=PlainTextResponse)
-async def test_trigger_prompt_change() -> str:
-    """Adds a prompt route at runtime, so the prompt list changes and listeners hear of it."""
-    number = max(_added_prompts, default=0) + 1
-    if store is None:
-        add_dynamic_prompt(number)
-    else:
-        await store.publish(TOOL_ADDED_CHANNEL, f"prompt:{number}".encode())
-    return f"added dynamic_prompt_{number}"
-
-
-def add_dynamic_prompt(number: int) -> None:
-    if number in _added_prompts:
-        return
-    _added_prompts.add(number)
-
-    def dynamic_prompt() -> str:
-        return f"dynamic prompt {number}"
-
-    marked = mcp_prompt(name=f"dynamic_prompt_{number}", description="A prompt added at runtime.")(dynamic_prompt)
-    app.add_api_route(f"/fixtures/dynamic-prompts/{number}", marked, methods=["GET"])

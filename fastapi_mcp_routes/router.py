@@ -37,7 +37,7 @@ from fastapi_mcp_routes.server.updates import ResourceUpdates, remember
 from fastapi_mcp_routes.server.url_policy import url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.tools.registry import ToolRegistry
+from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.writes import ResourceWrites
@@ -249,7 +249,7 @@ def mcp_routes(
                     served_first.append(plain)
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
             urls.log_startup(table.by_name.values())
-            _say_where_state_lives(_startup_line(path, len(table.by_name), session_options, deployment))
+            _say_where_state_lives(_startup_line(path, table, session_options, deployment))
             async with anyio.create_task_group() as tasks:
                 if session_manager is not None and deployment.store.shared:
                     tasks.start_soon(session_manager.forward_news)
@@ -364,12 +364,21 @@ def _say_where_state_lives(line: str) -> None:
     logger.info("%s", line)
 
 
-def _startup_line(path: str, tools: int, sessions: Sessions | None, deployment: Deployment) -> str:
+def _startup_line(path: str, table: ToolTable, sessions: Sessions | None, deployment: Deployment) -> str:
     """What the endpoint serves and where its state lives, so a misconfigured deployment shows
     in its first log line."""
     versions = ", ".join((*c.SESSION_ERA_VERSIONS, *MODERN_VERSIONS) if sessions else MODERN_VERSIONS)
     era = f"sessions on (idle {sessions.idle_s:g} s)" if sessions else "sessions off"
-    return f"MCP endpoint {path}: {tools} tools, protocols {versions}, {era}; {deployment.describe()}"
+    catalog = table.catalog
+    served = f"{len(table.by_name)} tools"
+    for count, what in (
+        (len(catalog.resources), "resources"),
+        (len(catalog.templates), "resource templates"),
+        (len(catalog.prompts), "prompts"),
+    ):
+        if count:
+            served += f", {count} {what}"
+    return f"MCP endpoint {path}: {served}, protocols {versions}, {era}; {deployment.describe()}"
 
 
 def _check_options(path: str, max_stream_seconds: float | None) -> None:
