@@ -88,7 +88,8 @@ def mcp_routes(
     allow_arbitrary_urls: bool = False,
     allowed_server_urls_from_env: bool | str = False,
 ) -> APIRouter:
-    """Build the router that serves the app's marked routes as MCP tools.
+    """Build the router that serves the app's marked routes as MCP tools, resources, prompts
+    and completions (`mcp_tool`, `mcp_resource`, `mcp_prompt`, `mcp_completion`).
 
     Use it as `app.include_router(mcp_routes(app))`.
 
@@ -131,10 +132,11 @@ def mcp_routes(
         on_tool_call: receives a `ToolCallEvent` per tool call (principal, tool, a digest of
             the arguments, outcome, HTTP status, duration); by default an INFO log line on the
             `fastapi_mcp_routes` logger. May be a coroutine function.
-        list_visible_only: `tools/list` hides what a caller statically cannot use: tools whose
-            routes need authentication from a caller with no principal (or, without `auth`, no
-            credentials), tools whose `Security` scopes the principal lacks, and tools whose
-            `mcp_tool(visible=...)` predicate says no. Calls still run every guard.
+        list_visible_only: the lists (`tools/list`, `resources/list`, `resources/templates/list`,
+            `prompts/list`) hide what a caller statically cannot use: entries whose routes need
+            authentication from a caller with no principal (or, without `auth`, no
+            credentials), whose `Security` scopes the principal lacks, or whose `visible=...`
+            predicate says no. Calls, reads and prompts still run every guard.
         rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
             storage when one is installed (`app.state.limiter`), else in memory.
