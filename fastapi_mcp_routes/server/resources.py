@@ -20,6 +20,7 @@ from fastapi_mcp_routes.server.route_call import RouteRunner, route_error
 from fastapi_mcp_routes.tools.catalog import Resource
 from fastapi_mcp_routes.tools.feature_results import RouteFailed, check_status, resource_contents
 from fastapi_mcp_routes.tools.guards import refusal
+from fastapi_mcp_routes.tools.invoke import planned_path
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire.errors import InvalidParams, ResourceNotFound, ToolError
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
@@ -78,9 +79,13 @@ class ResourceMethods:
             raise _not_found(uri, channel)
         entry, values = found
         try:
-            return entry, entry.arguments(values)
+            arguments = entry.arguments(values)
+            # A value the route's path cannot take (a "/" in one segment) is refused here, so a
+            # subscription is never taken to a URI no read may use.
+            planned_path(entry.call, arguments)
         except ToolError as exc:
             raise InvalidParams(f"Invalid params: {exc}", {"uri": truncate(uri, 200)}) from None
+        return entry, arguments
 
 
 def _uri(params: Mapping[str, Any]) -> str:

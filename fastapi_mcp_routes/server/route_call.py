@@ -3,8 +3,8 @@
 The route runs in process through the app (DESIGN.md, decision 2), as a `ToolCall` of the
 request: its `ToolContext` reports progress, logs and asks questions (a 2026-07-28 prompt may
 end `input_required`), and `notifications/cancelled` or a closed stream stops it. What these
-features cannot answer with (a refusal, a failure, a response that is no answer) becomes a
-JSON-RPC error here: they have no `isError` result as tools do.
+features cannot answer with (a refusal, a failure or a crash, a response that is no answer)
+becomes a JSON-RPC error here: they have no `isError` result as tools do.
 """
 
 from __future__ import annotations
@@ -81,6 +81,10 @@ class RouteRunner:
             raise InvalidParams(f"Invalid params: {exc}") from None
         except ToolContextError as exc:
             raise McpError(f"The route could not finish: {exc}.") from None
+        except McpError:
+            raise
+        except Exception as exc:  # the route raised: the app answered 500, and so do we
+            raise crashed(call, exc) from None
         finally:
             channel.call_ended(request.id)
         stopped = running_call.stopped
@@ -109,6 +113,14 @@ def route_error(call: Tool, failed: RouteFailed) -> McpError:
     reference = uuid.uuid4().hex[:12]
     logger.warning("%s: the route answered HTTP %d (reference %s)", call.name, failed.status, reference)
     return McpError(f"Internal error: the route failed with HTTP {failed.status}. Reference: {reference}.")
+
+
+def crashed(call: Tool, exc: Exception) -> McpError:
+    """A route that raised: its traceback is logged with a reference the answer names, and
+    nothing of it reaches the client (as a tool call's crash, wire/failures.py)."""
+    reference = uuid.uuid4().hex[:12]
+    logger.error("%s: the route raised (reference %s)", call.name, reference, exc_info=exc)
+    return McpError(f"Internal error: the route failed. Reference: {reference}.")
 
 
 def unusable(call: Tool, problem: UnusableResponse) -> McpError:

@@ -50,12 +50,15 @@ class Resource:
     def arguments(self, values: Mapping[str, str]) -> dict[str, str]:
         """The route's arguments for these variable values; `ToolError` for a value that could
         reach another path than the template means: a control character, a `.` or `..`
-        segment, an absolute or empty path. A "/" is refused in invoke.py unless the route's
-        parameter is a `{name:path}`."""
+        segment, an absolute or empty path, or a "/" (sent percent-encoded) in a variable the
+        template makes one segment (any but `{+path}` and `{#path}`), though the route's
+        parameter is a `{name:path}`. Any other "/" is refused in invoke.py."""
         for name, value in values.items():
             if any(ord(character) < 0x20 or ord(character) == 0x7F for character in value):
                 raise ToolError(f"The value of {name!r} holds a control character.")
-            if name in self.call.slash_params and self.template.variable(name).reserved:
+            if name in self.call.slash_params:
+                if "/" in value and not self.template.variable(name).reserved:
+                    raise ToolError(f"The value of {name!r} must be one path segment, without '/'.")
                 segments = value.split("/")
                 if value.startswith("/") or any(segment in ("", ".", "..") for segment in segments):
                     raise ToolError(f"The value of {name!r} must be a relative path without empty, '.' or '..' parts.")

@@ -141,7 +141,7 @@ def mcp_resource(
         audience,  # type: ignore[arg-type]  # a list becomes a tuple
         priority,
         last_modified,
-        dict(meta) if meta is not None else None,
+        _copied(meta),
         visible,
     )
     options.check("mcp_resource()")
@@ -168,7 +168,7 @@ def mcp_prompt(
         meta: extra `_meta` entries published with it.
         visible: a pure predicate of the caller's principal deciding whether lists show it.
     """
-    options = PromptOptions(name, title, description, dict(meta) if meta is not None else None, visible)
+    options = PromptOptions(name, title, description, _copied(meta), visible)
     options.check("mcp_prompt()")
     return _marker(PROMPT_ATTRIBUTE, options)
 
@@ -238,6 +238,12 @@ def _read(
 
 def _extra(openapi_extra: Mapping[str, Any] | None, key: str) -> object:
     return (openapi_extra or {}).get(key)
+
+
+def _copied(meta: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    # A copy, so later changes to the caller's mapping are not published; anything that is not
+    # a mapping is left for `check` to refuse with a sentence.
+    return dict(meta) if isinstance(meta, Mapping) else meta
 
 
 def _marker(attribute: str, options: object) -> Callable[[_F], _F]:

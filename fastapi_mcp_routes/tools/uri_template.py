@@ -5,7 +5,8 @@ matched against the URI a client reads, and its variables become the route's pat
 parameters. Matching is the inverse of expansion: each expression becomes a pattern that
 accepts what expansion could have produced, and the values are percent-decoded. Query
 expressions (`{?...}`, `{&...}`) are read by name from the URI's query, in any order, so a
-client that writes `?limit=5&q=x` for `{?q,limit}` is understood too.
+client that writes `?limit=5&q=x` for `{?q,limit}` is understood too; after a literal query
+(`notes?fixed=yes{&q}`) they continue it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,18 @@ _RESERVED: Final = ":/?#[]@!$&'()*+,;="
 _PREFIX: Final = {"": "", "+": "", "#": "#", ".": ".", "/": "/", ";": ";", "?": "?", "&": "&"}
 _SEPARATOR: Final = {"": ",", "+": ",", "#": ",", ".": ".", "/": "/", ";": ";", "?": "&", "&": "&"}
 # What one value may span, by operator, when matching: no character that separates values.
-_VALUE: Final = {"": r"[^/?#,]+", "+": r"[^?#,]+", "#": r"[^,]+", ".": r"[^/?#.]+", "/": r"[^/?#]+"}
+_VALUE: Final = {
+    "": r"[^/?#,]+",
+    "+": r"[^?#,]+",
+    "#": r"[^,]+",
+    ".": r"[^/?#.]+",
+    "/": r"[^/?#]+",
+    ";": r"[^;/?#]*",
+}
+# The value of an expression with one variable has no "," to stop at (`{+path}` of "a,b.txt").
+_SOLE_VALUE: Final = {**_VALUE, "": r"[^/?#]+", "+": r"[^?#]+", "#": r".+"}
+# The group holding the query the `{?...}` and `{&...}` expressions read.
+_QUERY_GROUP: Final = "query"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +61,7 @@ class UriTemplate:
 
     text: str
     parts: tuple[str | Expression, ...]
-    pattern: re.Pattern[str]  # matches everything before the query expressions
+    pattern: re.Pattern[str]  # matches the whole URI; the query expressions' part is one group
     groups: Mapping[str, str]  # which group of `pattern` holds which variable
     query_names: tuple[str, ...]  # the variables of `{?...}` and `{&...}`
 
@@ -72,7 +84,9 @@ class UriTemplate:
         if len(names) != len(set(names)):
             raise ValueError(f"the URI template {text!r} names a variable twice")
         query = [part for part in parts if isinstance(part, Expression) and part.operator in _QUERY]
-        if query and any(part for part in parts[parts.index(query[0]) + 1 :] if not isinstance(part, Expression)):
+        if query and any(part not in query for part in parts[parts.index(query[0]) + 1 :] if part):
+            # The query expressions are read by name from the end of the URI, so nothing else
+            # may follow them: neither text nor another kind of expression.
             raise ValueError(f"the URI template {text!r} has text after its query expression")
         kept = tuple(part for part in parts if part != "")
         pattern, groups = _matcher(kept)
@@ -111,17 +125,17 @@ class UriTemplate:
         """The variables' values (percent-decoded) if `uri` is an expansion of this template,
         else `None`. Variables the URI leaves out are absent."""
         query_names = self.query_names
-        head, query = uri, ""
-        if query_names:
-            head, _, query = uri.partition("?")
-        found = self.pattern.fullmatch(head)
+        found = self.pattern.fullmatch(uri)
         if found is None:
             return None
         values: dict[str, str] = {}
         for group, name in self.groups.items():
             value = found.group(group)
             if value is not None:
+                if self.variable(name).operator == ";":
+                    value = value[1:]  # "=value", or "" for a bare `;name` (RFC 6570, 3.2.7)
                 values[name] = unquote(value)
+        query = found.group(_QUERY_GROUP) if query_names else None
         if query:
             for key, value in parse_qsl(query, keep_blank_values=True):
                 if key not in query_names or key in values:
@@ -144,28 +158,36 @@ def _expression(body: str, template: str) -> Expression:
 
 
 def _matcher(parts: tuple[str | Expression, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
-    """A regular expression for everything but the query expressions, and which group holds
-    which variable. Every variable is optional as expansion allows, except that a simple or
-    reserved expression must produce its first value (else the URI could match anything)."""
+    """A regular expression for the whole URI, and which group holds which variable. Every
+    variable is optional as expansion allows, except that a simple or reserved expression must
+    produce its first value (else the URI could match anything). The query expressions' part
+    is one group, read by name: it starts with "?", or with "&" where the template's own text
+    already opened the query."""
     regex: list[str] = []
     groups: dict[str, str] = {}
+    query_start = "?"
     for part in parts:
         if isinstance(part, str):
             regex.append(re.escape(part))
+            query_start = "&" if "?" in part else query_start
             continue
         if part.operator in _QUERY:
             continue
+        value = (_SOLE_VALUE if len(part.names) == 1 else _VALUE)[part.operator]
         values = []
         for index, name in enumerate(part.names):
             group = f"v{len(groups)}"
             groups[group] = name
             if part.operator == ";":
-                values.append(f"(?:;{re.escape(name)}(?:=(?P<{group}>[^;/?#]*))?)?")
+                # "=value", or nothing for an empty value; `match` drops the "=".
+                values.append(f"(?:;{re.escape(name)}(?P<{group}>(?:={value})?))?")
             elif part.operator in (".", "/"):
-                values.append(f"(?:{re.escape(part.operator)}(?P<{group}>{_VALUE[part.operator]}))?")
+                values.append(f"(?:{re.escape(part.operator)}(?P<{group}>{value}))?")
             else:
                 separator = "," if index else ""
-                values.append(f"(?:{separator}(?P<{group}>{_VALUE[part.operator]}))" + ("?" if index else ""))
+                values.append(f"(?:{separator}(?P<{group}>{value}))" + ("?" if index else ""))
         prefix = "#" if part.operator == "#" else ""
         regex.append(re.escape(prefix) + "".join(values))
+    if any(isinstance(part, Expression) and part.operator in _QUERY for part in parts):
+        regex.append(f"(?:{re.escape(query_start)}(?P<{_QUERY_GROUP}>.*))?")
     return re.compile("".join(regex)), groups
