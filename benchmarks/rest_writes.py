@@ -25,6 +25,9 @@ Deliberate choices:
   without the library has no `/mcp`). After them, a session subscribes to `items://42` on the
   server with the library and a PUT must reach its GET stream: the middleware measured was
   there. That runs last, because a listening stream is what turns the middleware's work on.
+- Last, where the time goes, counted rather than timed: the Python calls one request makes in
+  process (cProfile counts them exactly, whatever else the machine runs), in each variant and
+  with the router included after the app's routes.
 - Every loop is bounded by a request count and every wait by a timeout.
 """
 
@@ -32,7 +35,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import json
 import os
+import pstats
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -42,6 +48,7 @@ from pathlib import Path
 from typing import Final
 
 from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
+from starlette.types import Message
 from tool_call_vs_rest import (
     PROTOCOL_VERSION,
     STATELESS_VERSION,
@@ -56,6 +63,8 @@ from tool_call_vs_rest import (
     run_rounds,
     versions,
 )
+from writes_app import VARIANTS as APP_VARIANTS
+from writes_app import build_app
 
 APP_FACTORY: Final = "writes_app:create_app"
 MCP_ENV: Final = "FMR_BENCH_MCP"  # read by writes_app.create_app: which variant it builds
@@ -72,6 +81,7 @@ START_TIMEOUT_S: Final = 60.0
 HEARD_TIMEOUT_S: Final = 10.0
 HEARD_RETRY_S: Final = 0.2  # a PUT again, if the stream was still opening when the last one landed
 HERE: Final = Path(__file__).resolve().parent
+PROFILED_REQUESTS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +221,60 @@ async def measure(servers: Servers, options: argparse.Namespace) -> list[tuple[T
     return results
 
 
+async def python_calls(variant: str, method: str, requests: int) -> float:
+    """The Python calls one request makes through the app in `variant`, in process, after its
+    startup (which moves the endpoint's plain route) and a warm-up."""
+    app = build_app(variant)
+    payload = json.dumps(PUT_BODY).encode() if method == "PUT" else b""
+    headers = [(b"host", b"127.0.0.1")]
+    if payload:
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": TARGET,
+        "raw_path": TARGET.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    statuses: list[int] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": payload, "more_body": False}
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async with app.router.lifespan_context(app):
+        for _ in range(requests // 10):
+            await app(dict(scope), receive, send)
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(requests):
+            await app(dict(scope), receive, send)
+        profile.disable()
+    if set(statuses) != {200}:
+        raise BenchmarkError(f"{method} {TARGET} in process ({variant}) answered {sorted(set(statuses))}")
+    return pstats.Stats(profile).total_calls / requests
+
+
+async def count_calls() -> str:
+    """A table of the Python calls per request, by variant."""
+    labels = {**VARIANTS, "router-last": "with the library, included after the app's routes"}
+    lines = ["### Python calls per request, in process (cProfile)", "", "| variant | GET | PUT |", "|---|--:|--:|"]
+    for variant in APP_VARIANTS:
+        get, put = [await python_calls(variant, method, PROFILED_REQUESTS) for method in ("GET", "PUT")]
+        lines.append(f"| {labels[variant]} | {get:,.0f} | {put:,.0f} |")
+    return "\n".join(lines)
+
+
 def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, help="measured rounds (default 15; 2 with --quick)")
@@ -234,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with running_servers() as servers:
             results = asyncio.run(measure(servers, options))
+        calls = asyncio.run(count_calls())
     except (BenchmarkError, OSError, EOFError, TimeoutError) as error:
         print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
@@ -245,7 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for table, tallies in results:
         print(render(table, tallies), end="\n\n")
-    print(f"After the rounds, a PUT to {TARGET} reached a session subscribed to {URI}: the middleware was in place.")
+    print(f"After the rounds, a PUT to {TARGET} reached a session subscribed to {URI}: the middleware was in place.\n")
+    print(calls, end="\n\n")
     print(measured)
     print(f"Total run time {time.monotonic() - started:.0f} s.")
     return 0

@@ -1,5 +1,6 @@
 """The app `rest_writes.py` serves three times: as a plain FastAPI app, with the MCP router, and
-with the router but without its `ResourceWrites` middleware.
+with the router but without its `ResourceWrites` middleware (and counts the Python calls of a
+fourth, the router included after the app's routes, in process).
 
 uvicorn loads it with `--factory writes_app:create_app`; the environment variable named by
 `MCP_ENV` picks the variant (`VARIANTS`). Everything else is the same code: `GET
@@ -27,7 +28,8 @@ MCP_ENV: Final = "FMR_BENCH_MCP"
 WITHOUT: Final = "none"
 WITH: Final = "router"
 WITHOUT_WRITES: Final = "router-without-writes"
-VARIANTS: Final = (WITHOUT, WITH, WITHOUT_WRITES)
+WITH_LAST: Final = "router-last"  # included after the app's routes
+VARIANTS: Final = (WITHOUT, WITH, WITHOUT_WRITES, WITH_LAST)
 RESOURCE_TEMPLATE: Final = "items://{item_id}"
 
 
@@ -41,14 +43,16 @@ def create_app() -> FastAPI:
 
 def build_app(variant: str) -> FastAPI:
     """A resource's GET route and a PUT to the same path, after the MCP router (included first,
-    as the README advises) unless `variant` is `WITHOUT`."""
+    as the README advises) unless `variant` is `WITHOUT` or `WITH_LAST`."""
     app = FastAPI(title="Writes benchmark", version="1.0.0")
-    if variant != WITHOUT:
+    if variant in (WITH, WITHOUT_WRITES):
         app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
     if variant == WITHOUT_WRITES:
         app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not ResourceWrites]
     app.add_api_route("/items/{item_id}", get_item, methods=["GET"], response_model=Item, summary="Get an item")
     app.add_api_route("/items/{item_id}", replace_item, methods=["PUT"], response_model=Item, summary="Replace one")
+    if variant == WITH_LAST:
+        app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
     return app
 
 
