@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers bench-workers soak clean
+.PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers bench-workers bench-writes soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ bench-peers: $(STAMP)
 # side (starts a redis-server of its own, installing Debian's when the machine has none).
 bench-workers: $(STAMP) redis-server
 	$(BIN)/python benchmarks/workers.py
+
+# REST with and without the library, nobody subscribed (ResourceWrites installed), side by side;
+# and resources/read against REST GET of the same route.
+bench-writes: $(STAMP)
+	$(BIN)/python benchmarks/rest_writes.py
 
 # The security review's attacks against the default bounds, each on a fresh server: what the
 # server holds, what the attacker gets, what a legitimate client sees meanwhile.

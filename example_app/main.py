@@ -1,9 +1,14 @@
-"""A small notes service: REST for people, the same routes as MCP tools for agents.
+"""A small notes service: REST for people, the same routes as MCP tools, resources and prompts
+for agents.
 
 Run it with `make run`, then open http://127.0.0.1:8000/docs (REST) or point an MCP client at
 http://127.0.0.1:8000/mcp. Writes need the API key `demo-key` (header `x-api-key`); the stats
 route needs a JWT with the scope `notes:stats`, which `make token` prints (see `auth.py`).
 Tools that change notes run once the call is confirmed (`require_confirmation_for_mutations`).
+
+Each note is also the resource `notes://{note_id}` (read from `GET /notes/{note_id}`, so a PUT or
+DELETE of the note tells its subscribers), the newest notes are `notes://recent`, and the prompt
+`summarize_note` completes its `note_id` from the notes there are.
 """
 
 from __future__ import annotations
@@ -12,14 +17,29 @@ import os
 import secrets
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Security, status
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
 
 from example_app.auth import AUDIENCE, ISSUER, SCOPES, public_key_pem
-from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import (
+    JWTBearer,
+    Principal,
+    PromptMessage,
+    PromptResponse,
+    ProtectedResource,
+    ToolContext,
+    mcp_completion,
+    mcp_prompt,
+    mcp_resource,
+    mcp_routes,
+    mcp_tool,
+    notify_resource_updated,
+    resource_content,
+    text_content,
+)
 
 API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
 
@@ -107,9 +127,26 @@ def find_note(note_id: int) -> Note:
 
 
 NoteId = Annotated[int, Path(ge=1, description="The note's id.")]
+RECENT_URI = "notes://recent"
+RECENT_COUNT = 5
+
+
+async def recent_changed() -> None:
+    """`notes://recent` is read from its own path, which no write goes to: the writes that change
+    it say so themselves. (A note's own resource needs nothing: its writes go to its path.)"""
+    await notify_resource_updated(app, RECENT_URI)
+
+
+# Before `/notes/{note_id}`, which would otherwise take "recent" for a note id.
+@mcp_resource(RECENT_URI, description="The five newest notes, newest first, as JSON.")
+@app.get("/notes/recent", response_model=list[Note], summary="The newest notes")
+def recent_notes() -> list[Note]:
+    """The five newest notes, newest first."""
+    return sorted(store.notes.values(), key=lambda n: n.id, reverse=True)[:RECENT_COUNT]
 
 
 @mcp_tool()
+@mcp_resource("notes://{note_id}", description="One note, as JSON.")  # a tool and a resource template at once
 @app.get("/notes/{note_id}", response_model=Note, summary="Get a note")
 def get_note(note_id: NoteId) -> Note:
     """Fetch one note by its id."""
@@ -142,9 +179,11 @@ def list_notes(
     dependencies=[Depends(require_api_key)],
 )
 @mcp_tool()
-def create_note(note: NoteIn) -> Note:
+async def create_note(note: NoteIn) -> Note:
     """Create a note. Needs the API key."""
-    return store.add(note)
+    created = store.add(note)
+    await recent_changed()
+    return created
 
 
 class BulkResult(BaseModel):
@@ -166,16 +205,18 @@ async def create_notes(notes: list[NoteIn], ctx: Annotated[ToolContext, Depends(
         created.append(store.add(note).id)
         await ctx.report_progress(done, total=len(notes), message=note.title)
     await ctx.log("info", {"created": len(created)}, logger="notes")
+    await recent_changed()
     return BulkResult(created=created)
 
 
 @mcp_tool(name="update_note")
 @app.put("/notes/{note_id}", response_model=Note, summary="Replace a note", dependencies=[Depends(require_api_key)])
-def replace_note(note_id: NoteId, note: NoteIn) -> Note:
+async def replace_note(note_id: NoteId, note: NoteIn) -> Note:
     """Replace a note's title, body, tags and priority. Needs the API key."""
     current = find_note(note_id)
     updated = Note(id=note_id, created_at=current.created_at, revision=current.revision + 1, **note.model_dump())
     store.notes[note_id] = updated
+    await recent_changed()
     return updated
 
 
@@ -186,10 +227,11 @@ def replace_note(note_id: NoteId, note: NoteIn) -> Note:
     summary="Delete a note",
     dependencies=[Depends(require_api_key)],
 )
-def delete_note(note_id: NoteId) -> None:
+async def delete_note(note_id: NoteId) -> None:
     """Delete a note for good. Needs the API key."""
     find_note(note_id)
     del store.notes[note_id]
+    await recent_changed()
 
 
 @mcp_tool(title="Note statistics")
@@ -200,6 +242,53 @@ def note_stats(reader: Annotated[Principal, Security(jwt_bearer, scopes=["notes:
     for note in store.notes.values():
         counts[note.priority] += 1
     return Stats(notes=len(store.notes), by_priority=counts)
+
+
+Tone = Literal["short", "long"]
+
+
+@mcp_prompt(description="Ask for a summary of one note: a sentence (short) or a paragraph (long).")
+@app.get("/notes/{note_id}/summary-prompt", response_model=PromptResponse, summary="Summarize a note")
+def summarize_note(
+    note_id: NoteId, tone: Annotated[Tone, Query(description="A sentence, or a paragraph.")] = "short"
+) -> PromptResponse:
+    """Ask for a summary of one note. Over MCP the arguments arrive as strings ("1", "long")
+    and this route's own validation converts them; `tone` completes from its two values."""
+    note = find_note(note_id)
+    length = "in one sentence" if tone == "short" else "in one paragraph, keeping every fact"
+    return PromptResponse(
+        description=f"Summarize the note {note.title!r}",
+        messages=[
+            PromptMessage(
+                role="user",
+                content=resource_content(f"notes://{note.id}", "application/json", text=note.model_dump_json()),
+            ),
+            PromptMessage(role="user", content=text_content(f"Summarize the note above {length}.")),
+        ],
+    )
+
+
+def ids_starting_with(value: str) -> list[str]:
+    """The ids of the notes that start with what the user typed so far."""
+    return [str(note_id) for note_id in sorted(store.notes) if str(note_id).startswith(value)]
+
+
+Typed = Annotated[str, Query(description="What the user typed so far.")]
+
+
+@mcp_completion(prompt="summarize_note", argument="note_id")
+@app.get("/completions/summarize-note/note-id", summary="Note ids for summarize_note")
+def complete_prompt_note_id(value: Typed = "") -> list[str]:
+    return ids_starting_with(value)
+
+
+@app.get(
+    "/completions/notes/note-id",
+    summary="Note ids for notes://{note_id}",
+    openapi_extra={"x-mcp-completion": {"resource": "notes://{note_id}", "argument": "note_id"}},
+)
+def complete_note_uri(value: Typed = "") -> list[str]:
+    return ids_starting_with(value)
 
 
 @app.get("/health")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from mcp import Client
+from mcp import Client, MCPError, types
+from mcp.client.subscriptions import ResourceUpdated
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
@@ -201,3 +202,106 @@ async def test_the_stateless_sdk_client_uses_the_example_app_too(base_url: str) 
     assert note.structured_content == rest(base_url, "GET", "/notes/1").json()
     assert len(bulk.structured_content["created"]) == 2
     assert seen == [1, 2]
+
+
+async def test_a_note_is_a_resource_read_through_its_route_and_recent_notes_are_listed(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            listed = (await client.list_resources()).resources
+            templates = (await client.list_resource_templates()).resource_templates
+            note = (await client.read_resource("notes://1")).contents[0]
+            recent = (await client.read_resource("notes://recent")).contents[0]
+            with pytest.raises(MCPError, match="Resource not found") as missing:
+                await client.read_resource("notes://999999")
+    assert [(r.uri, r.mime_type) for r in listed] == [("notes://recent", "application/json")]
+    assert [(t.uri_template, t.mime_type) for t in templates] == [("notes://{note_id}", "application/json")]
+    assert isinstance(note, types.TextResourceContents)
+    assert note.text == rest(base_url, "GET", "/notes/1").text
+    assert isinstance(recent, types.TextResourceContents)
+    assert recent.text == rest(base_url, "GET", "/notes/recent").text
+    assert (missing.value.code, missing.value.data) == (-32002, {"uri": "notes://999999"})
+
+
+async def test_summarize_note_converts_its_string_arguments_through_the_route(base_url: str) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            prompt = (await client.list_prompts()).prompts[0]
+            long = await client.get_prompt("summarize_note", {"note_id": "1", "tone": "long"})
+            with pytest.raises(MCPError, match="tone") as refused:
+                await client.get_prompt("summarize_note", {"note_id": "1", "tone": "medium"})
+    assert prompt.name == "summarize_note"
+    assert [(a.name, a.required) for a in prompt.arguments or ()] == [("note_id", True), ("tone", False)]
+    embedded, ask = (message.content for message in long.messages)
+    assert isinstance(embedded, types.EmbeddedResource)
+    assert embedded.resource.uri == "notes://1"
+    assert isinstance(ask, types.TextContent)
+    assert "paragraph" in ask.text
+    assert (refused.value.code, refused.value.data) == (-32602, {"status": 422})
+
+
+async def test_note_ids_complete_for_the_prompt_and_the_template_and_tone_from_its_literal(base_url: str) -> None:
+    prompt = types.PromptReference(type="ref/prompt", name="summarize_note")
+    template = types.ResourceTemplateReference(type="ref/resource", uri="notes://{note_id}")
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url) as client:
+            for_prompt = (await client.complete(prompt, {"name": "note_id", "value": "1"})).completion
+            for_template = (await client.complete(template, {"name": "note_id", "value": "1"})).completion
+            tone = (await client.complete(prompt, {"name": "tone", "value": "l"})).completion
+    assert "1" in for_prompt.values
+    assert all(value.startswith("1") for value in for_prompt.values)
+    assert for_template.values == for_prompt.values
+    assert tone.values == ["long"]
+
+
+async def until_heard(heard: anyio.Event, write: Callable[[], object]) -> None:
+    """Write until a listener hears of it: the listening stream may still be opening on the
+    server when the first write lands (bounded by the caller's `fail_after`)."""
+    while not heard.is_set():
+        write()
+        with anyio.move_on_after(0.2):
+            await heard.wait()
+
+
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # resources/subscribe is gone only in 2026-07-28
+async def test_a_rest_put_of_a_note_tells_the_sessions_subscribed_to_it(base_url: str) -> None:
+    headers = {"x-api-key": API_KEY}
+    created = rest(base_url, "POST", "/notes", json={"title": "Watched"}, headers=headers).json()
+    uri = f"notes://{created['id']}"
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification) and message.params.uri == uri:
+            heard.set()
+
+    def put() -> None:
+        changed = rest(base_url, "PUT", f"/notes/{created['id']}", json={"title": "Changed"}, headers=headers)
+        assert changed.status_code == 200
+
+    with anyio.fail_after(WAIT_S):
+        async with mcp_client(base_url, message_handler=on_message) as client:
+            await client.subscribe_resource(uri)
+            await until_heard(heard, put)
+
+
+async def test_a_new_note_reaches_a_2026_listener_of_notes_recent(base_url: str) -> None:
+    heard = anyio.Event()
+
+    def post() -> None:
+        created = rest(base_url, "POST", "/notes", json={"title": "Fresh"}, headers={"x-api-key": API_KEY})
+        assert created.status_code == 201
+
+    async def wait_for_update(events: Any) -> None:
+        async for event in events:
+            if event == ResourceUpdated("notes://recent"):
+                heard.set()
+                return
+
+    with anyio.fail_after(WAIT_S):
+        async with (
+            mcp_client(base_url, mode="auto") as client,
+            client.listen(resource_subscriptions=["notes://recent"]) as events,
+            anyio.create_task_group() as tasks,
+        ):
+            assert events.honored.resource_subscriptions == ["notes://recent"]
+            tasks.start_soon(wait_for_update, events)
+            await until_heard(heard, post)
