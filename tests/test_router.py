@@ -8,7 +8,9 @@ from typing import Annotated, Any
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from starlette.routing import Route
 
 import fastapi_mcp_routes
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
@@ -226,20 +228,29 @@ def test_the_plain_endpoint_keeps_the_order_of_matching_at_its_included_path() -
         return {"caught": "GET"}
 
     app.include_router(mcp_routes(app), prefix="/v1")
+    inclusion = app.router.routes[-1]
     front = FastAPI()
     front.include_router(mcp_routes(front), prefix="/v1")
     with TestClient(app) as client, TestClient(front):
-        plain = [route for route in app.router.routes if type(route).__name__ == "Route" and route.path == "/v1/mcp"]
+        plain = [route for route in app.router.routes if _plain(route) and route.path == "/v1/mcp"]
         assert len(plain) == 1
-        assert app.router.routes.index(plain[0]) == 5  # just before the inclusion, after the GET
-        assert type(front.router.routes[0]).__name__ == "Route"  # nothing ahead could take it
+        assert app.router.routes.index(plain[0]) == 5  # where the inclusion was, after the GET
+        assert inclusion not in app.router.routes  # it held only the endpoint: REST skips it
+        assert _plain(front.router.routes[0])  # nothing ahead could take it
         assert front.router.routes[0].path == "/v1/mcp"  # type: ignore[attr-defined]
         assert client.get("/v1/mcp").json() == {"caught": "GET"}
+        assert client.get("/v1/other").status_code == 404
         assert client.post("/v1/mcp", json=initialize(), headers=HEADERS).status_code == 200
     assert plain[0] not in app.router.routes  # removed at shutdown
+    assert app.router.routes[5] is inclusion  # and the inclusion is back where it was
     other = FastAPI()
     with TestClient(other) as client:  # an app that never included the router does not serve it
         assert client.post("/v1/mcp", json=initialize(), headers=HEADERS).status_code == 404
+
+
+def _plain(route: Any) -> bool:
+    """The endpoint served as a plain Starlette route, not FastAPI's."""
+    return isinstance(route, Route) and not isinstance(route, APIRoute)
 
 
 def test_dependencies_of_the_app_and_the_inclusion_guard_the_endpoint_too() -> None:
