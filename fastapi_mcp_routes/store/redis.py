@@ -207,8 +207,10 @@ class RedisStore:
         raw = await self._run(self._find_session, session_id, _ms(idle_s))
         return None if raw is None else _load_record(raw)
 
-    async def save_session(self, record: SessionRecord) -> None:
-        await self._run(self._save_session, record.id, _dump_record(record))
+    async def save_session(self, record: SessionRecord, replacing: SessionRecord) -> bool:
+        # A record read back dumps to the bytes it was kept as (JSON gives back what it wrote),
+        # so the script compares bytes.
+        return bool(await self._run(self._save_session, record.id, _dump_record(record), _dump_record(replacing)))
 
     async def close_session(self, session_id: str) -> bool:
         return bool(await self._run(self._close_session, session_id))
