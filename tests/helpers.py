@@ -332,12 +332,14 @@ def redis_pings(port: int, host: str = HOST) -> bool:
 class RedisLink:
     """A TCP relay to a Redis (a thread of its own), which a test can cut: every connection
     through it drops and new ones are refused until it is restored, as when a network between
-    one process and Redis fails while the others still reach it. `url` is the Redis URL through
-    the relay."""
+    one process and Redis fails while the others still reach it. With `latency_s`, each write
+    that crosses it is held that long, in order, as over a link to a Redis far away. `url` is
+    the Redis URL through the relay."""
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, latency_s: float = 0.0) -> None:
         target = httpx.URL(redis_url)
         self._target = (target.host, target.port or 6379)
+        self._latency_s = latency_s
         self._cut = False
         self._connections: set[Any] = set()
         self._loop = asyncio.new_event_loop()
@@ -374,6 +376,8 @@ class RedisLink:
         async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError):
                 while data := await source.read(65536):
+                    if self._latency_s:  # the link's delay, not synchronisation
+                        await asyncio.sleep(self._latency_s)
                     sink.write(data)
                     await sink.drain()
             sink.transport.abort()
@@ -407,9 +411,9 @@ class RedisLink:
 
 
 @contextmanager
-def redis_link(redis_url: str) -> Iterator[RedisLink]:
-    """A `RedisLink` to the Redis at `redis_url`, closed at the end."""
-    link = RedisLink(redis_url)
+def redis_link(redis_url: str, latency_s: float = 0.0) -> Iterator[RedisLink]:
+    """A `RedisLink` to the Redis at `redis_url` (`latency_s` each way), closed at the end."""
+    link = RedisLink(redis_url, latency_s)
     try:
         yield link
     finally:

@@ -3,6 +3,8 @@ and on `RedisStore` (a real redis-server). Where time passes, a fake clock moves
 
 from __future__ import annotations
 
+import dataclasses
+
 import anyio
 import pytest
 
@@ -33,8 +35,10 @@ class Clock:
         return self.now
 
 
-def record(session_id: str, owner: bytes = b"alice", trust: Trust = Trust.ANONYMOUS) -> SessionRecord:
-    return SessionRecord(session_id, owner, "2025-11-25", trust=trust)
+def record(
+    session_id: str, owner: bytes = b"alice", trust: Trust = Trust.ANONYMOUS, client_info: dict[str, str] | None = None
+) -> SessionRecord:
+    return SessionRecord(session_id, owner, "2025-11-25", client_info=client_info, trust=trust)
 
 
 async def store_with(stores: Stores, *sessions: SessionRecord) -> Store:
@@ -90,14 +94,33 @@ async def test_a_session_unused_for_its_idle_time_is_gone(stores: Stores) -> Non
 async def test_a_saved_record_replaces_a_live_one_and_never_brings_back_a_closed_one(stores: Stores) -> None:
     store = stores.make()
     await store.open_session(record("a1"), BOUNDS)
-    await store.save_session(SessionRecord("a1", b"alice", "2025-11-25", log_level="error"))
+    read = await store.find_session("a1", BOUNDS.idle_s)
+    assert read is not None
+    assert await store.save_session(dataclasses.replace(read, log_level="error"), read) is True
     found = await store.find_session("a1", BOUNDS.idle_s)
     assert found is not None
     assert found.log_level == "error"
     assert await store.close_session("a1") is True
-    await store.save_session(found)
+    assert await store.save_session(found, found) is False
     assert await store.find_session("a1", BOUNDS.idle_s) is None
     assert await store.close_session("a1") is False
+
+
+async def test_of_two_changes_made_from_one_record_the_second_is_told_to_read_it_again(stores: Stores) -> None:
+    store = stores.make()
+    await store.open_session(record("a1", client_info={"name": "Zoë's client", "version": "1.0"}), BOUNDS)
+    read = await store.find_session("a1", BOUNDS.idle_s)
+    assert read is not None
+    first = dataclasses.replace(read, subscriptions=("notes://1",))
+    second = dataclasses.replace(read, subscriptions=("notes://2",))
+    assert await store.save_session(first, read) is True
+    assert await store.save_session(second, read) is False  # it would lose the first
+    again = await store.find_session("a1", BOUNDS.idle_s)
+    assert again is not None
+    assert again == first
+    both = dataclasses.replace(again, subscriptions=(*again.subscriptions, "notes://2"))
+    assert await store.save_session(both, again) is True
+    assert await store.find_session("a1", BOUNDS.idle_s) == both
 
 
 async def test_a_claim_has_one_holder_until_released_or_lapsed(stores: Stores) -> None:

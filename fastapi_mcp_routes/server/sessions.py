@@ -58,6 +58,9 @@ KEPT_NAMES: Final = 32
 # Where processes sharing a store tell each other of a session's news: a call to cancel, the
 # session's end, a change of its record (`forward_news`).
 NEWS: Final = "sessions"
+# How often a change to a session's record is made again when another change came first: each
+# retry means another request of the session saved one, so only that many at once need it.
+CHANGE_TRIES: Final = 16
 # With a shared store, a live session found lately is not looked up again for this long: a tool
 # call costs no Redis round trip while its session was checked within the last second. A
 # session that ends, or changes, in another process is heard of at once (`NEWS`); this bounds
@@ -214,28 +217,35 @@ class SessionManager:
         return self._store.subscribe(_ended_channel(session_id))
 
     async def set_log_level(self, record: SessionRecord, level: str) -> None:
-        current = await self._store.find_session(record.id, self._options.idle_s) or record
-        await self._save(dataclasses.replace(current, log_level=level), "log level (logging/setLevel)")
+        def set_level(current: SessionRecord) -> SessionRecord:
+            return dataclasses.replace(current, log_level=level)
+
+        await self._change(record, set_level, "log level (logging/setLevel)")
 
     async def subscribe(self, record: SessionRecord, uri: str, limit: int) -> None:
         """Add `uri` to the session's subscriptions; `InvalidParams` past `limit` of them."""
-        current = await self._store.find_session(record.id, self._options.idle_s)
         uri = uri_digest(uri)
-        if current is None or uri in current.subscriptions:
-            return  # a session gone meanwhile has no stream to hear it
-        if len(current.subscriptions) >= limit:
-            raise InvalidParams(
-                f"Invalid params: this session is subscribed to {limit} resources, as many as it may "
-                "(Limits.max_subscriptions); unsubscribe from one first."
-            )
-        await self._save(dataclasses.replace(current, subscriptions=(*current.subscriptions, uri)), "subscriptions")
+
+        def add(current: SessionRecord) -> SessionRecord:
+            if uri in current.subscriptions:
+                return current
+            if len(current.subscriptions) >= limit:
+                raise InvalidParams(
+                    f"Invalid params: this session is subscribed to {limit} resources, as many as it may "
+                    "(Limits.max_subscriptions); unsubscribe from one first."
+                )
+            return dataclasses.replace(current, subscriptions=(*current.subscriptions, uri))
+
+        await self._change(record, add, "subscriptions")
 
     async def unsubscribe(self, record: SessionRecord, uri: str) -> None:
-        current = await self._store.find_session(record.id, self._options.idle_s)
         uri = uri_digest(uri)
-        if current is not None and uri in current.subscriptions:
+
+        def remove(current: SessionRecord) -> SessionRecord:
             kept = tuple(each for each in current.subscriptions if each != uri)
-            await self._save(dataclasses.replace(current, subscriptions=kept), "subscriptions")
+            return dataclasses.replace(current, subscriptions=kept)
+
+        await self._change(record, remove, "subscriptions")
 
     async def subscribed(self, record: SessionRecord, uri: str) -> bool:
         """Whether the session is subscribed to `uri` now (read afresh: another process may
@@ -243,13 +253,29 @@ class SessionManager:
         current = await self._store.find_session(record.id, self._options.idle_s)
         return current is not None and uri_digest(uri) in current.subscriptions
 
-    async def _save(self, changed: SessionRecord, what: str) -> None:
+    async def _change(self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord], what: str) -> None:
+        """Make `change` to the session's record as it is now. Another request of the session
+        (in any process) may change it at the same time: then the record is read and the
+        change made again, so neither is lost (two subscriptions sent at once). A session gone
+        meanwhile has nothing to change."""
+        for _ in range(CHANGE_TRIES):
+            current = await self._store.find_session(record.id, self._options.idle_s)
+            if current is None:
+                return
+            changed = change(current)
+            if changed == current or await self._save(changed, current, what):
+                return
+        raise McpError(f"Internal error: the session's {what} changed under each of {CHANGE_TRIES} tries; try again.")
+
+    async def _save(self, changed: SessionRecord, replacing: SessionRecord, what: str) -> bool:
         if self._deployment.state_per_process:
             self._deployment.needs_store(f"a session's {what}, which every process of the session applies")
-        await self._store.save_session(changed)
+        if not await self._store.save_session(changed, replacing):
+            return False
         self._checked.pop(changed.id, None)
         if self._store.shared:
             await self._store.publish(NEWS, dumps({"session": changed.id, "changed": True}))
+        return True
 
     async def cancel(self, session_id: str, request_id: RequestKey) -> None:
         """`notifications/cancelled` for a call of the session: cancelled here when it runs

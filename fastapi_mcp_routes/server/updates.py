@@ -63,17 +63,20 @@ class ResourceUpdates:
         for uri in self._registry.cached().catalog.written(path):
             await self.updated(uri)
 
-    async def follow(self, on_update: Callable[[str], Awaitable[None]]) -> NoReturn:
+    async def follow(self, on_update: Callable[[str], Awaitable[None]], listening: anyio.Event) -> NoReturn:
         """Hand every URI updated from now on to `on_update`, for as long as the caller runs
-        (a stream's source); while the store cannot be reached, listen again every
-        `RETRY_S` (updates published meanwhile are not heard)."""
+        (a stream's source), setting `listening` once it listens (or cannot for now); while
+        the store cannot be reached, listen again every `RETRY_S` (updates published
+        meanwhile are not heard)."""
         while True:
             try:
                 async with self.listen() as updated:
+                    listening.set()
                     async for uri in updated:
                         await on_update(uri)
             except StoreUnavailable as down:
                 logger.info("resource updates cannot be heard now (%s); listening again in %g s", down.reason, RETRY_S)
+            listening.set()  # the stream opens without them meanwhile
             await anyio.sleep(RETRY_S)
 
     @asynccontextmanager

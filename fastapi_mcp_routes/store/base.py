@@ -157,9 +157,11 @@ class Store(Protocol):
         """The live session with this id, its idle time restarted; `None` once expired."""
         ...
 
-    async def save_session(self, record: SessionRecord) -> None:
-        """Replace a live session's record (its log level or subscriptions changed); a gone
-        session stays gone."""
+    async def save_session(self, record: SessionRecord, replacing: SessionRecord) -> bool:
+        """Replace a live session's record (its log level or subscriptions changed) when it is
+        still `replacing`, the record the change was made from: of two changes made at once
+        (two requests of the session, in any processes), one is saved and the other gets
+        `False`, to read the record again, never lost. A gone session stays gone (`False`)."""
         ...
 
     async def close_session(self, session_id: str) -> bool:

@@ -155,10 +155,12 @@ class MemoryStore:
             await self.open_session(record, bounds)
         return True
 
-    async def save_session(self, record: SessionRecord) -> None:
+    async def save_session(self, record: SessionRecord, replacing: SessionRecord) -> bool:
         live = self._sessions.get(record.id)
-        if live is not None:
-            live.record = record
+        if live is None or live.record != replacing:
+            return False
+        live.record = record
+        return True
 
     async def close_session(self, session_id: str) -> bool:
         if session_id not in self._sessions:

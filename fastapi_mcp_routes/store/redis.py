@@ -70,19 +70,20 @@ def _ms(seconds: float) -> int:
 
 
 def _dump_record(record: SessionRecord) -> bytes:
-    return json.dumps(
-        {
-            "id": record.id,
-            "owner": record.owner.hex(),
-            "protocol_version": record.protocol_version,
-            "client_info": record.client_info,
-            "client_capabilities": record.client_capabilities,
-            "log_level": record.log_level,
-            "trust": int(record.trust),
-            "subscriptions": list(record.subscriptions),
-        },
-        separators=(",", ":"),
-    ).encode()
+    fields: dict[str, Any] = {
+        "id": record.id,
+        "owner": record.owner.hex(),
+        "protocol_version": record.protocol_version,
+        "client_info": record.client_info,
+        "client_capabilities": record.client_capabilities,
+        "log_level": record.log_level,
+        "trust": int(record.trust),
+    }
+    if record.subscriptions:
+        # Only when there are some: a record kept by a release without subscriptions dumps to the
+        # bytes it was kept as, which `save_session` compares.
+        fields["subscriptions"] = list(record.subscriptions)
+    return json.dumps(fields, separators=(",", ":")).encode()
 
 
 def _load_record(raw: bytes) -> SessionRecord:
@@ -207,8 +208,10 @@ class RedisStore:
         raw = await self._run(self._find_session, session_id, _ms(idle_s))
         return None if raw is None else _load_record(raw)
 
-    async def save_session(self, record: SessionRecord) -> None:
-        await self._run(self._save_session, record.id, _dump_record(record))
+    async def save_session(self, record: SessionRecord, replacing: SessionRecord) -> bool:
+        # A record read back dumps to the bytes it was kept as (JSON gives back what it wrote),
+        # so the script compares bytes.
+        return bool(await self._run(self._save_session, record.id, _dump_record(record), _dump_record(replacing)))
 
     async def close_session(self, session_id: str) -> bool:
         return bool(await self._run(self._close_session, session_id))

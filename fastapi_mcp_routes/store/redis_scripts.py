@@ -278,13 +278,15 @@ return record
 """,
 )
 
-# ARGV: id, record
+# ARGV: id, record, the record it replaces -> 1 when saved (the session is live, its record unchanged)
 SAVE_SESSION: Final = _script(
     _PRELUDE,
     _SESSIONS,
     """
 local key = session_key(ARGV[3])
-if live(ARGV[3]) and redis.call('EXISTS', key) == 1 then redis.call('HSET', key, 'r', ARGV[4]) end
+if not live(ARGV[3]) or redis.call('HGET', key, 'r') ~= ARGV[5] then return 0 end
+redis.call('HSET', key, 'r', ARGV[4])
+return 1
 """,
 )
 

@@ -13,6 +13,8 @@ finish ends the stream and cancels the rest:
   it is open;
 - each of the stream's sources waits for its own news and writes it; a source that returns
   ends the stream (its session ended, its answer went out).
+The stream opens (its headers go out) once its sources listen for their news, not before: a
+client that sees it open, or reads its acknowledgement, hears whatever happens from then on.
 A lock keeps events whole. A write blocked for `WRITE_STALL_KEEP_ALIVES` keep-alive intervals
 (a client that stopped reading, its socket full) ends the stream, so such a client does not hold
 a slot forever.
@@ -76,17 +78,24 @@ class Lease(Protocol):
 class ListenStream(Response):
     """A long-lived SSE response written by its `sources`, holding `lease` while it is open."""
 
-    def __init__(self, sources: Sequence[Source], keep_alive: KeepAlive, lease: Lease | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        keep_alive: KeepAlive,
+        lease: Lease | None = None,
+        listening: Sequence[anyio.Event] = (),
+    ) -> None:
+        """`listening`: events the sources set once they listen; the stream opens only then."""
         # No body to render: the stream writes its own. FastAPI sets `background` after this.
         super().__init__(status_code=200)
         self._sources = tuple(sources)
         self._keep_alive = keep_alive
         self._lease = lease
+        self._listening = tuple(listening)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         writer = _Writer(send, WRITE_STALL_KEEP_ALIVES * self._keep_alive.interval_s)
         try:
-            await send({"type": "http.response.start", "status": self.status_code, "headers": list(SSE_HEADERS)})
             async with anyio.create_task_group() as tasks:
 
                 async def first_to_finish_ends(task: Callable[..., Awaitable[None]], *args: Any) -> None:
@@ -94,9 +103,14 @@ class ListenStream(Response):
                     tasks.cancel_scope.cancel()
 
                 tasks.start_soon(first_to_finish_ends, writer.watch, receive)
-                tasks.start_soon(first_to_finish_ends, self._tend, writer, tasks)
                 for source in self._sources:
-                    tasks.start_soon(first_to_finish_ends, source, writer.emit)
+                    tasks.start_soon(first_to_finish_ends, source, writer.emit)  # writes wait for the opening
+                # A client that sees the stream open (or acknowledged) may act at once, say write a
+                # resource it subscribed to: what happens from then on must reach it.
+                for listening in self._listening:
+                    await listening.wait()
+                await writer.open(self.status_code)
+                tasks.start_soon(first_to_finish_ends, self._tend, writer, tasks)
         except* OSError:
             pass  # the client went away mid-write
         except* _WriteStalled:
@@ -109,6 +123,8 @@ class ListenStream(Response):
         if not (writer.client_gone or writer.stalled):
             # Bounded too: a client that stops reading now would hold this write forever.
             with contextlib.suppress(OSError), anyio.move_on_after(writer.stall_s):
+                if not writer.opened:  # it ended before it opened (its session ended meanwhile)
+                    await writer.open(self.status_code)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
@@ -147,6 +163,17 @@ class _Writer:
         self.client_gone = False
         self.stalled = False
         self._keeping_alive = False
+        self._opened = anyio.Event()
+
+    @property
+    def opened(self) -> bool:
+        return self._opened.is_set()
+
+    async def open(self, status: int) -> None:
+        """Send the response's start; the writes waiting for it go out after it."""
+        await self._send({"type": "http.response.start", "status": status, "headers": list(SSE_HEADERS)})
+        self.last_write = anyio.current_time()
+        self._opened.set()
 
     @property
     def busy(self) -> bool:
@@ -165,6 +192,7 @@ class _Writer:
             self._keeping_alive = False
 
     async def emit(self, event: bytes) -> None:
+        await self._opened.wait()
         async with self._lock:
             # Given up on, the write may have gone out in part: the stream ends here either way.
             with anyio.move_on_after(self.stall_s) as waited:

@@ -79,6 +79,7 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
     """The session's GET stream: list-change notifications, from the lists as they are now, and
     the updates of the resources the session subscribed to (whichever process it did so in)."""
     generation = dispatcher.listening_from()  # before the client can see the stream open
+    listening = anyio.Event()  # the stream opens once updates are heard
 
     async def list_changes(emit: Emit) -> None:
         nonlocal generation
@@ -93,9 +94,10 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
                 message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
                 await emit(sse_event(dumps(message)))
 
-        await dispatcher.updates.follow(send)
+        await dispatcher.updates.follow(send, listening)
 
-    return ListenStream([lease.until_session_ends, list_changes, resource_updates], keep_alive, lease)
+    sources = [lease.until_session_ends, list_changes, resource_updates]
+    return ListenStream(sources, keep_alive, lease, listening=[listening])
 
 
 def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:

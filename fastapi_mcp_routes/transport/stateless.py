@@ -159,6 +159,7 @@ def subscription(
     tag = {META_SUBSCRIPTION_ID: request.id}
     generation = dispatcher.listening_from()  # before the client can see the stream open
     acknowledged = anyio.Event()
+    listening = anyio.Event()  # the acknowledgement goes out once updates are heard
 
     async def list_changes(emit: Emit) -> None:
         nonlocal generation
@@ -180,10 +181,11 @@ def subscription(
                 params = {"_meta": tag, "uri": client_uri}
                 await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
 
-        await dispatcher.updates.follow(send)
+        await dispatcher.updates.follow(send, listening)
 
-    sources = [list_changes, resource_updates] if wanted.resources else [list_changes]
-    return ListenStream(sources, keep_alive, slots)
+    if not wanted.resources:
+        return ListenStream([list_changes], keep_alive, slots)
+    return ListenStream([list_changes, resource_updates], keep_alive, slots, listening=[listening])
 
 
 def _event(message: Mapping[str, Any]) -> bytes:
