@@ -409,12 +409,12 @@ def _startup_line(path: str, table: ToolTable, sessions: Sessions | None, deploy
     catalog = table.catalog
     served = f"{len(table.by_name)} tools"
     for count, what in (
-        (len(catalog.resources), "resources"),
-        (len(catalog.templates), "resource templates"),
-        (len(catalog.prompts), "prompts"),
+        (len(catalog.resources), "resource"),
+        (len(catalog.templates), "resource template"),
+        (len(catalog.prompts), "prompt"),
     ):
         if count:
-            served += f", {count} {what}"
+            served += f", {count} {what}" + ("s" if count > 1 else "")
     return f"MCP endpoint {path}: {served}, protocols {versions}, {era}; {deployment.describe()}"
 
 
