@@ -39,6 +39,13 @@ def is_reserved(key: object) -> bool:
     return isinstance(key, str) and key.startswith(RESERVED_KEY_PREFIX)
 
 
+def progress_token(params: Mapping[str, Any]) -> str | int | None:
+    """The request's `_meta.progressToken`, when it asked for progress."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
 class InputRequired(Exception):
     """A call asked the client something it answers in a later request (2026-07-28 Multi
     Round-Trip Requests): the call ends with this `input_required` result."""

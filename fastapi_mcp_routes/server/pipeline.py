@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall, progress_token
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.request_state import arguments_sha256
@@ -75,12 +75,6 @@ def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
         arguments = dict(arguments)
         token = arguments.pop(TOKEN_ARGUMENT)
     return ParsedCall(tool, arguments, token, progress_token(params))
-
-
-def progress_token(params: Mapping[str, Any]) -> str | int | None:
-    meta = params.get("_meta")
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
-    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
 
 class ToolCallPipeline:

@@ -16,9 +16,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall, progress_token
 from fastapi_mcp_routes.server.channel import ClientChannel
-from fastapi_mcp_routes.server.pipeline import progress_token
 from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
