@@ -39,7 +39,7 @@ class ResourceMethods:
         self._max_uri_chars = max_uri_chars
 
     async def read(self, request: Request, channel: ClientChannel) -> Result:
-        uri = _uri(request.params)
+        uri = self._uri(request.params)
         entry, arguments = self.find(uri, channel)
         ran = await self._runner.run(
             request, channel, entry.call, arguments, not_found=lambda: _not_found(uri, channel)
@@ -49,11 +49,7 @@ class ResourceMethods:
         return {"contents": resource_contents(uri, ran, entry.definition.get("mimeType"))}
 
     async def subscribe(self, request: Request, channel: ClientChannel) -> Result:
-        uri = _uri(request.params)
-        if len(uri) > self._max_uri_chars:
-            raise InvalidParams(
-                f"Invalid params: a subscribed URI may be {self._max_uri_chars} characters long at most."
-            )
+        uri = self._uri(request.params)
         entry, arguments = self.find(uri, channel)
         refused = await refusal(self._app, entry.call, arguments, channel.caller)
         if refused is not None:
@@ -65,11 +61,24 @@ class ResourceMethods:
         return {}
 
     async def unsubscribe(self, request: Request, channel: ClientChannel) -> Result:
-        uri = _uri(request.params)
+        uri = self._uri(request.params)
         found = self._registry.cached().catalog.resource(uri)
         canonical = found[0].template.expand(found[1]) if found is not None else uri
         await channel.unsubscribe(canonical)
         return {}
+
+    def _uri(self, params: Mapping[str, Any]) -> str:
+        """The request's URI; one longer than `Limits.max_uri_chars` is never matched against the
+        templates, whose time grows with it."""
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise InvalidParams("Invalid params: 'uri' must be a non-empty string.")
+        if len(uri) > self._max_uri_chars:
+            raise InvalidParams(
+                f"Invalid params: a resource URI may be {self._max_uri_chars} characters long at most "
+                "(Limits.max_uri_chars)."
+            )
+        return uri
 
     def find(self, uri: str, channel: ClientChannel) -> tuple[Resource, dict[str, str]]:
         """The resource `uri` names and the route's arguments; the era's not-found error for
@@ -86,13 +95,6 @@ class ResourceMethods:
         except ToolError as exc:
             raise InvalidParams(f"Invalid params: {exc}", {"uri": truncate(uri, 200)}) from None
         return entry, arguments
-
-
-def _uri(params: Mapping[str, Any]) -> str:
-    uri = params.get("uri")
-    if not isinstance(uri, str) or not uri:
-        raise InvalidParams("Invalid params: 'uri' must be a non-empty string.")
-    return uri
 
 
 def _not_found(uri: str, channel: ClientChannel) -> ResourceNotFound:

@@ -1,0 +1,122 @@
+"""The review of resources, prompts and completion: what an attacker and a new user found, each
+tried against the endpoint (in process, or on a real uvicorn server where it crosses a wire).
+
+- A URI matched against a template of several variables took time growing with its length
+  cubed (`version://{major}.{minor}.{patch}`: 6 s for 2 kB, in the event loop), and a read
+  took URIs as long as the body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
+
+from fastapi_mcp_routes import Limits, mcp_resource, mcp_routes
+from fastapi_mcp_routes.tools.uri_template import UriTemplate
+from tests.helpers import HEADERS, SESSION_VERSION, WAIT_S, final_message, initialize, rpc
+
+pytestmark = pytest.mark.anyio
+
+# Far more than a linear match of these URIs takes, far less than the backtracking one took.
+QUICK_S = 0.5
+
+
+@asynccontextmanager
+async def connected(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app served in process, with its lifespan running (discovery at startup)."""
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as http,
+    ):
+        yield http
+
+
+async def session(http: httpx.AsyncClient, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """Open a session; the headers its requests carry."""
+    sent = {**HEADERS, "mcp-protocol-version": SESSION_VERSION, **(headers or {})}
+    opened = await http.post("/mcp", json=initialize(), headers=sent)
+    assert opened.status_code == 200, opened.text
+    return {**sent, "mcp-session-id": opened.headers["mcp-session-id"]}
+
+
+async def answer(http: httpx.AsyncClient, headers: dict[str, str], method: str, params: dict[str, Any]) -> Any:
+    """The JSON-RPC message that answers one request of the session."""
+    with anyio.fail_after(WAIT_S):
+        response = await http.post("/mcp", json=rpc(method, params), headers=headers)
+    return final_message(response)
+
+
+# -- URI templates: matching takes time in proportion to the URI ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "uri"),
+    [
+        ("version://{major}.{minor}.{patch}", "version://" + "1." * 1024 + "/"),
+        ("logs://{service}-{level}-{day}", "logs://" + "a-" * 1024 + "/"),
+        ("files:///{+root}/{+dir}/{+name}", "files:///" + "a/" * 1024 + "?"),
+        ("pages://{#a}{#b}{#c}", "pages://#" + "#" * 2048 + "\n"),
+    ],
+)
+def test_a_uri_that_almost_matches_a_template_of_several_variables_is_refused_at_once(template: str, uri: str) -> None:
+    parsed = UriTemplate.parse(template)
+    started = time.perf_counter()
+    assert parsed.match(uri) is None
+    assert time.perf_counter() - started < QUICK_S
+
+
+@pytest.mark.parametrize(
+    ("template", "uri", "values"),
+    [
+        ("version://{major}.{minor}.{patch}", "version://1.2.3", {"major": "1", "minor": "2", "patch": "3"}),
+        ("files://{name}.{ext}", "files://archive.tar.gz", {"name": "archive.tar", "ext": "gz"}),
+        ("files:///{+dir}/{name}", "files:///a/b/c.txt", {"dir": "a/b", "name": "c.txt"}),
+        ("files:///{+dir}/{+name}", "files:///a/b/c.txt", {"dir": "a/b", "name": "c.txt"}),
+        ("files:///{+dir}/x/{+rest}", "files:///a/x/b/x/c", {"dir": "a/x/b", "rest": "c"}),
+        ("notes://{id}/x/{+rest}", "notes://1/x/a/x/b", {"id": "1", "rest": "a/x/b"}),
+        ("logs://{service}--{day}", "logs://a-b--c-d", {"service": "a-b", "day": "c-d"}),
+    ],
+)
+def test_where_a_value_could_hold_the_text_after_it_the_earlier_value_takes_the_most(
+    template: str, uri: str, values: dict[str, str]
+) -> None:
+    assert UriTemplate.parse(template).match(uri) == values
+
+
+@pytest.mark.parametrize("template", ["x://{a}{b}", "x://{a}{+b}", "x://{+a}{b}", "x://{a,b}{c}", "x://{#a}{b}"])
+def test_a_template_with_two_values_and_nothing_between_them_is_refused_naming_them(template: str) -> None:
+    with pytest.raises(ValueError, match="nothing between them"):
+        UriTemplate.parse(template)
+
+
+def uri_app(**options: Any) -> FastAPI:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, **options))
+
+    @mcp_resource("version://{major}.{minor}.{patch}")
+    @app.get("/versions/{major}/{minor}/{patch}", response_class=PlainTextResponse)
+    def version(major: str, minor: str, patch: str) -> str:
+        return f"{major}.{minor}.{patch}"
+
+    return app
+
+
+@pytest.mark.parametrize("method", ["resources/read", "resources/unsubscribe"])
+async def test_a_uri_longer_than_max_uri_chars_is_refused_before_it_is_matched(method: str) -> None:
+    async with connected(uri_app(limits=Limits(max_uri_chars=64))) as http:
+        headers = await session(http)
+        fits = await answer(http, headers, method, {"uri": "version://1.2." + "3" * 50})
+        refused = await answer(http, headers, method, {"uri": "version://1.2." + "3" * 51})
+    assert "result" in fits
+    assert refused["error"]["code"] == -32602
+    assert "64 characters" in refused["error"]["message"]
+    assert "Limits.max_uri_chars" in refused["error"]["message"]
