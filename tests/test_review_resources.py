@@ -4,10 +4,13 @@ tried against the endpoint (in process, or on a real uvicorn server where it cro
 - A URI matched against a template of several variables took time growing with its length
   cubed (`version://{major}.{minor}.{patch}`: 6 s for 2 kB, in the event loop), and a read
   took URIs as long as the body.
+- A 2026-07-28 `subscriptions/listen` asked no guard: a caller without the API key a resource's
+  route requires heard each update of it, which `resources/subscribe` refuses.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,9 +22,20 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from fastapi_mcp_routes import Limits, mcp_resource, mcp_routes
+from fastapi_mcp_routes import Limits, mcp_resource, mcp_routes, notify_resource_updated
 from fastapi_mcp_routes.tools.uri_template import UriTemplate
-from tests.helpers import HEADERS, SESSION_VERSION, WAIT_S, final_message, initialize, rpc
+from tests.helpers import (
+    HEADERS,
+    SESSION_VERSION,
+    WAIT_S,
+    final_message,
+    initialize,
+    rpc,
+    serve,
+    stateless_headers,
+    stateless_request,
+)
+from tests.resources_app import API_KEY, MISSING_KEY, notes_resources_app
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +134,46 @@ async def test_a_uri_longer_than_max_uri_chars_is_refused_before_it_is_matched(m
     assert refused["error"]["code"] == -32602
     assert "64 characters" in refused["error"]["message"]
     assert "Limits.max_uri_chars" in refused["error"]["message"]
+
+
+# -- subscriptions/listen asks the route's guards, as resources/subscribe does ----------------
+
+
+def listen_request(uris: list[str]) -> dict[str, Any]:
+    return stateless_request("subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})
+
+
+async def messages_of(stream: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    async for line in stream.aiter_lines():
+        if line.startswith("data: {"):
+            yield json.loads(line[len("data: ") :])
+
+
+async def test_listening_to_a_guarded_resource_without_its_key_is_refused_as_the_route_refuses() -> None:
+    with serve(notes_resources_app()) as url, anyio.fail_after(WAIT_S):
+        async with httpx.AsyncClient(base_url=url) as http:
+            refused = await http.post(
+                "/mcp",
+                json=listen_request(["notes://1", "secrets://vault"]),
+                headers=stateless_headers("subscriptions/listen"),
+            )
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (error["code"], error["message"], error["data"]) == (-32602, f"HTTP 401: {MISSING_KEY}", {"status": 401})
+
+
+async def test_a_caller_with_the_key_listens_to_the_guarded_resource_and_hears_it_change() -> None:
+    app = notes_resources_app()
+    keyed = stateless_headers("subscriptions/listen", **{"x-api-key": API_KEY})
+    with serve(app) as url, anyio.fail_after(WAIT_S):
+        async with (
+            httpx.AsyncClient(base_url=url) as http,
+            http.stream("POST", "/mcp", json=listen_request(["secrets://vault"]), headers=keyed) as stream,
+        ):
+            assert stream.status_code == 200
+            messages = messages_of(stream)
+            acknowledged = await anext(messages)
+            await notify_resource_updated(app, "secrets://vault")
+            updated = await anext(messages)
+    assert acknowledged["params"]["notifications"] == {"resourceSubscriptions": ["secrets://vault"]}
+    assert (updated["method"], updated["params"]["uri"]) == ("notifications/resources/updated", "secrets://vault")

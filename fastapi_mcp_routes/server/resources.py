@@ -4,12 +4,13 @@ A read finds the resource its URI names (an exact URI first, then the templates 
 turns the template's variables into the route's arguments, and runs the route as a tool call
 runs it (server/route_call.py): every middleware, dependency and guard of the route applies. An
 unknown URI, and a route that answers 404, are the era's resource-not-found error with the URI
-in `data` (SEP-2164). A subscription is taken only from a caller the route's guards let read.
+in `data` (SEP-2164). A subscription (`resources/subscribe`, or a 2026-07-28
+`subscriptions/listen` naming resources) is taken only from a caller the route's guards let read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,7 +21,7 @@ from fastapi_mcp_routes.server.route_call import RouteRunner, route_error
 from fastapi_mcp_routes.tools.catalog import Resource
 from fastapi_mcp_routes.tools.feature_results import RouteFailed, check_status, resource_contents
 from fastapi_mcp_routes.tools.guards import refusal
-from fastapi_mcp_routes.tools.invoke import planned_path
+from fastapi_mcp_routes.tools.invoke import Caller, planned_path
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire.errors import InvalidParams, ResourceNotFound, ToolError
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
@@ -51,14 +52,31 @@ class ResourceMethods:
     async def subscribe(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
         entry, arguments = self.find(uri, channel)
-        refused = await refusal(self._app, entry.call, arguments, channel.caller)
+        await self._ask_guards(entry, arguments, channel.caller)
+        await channel.subscribe(entry.template.expand(arguments), self._max_subscriptions)
+        return {}
+
+    async def listened(self, uris: Iterable[str], caller: Caller) -> dict[str, str]:
+        """The resources a `subscriptions/listen` names that exist, as the server spells their
+        URIs, each with the client's spelling; the route's refusal, as `subscribe` answers it,
+        when a route's guards turn the caller away."""
+        honored: dict[str, str] = {}
+        for uri in uris:
+            found = self._found(uri)
+            if found is not None:
+                entry, arguments = found
+                await self._ask_guards(entry, arguments, caller)
+                honored.setdefault(entry.template.expand(arguments), uri)
+        return honored
+
+    async def _ask_guards(self, entry: Resource, arguments: Mapping[str, str], caller: Caller) -> None:
+        """A subscription is taken only from a caller the route's guards let read."""
+        refused = await refusal(self._app, entry.call, arguments, caller)
         if refused is not None:
             try:
                 check_status(entry.call, refused)
             except RouteFailed as failed:
                 raise route_error(entry.call, failed) from None
-        await channel.subscribe(entry.template.expand(arguments), self._max_subscriptions)
-        return {}
 
     async def unsubscribe(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
@@ -83,9 +101,15 @@ class ResourceMethods:
     def find(self, uri: str, channel: ClientChannel) -> tuple[Resource, dict[str, str]]:
         """The resource `uri` names and the route's arguments; the era's not-found error for
         a URI no resource has, `InvalidParams` for variable values no read may use."""
-        found = self._registry.table().catalog.resource(uri)
+        found = self._found(uri)
         if found is None:
             raise _not_found(uri, channel)
+        return found
+
+    def _found(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        found = self._registry.table().catalog.resource(uri)
+        if found is None:
+            return None
         entry, values = found
         try:
             arguments = entry.arguments(values)

@@ -51,12 +51,8 @@ class ResourceUpdates:
     def canonical(self, uri: str) -> str:
         """The URI as the server spells it (its template expanded again), so an update and a
         subscription match however each was written; a URI no resource has is kept as it is."""
-        return self.known(uri) or uri
-
-    def known(self, uri: str) -> str | None:
-        """The URI as the server spells it, or `None` when no resource has it."""
         found = self._registry.table().catalog.resource(uri)
-        return found[0].template.expand(found[1]) if found is not None else None
+        return found[0].template.expand(found[1]) if found is not None else uri
 
     async def written(self, path: str) -> None:
         """A write to `path` succeeded: the resources read from that path changed."""
