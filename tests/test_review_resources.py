@@ -6,6 +6,9 @@ tried against the endpoint (in process, or on a real uvicorn server where it cro
   took URIs as long as the body.
 - A 2026-07-28 `subscriptions/listen` asked no guard: a caller without the API key a resource's
   route requires heard each update of it, which `resources/subscribe` refuses.
+- A session's GET stream looked the session up in the store for every update of any resource,
+  subscribed or not: with Redis, each write cost a round trip per open GET stream of the
+  deployment, and streams that fell behind lost the updates they subscribed to.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
 from fastapi_mcp_routes import Limits, mcp_resource, mcp_routes, notify_resource_updated
+from fastapi_mcp_routes.store.base import SessionRecord
+from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.uri_template import UriTemplate
 from tests.helpers import (
     HEADERS,
@@ -177,3 +182,58 @@ async def test_a_caller_with_the_key_listens_to_the_guarded_resource_and_hears_i
             updated = await anext(messages)
     assert acknowledged["params"]["notifications"] == {"resourceSubscriptions": ["secrets://vault"]}
     assert (updated["method"], updated["params"]["uri"]) == ("notifications/resources/updated", "secrets://vault")
+
+
+# -- a session's GET stream reads its subscriptions again only when they change ---------------
+
+
+class CountingStore(MemoryStore):
+    """The default store, counting how often a session is looked up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+
+    async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
+        self.lookups += 1
+        return await super().find_session(session_id, idle_s)
+
+
+@asynccontextmanager
+async def session_stream(http: httpx.AsyncClient) -> AsyncIterator[tuple[dict[str, str], AsyncIterator[Any]]]:
+    """A session and its GET stream, open (listening) once entered; yields the session's
+    headers and the stream's messages."""
+    headers = await session(http)
+    async with http.stream("GET", "/mcp", headers={**headers, "accept": "text/event-stream"}) as stream:
+        assert stream.status_code == 200
+        yield headers, messages_of(stream)
+
+
+async def test_updates_of_resources_a_session_did_not_subscribe_to_cost_its_stream_no_store_lookup() -> None:
+    store = CountingStore()
+    app = notes_resources_app(store=store)
+    with serve(app) as url, anyio.fail_after(WAIT_S):
+        async with httpx.AsyncClient(base_url=url) as http, session_stream(http) as (headers, messages):
+            await answer(http, headers, "resources/subscribe", {"uri": "notes://1"})
+            before = store.lookups
+            for number in range(20):
+                await http.put("/notes/2", params={"text": f"version {number}"})
+            await http.put("/notes/1", params={"text": "heard"})
+            heard = await anext(messages)
+            lookups = store.lookups - before
+    assert heard["params"] == {"uri": "notes://1"}
+    assert lookups <= 2  # one read of its subscriptions, and perhaps a renewal of the stream's lease
+
+
+async def test_a_session_stops_hearing_a_resource_once_it_unsubscribes_and_hears_one_it_subscribes_to() -> None:
+    with serve(notes_resources_app()) as url, anyio.fail_after(WAIT_S):
+        async with httpx.AsyncClient(base_url=url) as http, session_stream(http) as (headers, messages):
+            await answer(http, headers, "resources/subscribe", {"uri": "notes://1"})
+            await http.put("/notes/1", params={"text": "first"})
+            first = await anext(messages)
+            await answer(http, headers, "resources/unsubscribe", {"uri": "notes://1"})
+            await answer(http, headers, "resources/subscribe", {"uri": "notes://2"})
+            await http.put("/notes/1", params={"text": "not heard"})
+            await http.put("/notes/2", params={"text": "second"})
+            second = await anext(messages)
+    assert [first["params"], second["params"]] == [{"uri": "notes://1"}, {"uri": "notes://2"}]
