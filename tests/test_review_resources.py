@@ -9,6 +9,8 @@ tried against the endpoint (in process, or on a real uvicorn server where it cro
 - A session's GET stream looked the session up in the store for every update of any resource,
   subscribed or not: with Redis, each write cost a round trip per open GET stream of the
   deployment, and streams that fell behind lost the updates they subscribed to.
+- The endpoint's plain route turned away every path that did not end with its own path, taken
+  as literal: an endpoint under a path parameter (`/t/{tenant}/mcp`) answered 404.
 """
 
 from __future__ import annotations
@@ -237,3 +239,25 @@ async def test_a_session_stops_hearing_a_resource_once_it_unsubscribes_and_hears
             await http.put("/notes/2", params={"text": "second"})
             second = await anext(messages)
     assert [first["params"], second["params"]] == [{"uri": "notes://1"}, {"uri": "notes://2"}]
+
+
+# -- the endpoint under a path parameter --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prefix", "path", "url"),
+    [
+        ("/t/{tenant}", "/mcp", "/t/acme/mcp"),
+        ("", "/{tenant}/mcp", "/acme/mcp"),
+        ("/v1", "/mcp/{tenant}", "/v1/mcp/acme"),
+    ],
+)
+async def test_an_endpoint_under_a_path_parameter_is_served(prefix: str, path: str, url: str) -> None:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, path=path), prefix=prefix)
+    async with connected(app) as http:
+        opened = await http.post(url, json=initialize(), headers={**HEADERS, "mcp-protocol-version": SESSION_VERSION})
+        elsewhere = await http.post(url + "/x", json=initialize(), headers=HEADERS)
+    assert opened.status_code == 200, opened.text
+    assert opened.json()["result"]["protocolVersion"] == SESSION_VERSION
+    assert elsewhere.status_code == 404
