@@ -11,11 +11,14 @@ tried against the endpoint (in process, or on a real uvicorn server where it cro
   deployment, and streams that fell behind lost the updates they subscribed to.
 - The endpoint's plain route turned away every path that did not end with its own path, taken
   as literal: an endpoint under a path parameter (`/t/{tenant}/mcp`) answered 404.
+- A write to a resource's path while the shared store was down raised out of the app after its
+  response: a traceback in the log for every REST write, through every middleware around it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,7 +30,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from fastapi_mcp_routes import Limits, mcp_resource, mcp_routes, notify_resource_updated
+from fastapi_mcp_routes import Limits, RedisStore, mcp_resource, mcp_routes, notify_resource_updated
 from fastapi_mcp_routes.store.base import SessionRecord
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.uri_template import UriTemplate
@@ -36,6 +39,7 @@ from tests.helpers import (
     SESSION_VERSION,
     WAIT_S,
     final_message,
+    gone_redis_url,
     initialize,
     rpc,
     serve,
@@ -261,3 +265,21 @@ async def test_an_endpoint_under_a_path_parameter_is_served(prefix: str, path: s
     assert opened.status_code == 200, opened.text
     assert opened.json()["result"]["protocolVersion"] == SESSION_VERSION
     assert elsewhere.status_code == 404
+
+
+# -- the app's writes while the shared store is down ------------------------------------------
+
+
+async def test_writes_to_a_resource_while_the_store_is_down_are_answered_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = notes_resources_app(store=RedisStore.from_url(gone_redis_url()))
+    caplog.set_level(logging.WARNING, logger="fastapi_mcp_routes")
+    async with connected(app) as http:  # the transport raises what the app raises
+        caplog.clear()
+        written = [await http.put(f"/notes/{number}", params={"text": "kept"}) for number in (1, 2, 1)]
+        read = await http.get("/notes/2")
+    assert [response.status_code for response in written] == [200, 200, 200]
+    assert read.text == "kept"
+    logged = [record.getMessage() for record in caplog.records]
+    assert len([message for message in logged if "cannot be announced" in message]) == 1, logged
