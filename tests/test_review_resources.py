@@ -13,6 +13,8 @@ tried against the endpoint (in process, or on a real uvicorn server where it cro
   as literal: an endpoint under a path parameter (`/t/{tenant}/mcp`) answered 404.
 - A write to a resource's path while the shared store was down raised out of the app after its
   response: a traceback in the log for every REST write, through every middleware around it.
+- A new user's prompt whose body model has a field named like a path parameter was refused
+  with a sentence saying the body must not be "a list or a single value", which it was not.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel
 
-from fastapi_mcp_routes import Limits, RedisStore, mcp_resource, mcp_routes, notify_resource_updated
+from fastapi_mcp_routes import Limits, RedisStore, mcp_prompt, mcp_resource, mcp_routes, notify_resource_updated
 from fastapi_mcp_routes.store.base import SessionRecord
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.uri_template import UriTemplate
@@ -41,6 +44,7 @@ from tests.helpers import (
     final_message,
     gone_redis_url,
     initialize,
+    registry_of,
     rpc,
     serve,
     stateless_headers,
@@ -283,3 +287,23 @@ async def test_writes_to_a_resource_while_the_store_is_down_are_answered_and_log
     assert read.text == "kept"
     logged = [record.getMessage() for record in caplog.records]
     assert len([message for message in logged if "cannot be announced" in message]) == 1, logged
+
+
+# -- a prompt whose body cannot be its arguments --------------------------------------------------
+
+
+class Brief(BaseModel):
+    topic: str
+    tone: str = "plain"
+
+
+def test_a_prompt_whose_body_has_a_field_named_like_a_parameter_is_refused_saying_so() -> None:
+    app = FastAPI()
+
+    @mcp_prompt()
+    @app.post("/prompts/{topic}")
+    def brief(topic: str, body: Brief) -> str:
+        return topic
+
+    with pytest.raises(ValueError, match="a field named like one of its path or query parameters"):
+        registry_of(app).table()

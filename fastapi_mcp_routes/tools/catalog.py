@@ -238,8 +238,9 @@ def _prompt(mark: FeatureMark, options: PromptOptions) -> Prompt:
         )
     if call.schema.body_mode is BodyMode.WHOLE:
         raise ValueError(
-            f"{where}: a prompt's arguments are strings, so its route's body must be an object of fields, "
-            "not a list or a single value"
+            f"{where}: a prompt's arguments are strings, so its route's body must be an object whose fields "
+            "are the arguments: not a list or a single value, nor an object with a field named like one of "
+            "its path or query parameters"
         )
     definition: dict[str, Any] = {"name": name}
     _describe(definition, route, options.title, options.description)
