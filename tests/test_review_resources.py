@@ -15,6 +15,8 @@ tried against the endpoint (in process, or on a real uvicorn server where it cro
   response: a traceback in the log for every REST write, through every middleware around it.
 - A new user's prompt whose body model has a field named like a path parameter was refused
   with a sentence saying the body must not be "a list or a single value", which it was not.
+- A new user's resource behind a guard reading its own header (`x_admin: str = Header()`) was
+  refused at startup because "the URI cannot fill" the header, without a word of what to do.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
@@ -307,3 +309,38 @@ def test_a_prompt_whose_body_has_a_field_named_like_a_parameter_is_refused_sayin
 
     with pytest.raises(ValueError, match="a field named like one of its path or query parameters"):
         registry_of(app).table()
+
+
+# -- a resource behind a guard that reads a header of its own ---------------------------------
+
+
+def admin_only(x_admin: str = Header()) -> None:
+    if x_admin != "yes":
+        raise HTTPException(403, "Admins only.")
+
+
+def admin_app(**options: Any) -> FastAPI:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, **options))
+
+    @mcp_resource("admin://{name}")
+    @app.get("/admin/{name}", dependencies=[Depends(admin_only)], response_class=PlainTextResponse)
+    def admin_page(name: str) -> str:
+        return f"admin page {name}"
+
+    return app
+
+
+def test_a_resource_whose_guard_reads_a_header_is_refused_naming_forward_headers() -> None:
+    with pytest.raises(ValueError, match=r"\['x-admin'\].*forward_headers"):
+        registry_of(admin_app()).table()
+
+
+async def test_with_the_header_forwarded_the_resource_is_read_with_the_callers_header() -> None:
+    async with connected(admin_app(forward_headers=("x-admin",))) as http:
+        admin = await session(http, {"x-admin": "yes"})
+        anyone = await session(http)
+        read = await answer(http, admin, "resources/read", {"uri": "admin://a"})
+        refused = await answer(http, anyone, "resources/read", {"uri": "admin://a"})
+    assert read["result"]["contents"][0]["text"] == "admin page a"
+    assert refused["error"]["data"] == {"status": 422}
