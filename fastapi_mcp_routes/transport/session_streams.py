@@ -11,6 +11,7 @@ holds a claim too, so it has one at a time (a second is refused 409).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 
 from fastapi_mcp_routes.server.dispatch import RESOURCE_UPDATED, Dispatcher
-from fastapi_mcp_routes.server.sessions import SessionManager, uri_digest
+from fastapi_mcp_routes.server.sessions import RECHECK_S, SessionManager, uri_digest
 from fastapi_mcp_routes.store.base import Inbox, SessionRecord, Store
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.replay import StreamLogs
@@ -111,17 +112,22 @@ class _Subscriptions:
     when first asked and again only once the record changed: every stream of the deployment
     hears every update, and one store round trip each would cost each write one per stream.
     A change is heard before any update published after the client saw it made (one channel
-    after the other, in order), so none of those is checked against the old subscriptions."""
+    after the other, in order), so none of those is checked against the old subscriptions. A
+    change whose message was lost (the store's pub/sub connection dropped meanwhile) is read
+    at the next update `RECHECK_S` later, as a session checked lately is (server/sessions.py)."""
 
     def __init__(self, sessions: SessionManager, session: SessionRecord, changes: Inbox | None) -> None:
         self._sessions = sessions
         self._session = session
         self._changes = changes  # None: not heard of, so read again for each update
         self._digests: frozenset[str] | None = None
+        self._read_at = -math.inf
 
     async def include(self, uri: str) -> bool:
-        if self._changed() or self._digests is None:
+        now = anyio.current_time()
+        if self._changed() or self._digests is None or now - self._read_at >= RECHECK_S:
             self._digests = await self._sessions.subscriptions(self._session)
+            self._read_at = now
         return uri_digest(uri) in self._digests
 
     def _changed(self) -> bool:
