@@ -127,7 +127,8 @@ class Limits:
             past it, 429.
         max_subscriptions: resources one session, or one `subscriptions/listen` stream, is
             subscribed to; past it, the subscription is refused (-32602) naming this bound.
-        max_uri_chars: the longest resource URI a subscription may name.
+        max_uri_chars: the longest resource URI a read or a subscription may name; past it,
+            -32602 before the URI is matched against the templates.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES

@@ -296,10 +296,16 @@ class _PlainRoute(Route):
     test, so the REST requests matched after it pay almost nothing for it (`make bench-writes`:
     the Python calls of a REST request with and without the library)."""
 
+    def __init__(self, path: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(path, *args, **kwargs)
+        # What every path it serves ends with: the text after its last parameter (all of it
+        # when it has none; nothing when it ends with one, say a tenant under a prefix).
+        self.literal_end = path[path.rfind("}") + 1 :]
+
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         path = scope.get("path")
-        if isinstance(path, str) and not path.endswith(self.path):
-            return Match.NONE, {}  # the route's path is literal: it can only match its own end
+        if isinstance(path, str) and not path.endswith(self.literal_end):
+            return Match.NONE, {}
         return super().matches(scope)
 
 

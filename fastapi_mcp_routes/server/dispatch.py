@@ -64,6 +64,7 @@ class Dispatcher:
         self._lists = lists
         self._catalog = catalog
         self.updates = updates  # what listening streams hear resource updates from
+        self.resources = resources  # what a subscriptions/listen asks which resources it may hear of
         self._methods: dict[str, _Handler] = {
             "initialize": self._initialize,
             "server/discover": self._discover,

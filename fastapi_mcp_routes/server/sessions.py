@@ -247,11 +247,17 @@ class SessionManager:
 
         await self._change(record, remove, "subscriptions")
 
-    async def subscribed(self, record: SessionRecord, uri: str) -> bool:
-        """Whether the session is subscribed to `uri` now (read afresh: another process may
-        have taken the subscription)."""
+    async def subscriptions(self, record: SessionRecord) -> frozenset[str]:
+        """The digests (`uri_digest`) of the resources the session is subscribed to now, read
+        afresh: another process may have changed them."""
         current = await self._store.find_session(record.id, self._options.idle_s)
-        return current is not None and uri_digest(uri) in current.subscriptions
+        return frozenset(current.subscriptions) if current is not None else frozenset()
+
+    def changes(self, session_id: str) -> AbstractAsyncContextManager[Inbox]:
+        """Listen for changes to the session's record (its subscriptions, its log level), made
+        in any process. A change is announced before its request is answered, so it is heard
+        before anything published after the client saw that answer."""
+        return self._store.subscribe(_changed_channel(session_id))
 
     async def _change(self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord], what: str) -> None:
         """Make `change` to the session's record as it is now. Another request of the session
@@ -273,6 +279,7 @@ class SessionManager:
         if not await self._store.save_session(changed, replacing):
             return False
         self._checked.pop(changed.id, None)
+        await self._store.publish(_changed_channel(changed.id), b"")
         if self._store.shared:
             await self._store.publish(NEWS, dumps({"session": changed.id, "changed": True}))
         return True
@@ -417,6 +424,10 @@ class SessionManager:
 
 def _ended_channel(session_id: str) -> str:
     return f"ended/{session_id}"
+
+
+def _changed_channel(session_id: str) -> str:
+    return f"changed/{session_id}"
 
 
 def kept_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -11,6 +11,8 @@ DELETE to the path a resource is read from (transport/writes.py).
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final, NoReturn
@@ -25,6 +27,8 @@ logger = logging.getLogger("fastapi_mcp_routes")
 
 CHANNEL: Final = "resources/updated"
 RETRY_S: Final = 2.0
+# While the store cannot be reached, the writes whose updates are lost are logged this often.
+DOWN_LOG_S: Final = 60.0
 # Where an app keeps its endpoints' `ResourceUpdates`, so `notify_resource_updated(app, ...)`
 # reaches them without module-level state.
 _STATE_KEY: Final = "fastapi_mcp_routes_updates"
@@ -37,6 +41,7 @@ class ResourceUpdates:
         self._store = store
         self._registry = registry
         self._local = 0  # streams of this process listening now
+        self._down_logged = -math.inf
 
     @property
     def may_be_heard(self) -> bool:
@@ -51,17 +56,21 @@ class ResourceUpdates:
     def canonical(self, uri: str) -> str:
         """The URI as the server spells it (its template expanded again), so an update and a
         subscription match however each was written; a URI no resource has is kept as it is."""
-        return self.known(uri) or uri
-
-    def known(self, uri: str) -> str | None:
-        """The URI as the server spells it, or `None` when no resource has it."""
         found = self._registry.table().catalog.resource(uri)
-        return found[0].template.expand(found[1]) if found is not None else None
+        return found[0].template.expand(found[1]) if found is not None else uri
 
     async def written(self, path: str) -> None:
-        """A write to `path` succeeded: the resources read from that path changed."""
-        for uri in self._registry.cached().catalog.written(path):
-            await self.updated(uri)
+        """A write to `path` succeeded: the resources read from that path changed. While the
+        store cannot be reached their update is lost, with one WARNING a minute: the write
+        itself succeeded and was answered, so nothing is raised into the app after it."""
+        try:
+            for uri in self._registry.cached().catalog.written(path):
+                await self.updated(uri)
+        except StoreUnavailable as down:
+            now = time.monotonic()
+            if now - self._down_logged > DOWN_LOG_S:
+                self._down_logged = now
+                logger.warning("the app's writes to resources cannot be announced now (%s)", down.reason)
 
     async def follow(self, on_update: Callable[[str], Awaitable[None]], listening: anyio.Event) -> NoReturn:
         """Hand every URI updated from now on to `on_update`, for as long as the caller runs

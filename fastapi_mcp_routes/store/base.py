@@ -124,6 +124,10 @@ class Inbox(Protocol):
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...
 
+    def receive_nowait(self) -> bytes:
+        """The next message, already here; `anyio.WouldBlock` when none is."""
+        ...
+
 
 class Store(Protocol):
     """The state that outlives a request. Every method is one round trip to a shared store."""

@@ -197,7 +197,15 @@ def _resource(mark: FeatureMark, options: ResourceOptions) -> Resource:
             )
     unfilled = sorted(call.required - set(template.variables))
     if unfilled:
-        raise ValueError(f"{where}: the URI {template.text!r} cannot fill the route's required parameter(s) {unfilled}")
+        headers = [name for name in unfilled if arguments[name].location == "header"]
+        hint = (
+            f"; a header the caller sends reaches the route when forward_headers names it ({headers})"
+            if headers
+            else ""
+        )
+        raise ValueError(
+            f"{where}: the URI {template.text!r} cannot fill the route's required parameter(s) {unfilled}{hint}"
+        )
     definition: dict[str, Any] = {"uriTemplate" if template.variables else "uri": template.text}
     definition["name"] = options.name or route.name
     _describe(definition, route, options.title, options.description)
@@ -238,8 +246,9 @@ def _prompt(mark: FeatureMark, options: PromptOptions) -> Prompt:
         )
     if call.schema.body_mode is BodyMode.WHOLE:
         raise ValueError(
-            f"{where}: a prompt's arguments are strings, so its route's body must be an object of fields, "
-            "not a list or a single value"
+            f"{where}: a prompt's arguments are strings, so its route's body must be an object whose fields "
+            "are the arguments: not a list or a single value, nor an object with a field named like one of "
+            "its path or query parameters"
         )
     definition: dict[str, Any] = {"name": name}
     _describe(definition, route, options.title, options.description)

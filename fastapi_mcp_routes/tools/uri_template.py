@@ -7,6 +7,13 @@ accepts what expansion could have produced, and the values are percent-decoded. 
 expressions (`{?...}`, `{&...}`) are read by name from the URI's query, in any order, so a
 client that writes `?limit=5&q=x` for `{?q,limit}` is understood too; after a literal query
 (`notes?fixed=yes{&q}`) they continue it.
+
+Where a value could also hold the text that separates it from the next (`{name}.{ext}`), the
+earlier value takes as much as it can (`archive.tar.gz` is `archive.tar` and `gz`): the next
+value cannot hold that text. So a URI has one way to be split, and the match takes time in
+proportion to its length; letting both values hold it made a URI that almost matches a template
+of three variables take its length cubed (6 s for 2 kB). Two values with nothing between them
+(`{a}{b}`) cannot be told apart at all, and are refused.
 """
 
 from __future__ import annotations
@@ -29,17 +36,12 @@ _RESERVED: Final = ":/?#[]@!$&'()*+,;="
 # What each operator puts first, and between values (RFC 6570, appendix A).
 _PREFIX: Final = {"": "", "+": "", "#": "#", ".": ".", "/": "/", ";": ";", "?": "?", "&": "&"}
 _SEPARATOR: Final = {"": ",", "+": ",", "#": ",", ".": ".", "/": "/", ";": ";", "?": "&", "&": "&"}
-# What one value may span, by operator, when matching: no character that separates values.
-_VALUE: Final = {
-    "": r"[^/?#,]+",
-    "+": r"[^?#,]+",
-    "#": r"[^,]+",
-    ".": r"[^/?#.]+",
-    "/": r"[^/?#]+",
-    ";": r"[^;/?#]*",
-}
+# What ends one value, by operator, when matching: each character that separates values.
+_STOPS: Final = {"": "/?#,", "+": "?#,", "#": ",", ".": "/?#.", "/": "/?#", ";": ";/?#"}
 # The value of an expression with one variable has no "," to stop at (`{+path}` of "a,b.txt").
-_SOLE_VALUE: Final = {**_VALUE, "": r"[^/?#]+", "+": r"[^?#]+", "#": r".+"}
+_SOLE_STOPS: Final = {**_STOPS, "": "/?#", "+": "?#", "#": "\n"}
+# Operators whose expression always has its (first) value in a URI: the others may be absent.
+_ALWAYS: Final = frozenset({"", "+", "#"})
 # The group holding the query the `{?...}` and `{&...}` expressions read.
 _QUERY_GROUP: Final = "query"
 
@@ -89,7 +91,7 @@ class UriTemplate:
             # may follow them: neither text nor another kind of expression.
             raise ValueError(f"the URI template {text!r} has text after its query expression")
         kept = tuple(part for part in parts if part != "")
-        pattern, groups = _matcher(kept)
+        pattern, groups = _matcher(kept, text)
         query_names = tuple(name for part in query for name in part.names)
         return cls(text, kept, pattern, groups, query_names)
 
@@ -157,7 +159,7 @@ def _expression(body: str, template: str) -> Expression:
     return Expression(operator, names)
 
 
-def _matcher(parts: tuple[str | Expression, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
+def _matcher(parts: tuple[str | Expression, ...], template: str) -> tuple[re.Pattern[str], dict[str, str]]:
     """A regular expression for the whole URI, and which group holds which variable. Every
     variable is optional as expansion allows, except that a simple or reserved expression must
     produce its first value (else the URI could match anything). The query expressions' part
@@ -166,18 +168,30 @@ def _matcher(parts: tuple[str | Expression, ...]) -> tuple[re.Pattern[str], dict
     regex: list[str] = []
     groups: dict[str, str] = {}
     query_start = "?"
+    # What ends the values that may come last so far (the last one a URI always has, and any
+    # after it it may lack: the most any of them could hold), once there is one.
+    before: str | None = None
+    between = ""  # the template's text since the last value
     for part in parts:
         if isinstance(part, str):
             regex.append(re.escape(part))
             query_start = "&" if "?" in part else query_start
+            between += part
             continue
         if part.operator in _QUERY:
             continue
-        value = (_SOLE_VALUE if len(part.names) == 1 else _VALUE)[part.operator]
+        lead = between + _PREFIX[part.operator]
+        if before is not None and not lead:
+            raise ValueError(
+                f"the URI template {template!r} has {_shown(part)} right after another expression, with "
+                "nothing between them to tell where one value ends"
+            )
+        stops = (_SOLE_STOPS if len(part.names) == 1 else _STOPS)[part.operator]
         values = []
         for index, name in enumerate(part.names):
             group = f"v{len(groups)}"
             groups[group] = name
+            value = _value(stops, lead if index == 0 else "", before, "*" if part.operator == ";" else "+")
             if part.operator == ";":
                 # "=value", or nothing for an empty value; `match` drops the "=".
                 values.append(f"(?:;{re.escape(name)}(?P<{group}>(?:={value})?))?")
@@ -188,6 +202,26 @@ def _matcher(parts: tuple[str | Expression, ...]) -> tuple[re.Pattern[str], dict
                 values.append(f"(?:{separator}(?P<{group}>{value}))" + ("?" if index else ""))
         prefix = "#" if part.operator == "#" else ""
         regex.append(re.escape(prefix) + "".join(values))
+        always = part.operator in _ALWAYS and len(part.names) == 1
+        before = stops if always or before is None else "".join(c for c in before if c in stops)
+        between = ""
     if any(isinstance(part, Expression) and part.operator in _QUERY for part in parts):
         regex.append(f"(?:{re.escape(query_start)}(?P<{_QUERY_GROUP}>.*))?")
     return re.compile("".join(regex)), groups
+
+
+def _value(stops: str, lead: str, before: str | None, repeat: str) -> str:
+    """The pattern of one value ended by `stops`, after the text `lead`. Where the value before
+    that text could hold it too, this one cannot, so the earlier value takes the most (see the
+    module's docstring)."""
+    ambiguous = lead and before is not None and not any(character in before + stops for character in lead)
+    if ambiguous and len(lead) == 1:
+        stops += lead
+    character = f"[^{re.escape(stops)}]"
+    if ambiguous and len(lead) > 1:
+        character = f"(?:(?!{re.escape(lead)}){character})"
+    return character + repeat
+
+
+def _shown(part: Expression) -> str:
+    return "{" + part.operator + ",".join(part.names) + "}"

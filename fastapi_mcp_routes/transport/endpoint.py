@@ -221,8 +221,11 @@ class StreamableHTTPEndpoint:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
             limits = self._config.limits
+            caller = caller_from_scope(request.scope, self._config.forward_headers)
             try:
-                wanted = listen_filter(self._dispatcher, entry, limits.max_subscriptions, limits.max_uri_chars)
+                wanted = await listen_filter(
+                    self._dispatcher, entry, caller, limits.max_subscriptions, limits.max_uri_chars
+                )
             except McpError as error:
                 raise HttpError(status_for(error), error, request_id=entry.id) from None
             holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))

@@ -10,19 +10,24 @@ holds a claim too, so it has one at a time (a second is refused 409).
 
 from __future__ import annotations
 
+import contextlib
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
 
 from fastapi_mcp_routes.server.dispatch import RESOURCE_UPDATED, Dispatcher
-from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.store.base import SessionRecord, Store
+from fastapi_mcp_routes.server.sessions import RECHECK_S, SessionManager, uri_digest
+from fastapi_mcp_routes.store.base import Inbox, SessionRecord, Store
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
 from fastapi_mcp_routes.wire.json import dumps
 
 
@@ -89,15 +94,62 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
                 await emit(sse_event(dumps(message)))
 
     async def resource_updates(emit: Emit) -> None:
-        async def send(uri: str) -> None:
-            if await lease.sessions.subscribed(lease.session, uri):
-                message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
-                await emit(sse_event(dumps(message)))
+        async with _subscriptions(lease.sessions, lease.session) as subscriptions:
 
-        await dispatcher.updates.follow(send, listening)
+            async def send(uri: str) -> None:
+                if await subscriptions.include(uri):
+                    message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
+                    await emit(sse_event(dumps(message)))
+
+            await dispatcher.updates.follow(send, listening)
 
     sources = [lease.until_session_ends, list_changes, resource_updates]
     return ListenStream(sources, keep_alive, lease, listening=[listening])
+
+
+class _Subscriptions:
+    """The resources a session's stream passes the updates of, read from the session's record
+    when first asked and again only once the record changed: every stream of the deployment
+    hears every update, and one store round trip each would cost each write one per stream.
+    A change is heard before any update published after the client saw it made (one channel
+    after the other, in order), so none of those is checked against the old subscriptions. A
+    change whose message was lost (the store's pub/sub connection dropped meanwhile) is read
+    at the next update `RECHECK_S` later, as a session checked lately is (server/sessions.py)."""
+
+    def __init__(self, sessions: SessionManager, session: SessionRecord, changes: Inbox | None) -> None:
+        self._sessions = sessions
+        self._session = session
+        self._changes = changes  # None: not heard of, so read again for each update
+        self._digests: frozenset[str] | None = None
+        self._read_at = -math.inf
+
+    async def include(self, uri: str) -> bool:
+        now = anyio.current_time()
+        if self._changed() or self._digests is None or now - self._read_at >= RECHECK_S:
+            self._digests = await self._sessions.subscriptions(self._session)
+            self._read_at = now
+        return uri_digest(uri) in self._digests
+
+    def _changed(self) -> bool:
+        if self._changes is None:
+            return True
+        changed = False
+        with contextlib.suppress(anyio.WouldBlock):
+            while True:
+                self._changes.receive_nowait()
+                changed = True
+        return changed
+
+
+@asynccontextmanager
+async def _subscriptions(sessions: SessionManager, session: SessionRecord) -> AsyncIterator[_Subscriptions]:
+    """The session's subscriptions as its stream knows them, while the context is open."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            changes: Inbox | None = await stack.enter_async_context(sessions.changes(session.id))
+        except StoreUnavailable:
+            changes = None
+        yield _Subscriptions(sessions, session, changes)
 
 
 def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:

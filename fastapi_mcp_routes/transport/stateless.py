@@ -28,6 +28,7 @@ from fastapi_mcp_routes.server.dispatch import (
     Dispatcher,
 )
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
@@ -118,9 +119,12 @@ class ListenFilter:
     resources: Mapping[str, str]  # subscribed resources: the server's spelling -> the client's
 
 
-def listen_filter(dispatcher: Dispatcher, request: Request, max_subscriptions: int, max_uri_chars: int) -> ListenFilter:
+async def listen_filter(
+    dispatcher: Dispatcher, request: Request, caller: Caller, max_subscriptions: int, max_uri_chars: int
+) -> ListenFilter:
     """The filter of a `subscriptions/listen`: the types this server has, and the resources
-    that exist; -32602 for more resources than `Limits.max_subscriptions` or a malformed list."""
+    that exist; -32602 for more resources than `Limits.max_subscriptions` or a malformed list,
+    and the route's refusal for a resource whose guards turn the caller away."""
     wanted = request.params.get("notifications")
     wanted = wanted if isinstance(wanted, Mapping) else {}
     offered = dispatcher.capabilities()
@@ -141,10 +145,7 @@ def listen_filter(dispatcher: Dispatcher, request: Request, max_subscriptions: i
                 f"Invalid params: a stream may subscribe to {max_subscriptions} resources at most "
                 "(Limits.max_subscriptions); open another for more."
             )
-        for uri in uris:
-            canonical = dispatcher.updates.known(uri)
-            if canonical is not None:
-                resources.setdefault(canonical, uri)
+        resources = await dispatcher.resources.listened(uris, caller)
         honored["resourceSubscriptions"] = list(resources.values())
     sends = frozenset(_LIST_CHANGES[name] for name in honored if name in _LIST_CHANGES)
     return ListenFilter(honored, sends, resources)
