@@ -67,7 +67,7 @@ DEFAULT_MAX_RESUMES_PER_SESSION: Final = 4
 # in all, and a URI's length by the body cap, so subscriptions are too.
 DEFAULT_MAX_SUBSCRIPTIONS: Final = 64
 # A subscribed URI longer than this is refused: a subscriptions/listen stream keeps the URIs it
-# names (a session keeps digests), so 1,000 streams of 64 such URIs hold at most 64 MiB.
+# names once each (a session keeps digests), so 1,000 streams of 64 such URIs hold at most 64 MiB.
 DEFAULT_MAX_URI_CHARS: Final = 1024
 
 

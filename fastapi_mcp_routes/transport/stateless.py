@@ -28,6 +28,7 @@ from fastapi_mcp_routes.server.dispatch import (
     Dispatcher,
 )
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.server.sessions import uri_digest
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
@@ -116,7 +117,9 @@ class ListenFilter:
 
     honored: dict[str, Any]  # the acknowledgement's `notifications`
     sends: frozenset[str]  # the list-change notifications to pass on
-    resources: Mapping[str, str]  # subscribed resources: the server's spelling -> the client's
+    # Subscribed resources: a digest of the server's spelling -> the client's spelling (a digest,
+    # so a stream holds each URI once: the client's, which its notifications repeat).
+    resources: Mapping[str, str]
 
 
 async def listen_filter(
@@ -145,7 +148,8 @@ async def listen_filter(
                 f"Invalid params: a stream may subscribe to {max_subscriptions} resources at most "
                 "(Limits.max_subscriptions); open another for more."
             )
-        resources = await dispatcher.resources.listened(uris, caller)
+        listened = await dispatcher.resources.listened(uris, caller)
+        resources = {uri_digest(canonical): client for canonical, client in listened.items()}
         honored["resourceSubscriptions"] = list(resources.values())
     sends = frozenset(_LIST_CHANGES[name] for name in honored if name in _LIST_CHANGES)
     return ListenFilter(honored, sends, resources)
@@ -176,7 +180,7 @@ def subscription(
 
     async def resource_updates(emit: Emit) -> None:
         async def send(uri: str) -> None:
-            client_uri = wanted.resources.get(uri)
+            client_uri = wanted.resources.get(uri_digest(uri))
             if client_uri is not None:
                 await acknowledged.wait()  # the acknowledgement goes first (spec 2026-07-28)
                 params = {"_meta": tag, "uri": client_uri}
