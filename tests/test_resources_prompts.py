@@ -32,6 +32,7 @@ from fastapi_mcp_routes import (
 )
 from tests.helpers import (
     HEADERS,
+    SECRET,
     SESSION_VERSION,
     WAIT_S,
     final_message,
@@ -814,6 +815,17 @@ async def test_a_subscription_asks_the_routes_guards_first() -> None:
     assert (refused["code"], refused["data"]) == (-32602, {"status": 401})
     assert unusable["code"] == -32602
     assert subscribed == {}
+
+
+async def test_a_subscription_where_processes_share_a_secret_but_no_store_is_refused_naming_store() -> None:
+    # Another process may hold the session's GET stream: it would never hear of the subscription.
+    async with connected(features_app(secret=SECRET).app) as http:
+        peer = await join(http, SESSION)
+        _, refused = await peer.error("resources/subscribe", subscribe("notes://1"))
+        read = await peer.result("resources/read", {"uri": "notes://1"})
+    assert refused["code"] == -32600
+    assert "store=RedisStore.from_url" in refused["message"]
+    assert read["contents"]
 
 
 @pytest.mark.parametrize("uri", ["items://a%2Fb", "docs://a%2F..%2Fb", "files:///../etc"])

@@ -223,7 +223,13 @@ class SessionManager:
         await self._change(record, set_level, "log level (logging/setLevel)")
 
     async def subscribe(self, record: SessionRecord, uri: str, limit: int) -> None:
-        """Add `uri` to the session's subscriptions; `InvalidParams` past `limit` of them."""
+        """Add `uri` to the session's subscriptions; `InvalidParams` past `limit` of them.
+        Where processes share no store, `NeedsSharedStore`: another process may hold the
+        session's GET stream, which would never hear of the subscription."""
+        if self._deployment.state_per_process:
+            raise NeedsSharedStore(
+                self._deployment.needs_store("resources/subscribe, whose updates may go out on any process")
+            )
         uri = uri_digest(uri)
 
         def add(current: SessionRecord) -> SessionRecord:
