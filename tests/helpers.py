@@ -57,6 +57,20 @@ from fastapi_mcp_routes.tools.registry import ToolRegistry
 START_TIMEOUT_S = 10.0
 WAIT_S = 20.0  # the bound on every wait for a server or a peer
 
+# -- the app in process ------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def connected(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app served in process, with its lifespan running (discovery at startup)."""
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as http,
+    ):
+        yield http
+
+
 # -- a real server -----------------------------------------------------------------------------
 
 

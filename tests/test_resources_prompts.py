@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -35,6 +33,7 @@ from tests.helpers import (
     SECRET,
     SESSION_VERSION,
     WAIT_S,
+    connected,
     final_message,
     initialize,
     rpc,
@@ -104,17 +103,6 @@ def mcp_name(value: str) -> str:
     if value.isascii() and value.isprintable():
         return value
     return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
-
-
-@asynccontextmanager
-async def connected(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """The app served in process, with its lifespan running (discovery at startup)."""
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://testserver") as http,
-    ):
-        yield http
 
 
 async def join(http: httpx.AsyncClient, era: str, headers: dict[str, str] | None = None) -> Peer:

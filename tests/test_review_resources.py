@@ -43,6 +43,7 @@ from tests.helpers import (
     HEADERS,
     SESSION_VERSION,
     WAIT_S,
+    connected,
     final_message,
     gone_redis_url,
     initialize,
@@ -58,17 +59,6 @@ pytestmark = pytest.mark.anyio
 
 # Far more than a linear match of these URIs takes, far less than the backtracking one took.
 QUICK_S = 0.5
-
-
-@asynccontextmanager
-async def connected(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """The app served in process, with its lifespan running (discovery at startup)."""
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://testserver") as http,
-    ):
-        yield http
 
 
 async def session(http: httpx.AsyncClient, headers: dict[str, str] | None = None) -> dict[str, str]:
