@@ -213,7 +213,6 @@ def mcp_routes(
             lists=lists,
             calls=calls,
             resources=ResourceMethods(
-                app=app,
                 registry=registry,
                 runner=runner,
                 max_subscriptions=limits.max_subscriptions,

@@ -53,7 +53,7 @@ from tests.helpers import (
     stateless_headers,
     stateless_request,
 )
-from tests.resources_app import API_KEY, MISSING_KEY, notes_resources_app
+from tests.resources_app import API_KEY, MISSING_KEY, WRONG_KEY, notes_resources_app
 
 pytestmark = pytest.mark.anyio
 
@@ -167,6 +167,28 @@ async def test_listening_to_a_guarded_resource_without_its_key_is_refused_as_the
     assert refused.status_code == 400
     error = refused.json()["error"]
     assert (error["code"], error["message"], error["data"]) == (-32602, f"HTTP 401: {MISSING_KEY}", {"status": 401})
+
+
+async def test_listening_with_a_wrong_key_is_refused_as_the_routes_own_check_refuses() -> None:
+    # The key's value is checked by a plain dependency, not a security scheme: only the read
+    # itself runs it, so a subscription reads the resource once, as the caller.
+    wrong = stateless_headers("subscriptions/listen", **{"x-api-key": "not-" + API_KEY})
+    with serve(notes_resources_app()) as url, anyio.fail_after(WAIT_S):
+        async with httpx.AsyncClient(base_url=url) as http:
+            refused = await http.post("/mcp", json=listen_request(["secrets://vault"]), headers=wrong)
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (error["code"], error["message"], error["data"]) == (-32602, f"HTTP 403: {WRONG_KEY}", {"status": 403})
+
+
+async def test_a_session_with_a_wrong_key_cannot_subscribe_to_the_guarded_resource() -> None:
+    with serve(notes_resources_app()) as url, anyio.fail_after(WAIT_S):
+        async with httpx.AsyncClient(base_url=url, headers={"x-api-key": "not-" + API_KEY}) as http:
+            headers = await session(http)
+            refused = await answer(http, headers, "resources/subscribe", {"uri": "secrets://vault"})
+            public = await answer(http, headers, "resources/subscribe", {"uri": "notes://1"})
+    assert (refused["error"]["code"], refused["error"]["data"]) == (-32602, {"status": 403})
+    assert public["result"] == {}
 
 
 async def test_a_caller_with_the_key_listens_to_the_guarded_resource_and_hears_it_change() -> None:

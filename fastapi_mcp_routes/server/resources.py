@@ -5,7 +5,10 @@ turns the template's variables into the route's arguments, and runs the route as
 runs it (server/route_call.py): every middleware, dependency and guard of the route applies. An
 unknown URI, and a route that answers 404, are the era's resource-not-found error with the URI
 in `data` (SEP-2164). A subscription (`resources/subscribe`, or a 2026-07-28
-`subscriptions/listen` naming resources) is taken only from a caller the route's guards let read.
+`subscriptions/listen` naming resources) is taken only from a caller the route lets read: the
+read runs once, as the caller's, so every guard of the route decides, not only its security
+schemes (a wrong API key is refused as on a read), and its answer is not kept; a 404 still
+subscribes (what does not exist yet may be watched for its creation).
 """
 
 from __future__ import annotations
@@ -13,17 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fastapi import FastAPI
-
 from fastapi_mcp_routes.server.call import InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
-from fastapi_mcp_routes.server.route_call import RouteRunner, route_error
+from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.tools.catalog import Resource
-from fastapi_mcp_routes.tools.feature_results import RouteFailed, check_status, resource_contents
-from fastapi_mcp_routes.tools.guards import refusal
-from fastapi_mcp_routes.tools.invoke import Caller, planned_path
+from fastapi_mcp_routes.tools.feature_results import resource_contents
+from fastapi_mcp_routes.tools.invoke import planned_path
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from fastapi_mcp_routes.wire.errors import InvalidParams, ResourceNotFound, ToolError
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ResourceNotFound, ToolError
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
 
@@ -31,9 +31,8 @@ class ResourceMethods:
     """Reads resources and takes subscriptions to them."""
 
     def __init__(
-        self, *, app: FastAPI, registry: ToolRegistry, runner: RouteRunner, max_subscriptions: int, max_uri_chars: int
+        self, *, registry: ToolRegistry, runner: RouteRunner, max_subscriptions: int, max_uri_chars: int
     ) -> None:
-        self._app = app
         self._registry = registry
         self._runner = runner
         self._max_subscriptions = max_subscriptions
@@ -52,31 +51,35 @@ class ResourceMethods:
     async def subscribe(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
         entry, arguments = self.find(uri, channel)
-        await self._ask_guards(entry, arguments, channel.caller)
+        await self._may_read(request, channel, uri, entry, arguments)
         await channel.subscribe(entry.template.expand(arguments), self._max_subscriptions)
         return {}
 
-    async def listened(self, uris: Iterable[str], caller: Caller) -> dict[str, str]:
+    async def listened(self, uris: Iterable[str], request: Request, channel: ClientChannel) -> dict[str, str]:
         """The resources a `subscriptions/listen` names that exist, as the server spells their
         URIs, each with the client's spelling; the route's refusal, as `subscribe` answers it,
-        when a route's guards turn the caller away."""
+        when a route turns the caller away."""
         honored: dict[str, str] = {}
         for uri in uris:
             found = self._found(uri)
             if found is not None:
                 entry, arguments = found
-                await self._ask_guards(entry, arguments, caller)
+                await self._may_read(request, channel, uri, entry, arguments)
                 honored.setdefault(entry.template.expand(arguments), uri)
         return honored
 
-    async def _ask_guards(self, entry: Resource, arguments: Mapping[str, str], caller: Caller) -> None:
-        """A subscription is taken only from a caller the route's guards let read."""
-        refused = await refusal(self._app, entry.call, arguments, caller)
-        if refused is not None:
-            try:
-                check_status(entry.call, refused)
-            except RouteFailed as failed:
-                raise route_error(entry.call, failed) from None
+    async def _may_read(
+        self, request: Request, channel: ClientChannel, uri: str, entry: Resource, arguments: Mapping[str, str]
+    ) -> None:
+        """Read the resource once as the caller, so every guard of its route decides whether
+        the caller may hear of its changes; the route's refusal is the subscription's. A 404
+        is not one: a note that does not exist yet may be watched for its creation."""
+        try:
+            ran = await self._runner.run(request, channel, entry.call, arguments, _NotYet)
+        except _NotYet:
+            return
+        if isinstance(ran, InputRequired):
+            raise InvalidParams(f"Invalid params: reading {truncate(uri)!r} asks questions; it cannot be watched.")
 
     async def unsubscribe(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
@@ -119,6 +122,13 @@ class ResourceMethods:
         except ToolError as exc:
             raise InvalidParams(f"Invalid params: {exc}", {"uri": truncate(uri, 200)}) from None
         return entry, arguments
+
+
+class _NotYet(McpError):
+    """A subscription's read found nothing (404): the resource may exist later."""
+
+    def __init__(self) -> None:
+        super().__init__("Resource not found")
 
 
 def _not_found(uri: str, channel: ClientChannel) -> ResourceNotFound:

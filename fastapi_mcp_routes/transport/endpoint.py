@@ -216,21 +216,6 @@ class StreamableHTTPEndpoint:
         except McpError as error:
             raise HttpError(status_for(error), error, request_id=entry.id) from None
         identity = caller_identity(request, self._config.credential_headers)
-        if entry.method == SUBSCRIBE:
-            if not accepts.sse:
-                refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
-                raise HttpError(406, refusal, request_id=entry.id)
-            limits = self._config.limits
-            caller = caller_from_scope(request.scope, self._config.forward_headers)
-            try:
-                wanted = await listen_filter(
-                    self._dispatcher, entry, caller, limits.max_subscriptions, limits.max_uri_chars
-                )
-            except McpError as error:
-                raise HttpError(status_for(error), error, request_id=entry.id) from None
-            holder = holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
-            slots = await self._slots.take(holder, self.keep_alive.interval_s, request_id=entry.id)
-            return subscription(self._dispatcher, entry, wanted, slots, self.keep_alive)
         channel = self._channels.stateless(
             caller=caller_from_scope(request.scope, self._config.forward_headers),
             principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
@@ -238,6 +223,19 @@ class StreamableHTTPEndpoint:
             address=client_address(request),
             envelope=envelope,
         )
+        if entry.method == SUBSCRIBE:
+            if not accepts.sse:
+                refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
+                raise HttpError(406, refusal, request_id=entry.id)
+            limits = self._config.limits
+            try:
+                wanted = await listen_filter(
+                    self._dispatcher, entry, channel, limits.max_subscriptions, limits.max_uri_chars
+                )
+            except McpError as error:
+                raise HttpError(status_for(error), error, request_id=entry.id) from None
+            slots = await self._slots.take(channel.holder, self.keep_alive.interval_s, request_id=entry.id)
+            return subscription(self._dispatcher, entry, wanted, slots, self.keep_alive)
         return StatelessAnswer(
             dispatcher=self._dispatcher,
             request=entry,

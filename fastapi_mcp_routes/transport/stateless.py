@@ -29,7 +29,6 @@ from fastapi_mcp_routes.server.dispatch import (
 )
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
 from fastapi_mcp_routes.server.sessions import uri_digest
-from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
@@ -123,7 +122,7 @@ class ListenFilter:
 
 
 async def listen_filter(
-    dispatcher: Dispatcher, request: Request, caller: Caller, max_subscriptions: int, max_uri_chars: int
+    dispatcher: Dispatcher, request: Request, channel: StatelessChannel, max_subscriptions: int, max_uri_chars: int
 ) -> ListenFilter:
     """The filter of a `subscriptions/listen`: the types this server has, and the resources
     that exist; -32602 for more resources than `Limits.max_subscriptions` or a malformed list,
@@ -148,7 +147,7 @@ async def listen_filter(
                 f"Invalid params: a stream may subscribe to {max_subscriptions} resources at most "
                 "(Limits.max_subscriptions); open another for more."
             )
-        listened = await dispatcher.resources.listened(uris, caller)
+        listened = await dispatcher.resources.listened(uris, request, channel)
         resources = {uri_digest(canonical): client for canonical, client in listened.items()}
         honored["resourceSubscriptions"] = list(resources.values())
     sends = frozenset(_LIST_CHANGES[name] for name in honored if name in _LIST_CHANGES)
