@@ -279,7 +279,7 @@ async def test_an_ended_session_leaves_no_stream_behind(stores: Stores) -> None:
         late = await store.start_stream(session_id, 8)  # the cancelled call's answer, after the end
         await store.complete_stream(session_id, late if late is not None else running)
     if isinstance(store, MemoryStore):
-        assert repr(store) == "MemoryStore(sessions=0, streams=0, tokens=0)"
+        assert repr(store) == "MemoryStore(sessions=0, streams=0, tokens=0, tasks=0)"
     else:  # only the counters of the bookkeeping are left: no session, stream or byte counted
         held = await stores.redis_keys()
         assert list(held) == ["sessions"]

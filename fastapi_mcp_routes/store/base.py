@@ -1,7 +1,7 @@
 """The state boundary: everything that outlives one request lives behind `Store`.
 
 Sessions, the events of resumable streams, single-use confirmation tokens and the replies to
-server-to-client requests (later also tasks and subscriptions) are kept here and nowhere else.
+server-to-client requests, tasks and subscriptions are kept here and nowhere else.
 Each method is one step a Redis server can take in one round trip (a command, a pipeline or a
 script): records with a time to live, atomic compare-and-use of a token, lists trimmed to a
 bound, and publish/subscribe for a message that reaches a call or a stream waiting in another
@@ -93,6 +93,42 @@ class SessionRecord:
     # Digests of the resources the session subscribed to (`resources/subscribe`), at most
     # `Limits.max_subscriptions`; their updates go out on its GET stream.
     subscriptions: tuple[str, ...] = ()
+
+
+# The statuses of a task that never change again (tasks extension, SEP-2663).
+TASK_ENDS: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """What the store keeps of one task (a `tools/call` the client polls, 2026-07-28 tasks
+    extension): everything `tasks/get` shows, and the answers on their way to its route."""
+
+    id: str
+    owner: bytes  # who may see it, and counts it against the per-caller bound: a keyed hash
+    trust: Trust
+    tool: str
+    runner: str  # the process running its route (hex), which a cancellation or an answer reaches
+    status: str  # working, input_required, completed, failed or cancelled
+    created_ms: int  # wall-clock milliseconds
+    updated_ms: int
+    ttl_ms: int  # kept this long after its creation, then dropped with its result
+    message: str | None = None  # `statusMessage`: the route's latest progress message, or why it ended
+    questions: Mapping[str, Any] | None = None  # `inputRequests` still unanswered, while input_required
+    answers: Mapping[str, Any] | None = None  # answers `tasks/update` brought that the route has not taken
+    outcome: Mapping[str, Any] | None = None  # the tool result once completed, the JSON-RPC error once failed
+
+    @property
+    def ended(self) -> bool:
+        return self.status in TASK_ENDS
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBounds:
+    """Tasks kept (running or finished, until their time to live ends), per owner and in all."""
+
+    max_per_owner: int
+    max_tasks: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +277,24 @@ class Store(Protocol):
 
     async def revoke_token(self, key: str) -> None:
         """Mark a token used without using it (a declined question)."""
+        ...
+
+    # -- tasks (2026-07-28 tasks extension) -------------------------------------------------
+
+    async def put_task(self, record: TaskRecord, bounds: TaskBounds) -> str | None:
+        """Keep a new task for its `ttl_ms`. Past the owner's bound the owner's oldest finished
+        task goes, past the total the oldest finished task of the lowest trust, never one
+        trusted more; a running task is never pushed out. Returns `None` when kept, else which
+        bound left no room: `"owner"` or `"total"`."""
+        ...
+
+    async def find_task(self, task_id: str) -> TaskRecord | None:
+        """The task with this id, until its time to live ends."""
+        ...
+
+    async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
+        """Replace a task's record when it is still `replacing` (compare-and-set, as
+        `save_session`); its time to live runs on. `False` when it changed or is gone."""
         ...
 
     # -- messages between requests (and processes) ------------------------------------------

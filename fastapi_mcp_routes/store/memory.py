@@ -27,6 +27,8 @@ from fastapi_mcp_routes.store.base import (
     SessionRecord,
     StoreFull,
     StreamEvents,
+    TaskBounds,
+    TaskRecord,
     Trust,
 )
 
@@ -69,6 +71,12 @@ class _Token:
     trust: Trust
 
 
+@dataclass(slots=True)
+class _Task:
+    record: TaskRecord
+    expires: float
+
+
 def _oldest_of_lowest_trust(by_trust: Mapping[Trust, OrderedDict[_Key, None]], ceiling: Trust) -> _Key:
     """The key to push out for a newcomer of trust `ceiling`: the oldest of the lowest trust,
     never one trusted more than the newcomer."""
@@ -106,6 +114,10 @@ class MemoryStore:
         self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
         self._tokens_by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
         self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
+        self._tasks: dict[str, _Task] = {}
+        self._tasks_by_owner: dict[bytes, OrderedDict[str, None]] = {}  # in the order they were made
+        # Finished tasks by their owner's trust, in the order they finished: what a bound pushes out.
+        self._tasks_ended: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
         # pool -> holder -> expiry, in the order of renewal: lapsed slots are at the front.
         self._slots: dict[str, OrderedDict[str, float]] = {}
 
@@ -363,6 +375,57 @@ class MemoryStore:
             del self._tokens_by_owner[token.owner]
         del self._tokens_by_trust[token.trust][key]
 
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def put_task(self, record: TaskRecord, bounds: TaskBounds) -> str | None:
+        now = self._clock()
+        for task_id in [key for key, task in self._tasks.items() if task.expires <= now]:
+            self._drop_task(task_id)  # bounded by `max_tasks`; tasks live for different times
+        mine = self._tasks_by_owner.get(record.owner)
+        if mine and len(mine) >= bounds.max_per_owner:
+            done = next((task_id for task_id in mine if self._tasks[task_id].record.ended), None)
+            if done is None:
+                return "owner"
+            self._drop_task(done)
+        if len(self._tasks) >= bounds.max_tasks:
+            try:
+                self._drop_task(_oldest_of_lowest_trust(self._tasks_ended, record.trust))
+            except StoreFull:
+                return "total"
+        self._tasks[record.id] = _Task(record, now + record.ttl_ms / 1000)
+        self._tasks_by_owner.setdefault(record.owner, OrderedDict())[record.id] = None
+        if record.ended:
+            self._tasks_ended[record.trust][record.id] = None
+        return None
+
+    async def find_task(self, task_id: str) -> TaskRecord | None:
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        if task.expires <= self._clock():
+            self._drop_task(task_id)
+            return None
+        return task.record
+
+    async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
+        if await self.find_task(record.id) is None:
+            return False
+        task = self._tasks[record.id]
+        if task.record != replacing:
+            return False
+        task.record = record
+        if record.ended:
+            self._tasks_ended[record.trust][record.id] = None
+        return True
+
+    def _drop_task(self, task_id: str) -> None:
+        record = self._tasks.pop(task_id).record
+        mine = self._tasks_by_owner[record.owner]
+        del mine[task_id]
+        if not mine:
+            del self._tasks_by_owner[record.owner]
+        self._tasks_ended[record.trust].pop(task_id, None)
+
     # -- messages --------------------------------------------------------------------------
 
     async def publish(self, channel: str, message: bytes) -> bool:
@@ -390,4 +453,7 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         streams = sum(len(kept.kept) for kept in self._streams.values())
-        return f"MemoryStore(sessions={len(self._sessions)}, streams={streams}, tokens={len(self._tokens)})"
+        return (
+            f"MemoryStore(sessions={len(self._sessions)}, streams={streams}, tokens={len(self._tokens)}, "
+            f"tasks={len(self._tasks)})"
+        )

@@ -54,6 +54,8 @@ from fastapi_mcp_routes.store.base import (
     SessionRecord,
     StoreFull,
     StreamEvents,
+    TaskBounds,
+    TaskRecord,
     Trust,
 )
 from fastapi_mcp_routes.store.redis_pubsub import Channels
@@ -100,6 +102,32 @@ def _load_record(raw: bytes) -> SessionRecord:
     )
 
 
+def _dump_task(record: TaskRecord) -> bytes:
+    fields: dict[str, Any] = {
+        "id": record.id,
+        "owner": record.owner.hex(),
+        "trust": int(record.trust),
+        "tool": record.tool,
+        "runner": record.runner,
+        "status": record.status,
+        "created_ms": record.created_ms,
+        "updated_ms": record.updated_ms,
+        "ttl_ms": record.ttl_ms,
+        "message": record.message,
+        "questions": record.questions,
+        "answers": record.answers,
+        "outcome": record.outcome,
+    }
+    return json.dumps(fields, separators=(",", ":")).encode()
+
+
+def _load_task(raw: bytes) -> TaskRecord:
+    fields = json.loads(raw)
+    return TaskRecord(
+        **{**fields, "owner": bytes.fromhex(fields["owner"]), "trust": Trust(fields["trust"])},
+    )
+
+
 class RedisStore:
     """Keeps every record in Redis, shared by every process; see `Store` for what each method
     promises."""
@@ -143,6 +171,9 @@ class RedisStore:
         self._adopt_token = client.register_script(scripts.ADOPT_TOKEN)
         self._use_token = client.register_script(scripts.USE_TOKEN)
         self._revoke_token = client.register_script(scripts.REVOKE_TOKEN)
+        self._put_task = client.register_script(scripts.PUT_TASK)
+        self._find_task = client.register_script(scripts.FIND_TASK)
+        self._save_task = client.register_script(scripts.SAVE_TASK)
 
     @classmethod
     def from_url(
@@ -288,6 +319,33 @@ class RedisStore:
     def _token_terms(ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> tuple[int, str, int, int, int]:
         per_owner, total = bounds
         return _ms(ttl_s), holder.owner.hex(), int(holder.trust), per_owner, total
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def put_task(self, record: TaskRecord, bounds: TaskBounds) -> str | None:
+        full = await self._run(
+            self._put_task,
+            record.id,
+            _dump_task(record),
+            record.owner.hex(),
+            int(record.trust),
+            max(1, record.ttl_ms),
+            int(record.ended),
+            bounds.max_per_owner,
+            bounds.max_tasks,
+        )
+        return (None, "owner", "total")[full]
+
+    async def find_task(self, task_id: str) -> TaskRecord | None:
+        raw = await self._run(self._find_task, task_id)
+        return None if raw is None else _load_task(raw)
+
+    async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
+        # As for sessions: a record read back dumps to the bytes it was kept as.
+        saved = await self._run(
+            self._save_task, record.id, _dump_task(record), _dump_task(replacing), int(record.trust), int(record.ended)
+        )
+        return bool(saved)
 
     # -- messages --------------------------------------------------------------------------
 

@@ -17,6 +17,11 @@ prefix inside the scripts (so a single Redis, not a Redis Cluster). The layout, 
     tokens:expiry          zset   key -> its end (ms)
     tokens:owner:<hex>     zset   key -> seq of its keeping
     token:<key>            string its value
+    tasks                  hash   seq, life; o:<id> owner (hex)
+    tasks:expiry           zset   id -> its end (ms)
+    tasks:ended            zset   id -> trust band + seq of its ending (finished tasks only)
+    tasks:owner:<hex>      zset   id -> seq of its making
+    task:<id>              string the record (JSON)
     claim:<name>           hash   h holder, d end (ms)
     slots:<pool>           zset   holder -> end (ms)
 
@@ -208,6 +213,33 @@ local function put_token(key, value, ttl, owner, trust, per_owner, total)
   local life = renew(TMETA, {TMETA, ORDER, TEXPIRY}, ttl)
   redis.call('PEXPIRE', mine, int(life))
   return true
+end
+"""
+
+_TASKS: Final = """
+local KMETA = P .. 'tasks'
+local KEXPIRY = P .. 'tasks:expiry'
+local KENDED = P .. 'tasks:ended'
+local function task_key(id) return P .. 'task:' .. id end
+local function task_owner_key(owner) return P .. 'tasks:owner:' .. owner end
+local function live_task(id)
+  local deadline = redis.call('ZSCORE', KEXPIRY, id)
+  return deadline and tonumber(deadline) > NOW
+end
+
+local function drop_task(id)
+  redis.call('ZREM', KEXPIRY, id)
+  redis.call('ZREM', KENDED, id)
+  local owner = redis.call('HGET', KMETA, 'o:' .. id)
+  if owner then redis.call('ZREM', task_owner_key(owner), id) end
+  redis.call('HDEL', KMETA, 'o:' .. id)
+  redis.call('UNLINK', task_key(id))
+end
+
+local function mark_ended(id, trust)
+  if not redis.call('ZSCORE', KENDED, id) then
+    redis.call('ZADD', KENDED, int(trust * BAND + redis.call('HINCRBY', KMETA, 'seq', 1)), id)
+  end
 end
 """
 
@@ -518,5 +550,68 @@ REVOKE_TOKEN: Final = _script(
     _TOKENS,
     """
 if live_token(ARGV[3]) then redis.call('SET', token_key(ARGV[3]), ARGV[4], 'XX', 'KEEPTTL') end
+""",
+)
+
+# -- tasks -------------------------------------------------------------------------------------
+
+# ARGV: id, record, owner, trust, ttl ms, ended (0/1), max per owner, max tasks
+# -> 0 kept, 1 the owner's bound is full of running tasks, 2 the total is (or of tasks trusted more)
+PUT_TASK: Final = _script(
+    _PRELUDE,
+    _TASKS,
+    """
+local id, record, owner, trust, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local per_owner, total = tonumber(ARGV[9]), tonumber(ARGV[10])
+for _, expired in ipairs(redis.call('ZRANGE', KEXPIRY, '-inf', int(NOW), 'BYSCORE')) do drop_task(expired) end
+local mine = task_owner_key(owner)
+if redis.call('ZCARD', mine) >= per_owner then
+  local done = nil
+  for _, other in ipairs(redis.call('ZRANGE', mine, 0, -1)) do
+    if redis.call('ZSCORE', KENDED, other) then
+      done = other
+      break
+    end
+  end
+  if not done then return 1 end
+  drop_task(done)
+end
+if redis.call('ZCARD', KEXPIRY) >= total then
+  local head = redis.call('ZRANGE', KENDED, 0, 0, 'WITHSCORES')
+  if #head == 0 or band(head[2]) > trust then return 2 end
+  drop_task(head[1])
+end
+local seq = redis.call('HINCRBY', KMETA, 'seq', 1)
+redis.call('SET', task_key(id), record, 'PX', int(ttl))
+redis.call('ZADD', KEXPIRY, int(NOW + ttl), id)
+redis.call('ZADD', mine, seq, id)
+redis.call('HSET', KMETA, 'o:' .. id, owner)
+if ARGV[8] == '1' then mark_ended(id, trust) end
+local life = renew(KMETA, {KMETA, KEXPIRY, KENDED}, ttl)
+redis.call('PEXPIRE', mine, int(life))
+return 0
+""",
+)
+
+# ARGV: id -> the record, or nil once its time is up
+FIND_TASK: Final = _script(
+    _PRELUDE,
+    _TASKS,
+    """
+if not live_task(ARGV[3]) then return false end
+return redis.call('GET', task_key(ARGV[3]))
+""",
+)
+
+# ARGV: id, record, the record it replaces, trust, ended (0/1) -> 1 when saved
+SAVE_TASK: Final = _script(
+    _PRELUDE,
+    _TASKS,
+    """
+local id = ARGV[3]
+if not live_task(id) or redis.call('GET', task_key(id)) ~= ARGV[5] then return 0 end
+redis.call('SET', task_key(id), ARGV[4], 'KEEPTTL')
+if ARGV[7] == '1' then mark_ended(id, tonumber(ARGV[6])) end
+return 1
 """,
 )
