@@ -611,7 +611,11 @@ SAVE_TASK: Final = _script(
 local id = ARGV[3]
 if not live_task(id) or redis.call('GET', task_key(id)) ~= ARGV[5] then return 0 end
 redis.call('SET', task_key(id), ARGV[4], 'KEEPTTL')
-if ARGV[7] == '1' then mark_ended(id, tonumber(ARGV[6])) end
+if ARGV[7] == '1' then
+  mark_ended(id, tonumber(ARGV[6]))
+  -- The ended set may be new here (every task was running when last put): it expires with the rest.
+  renew(KMETA, {KMETA, KEXPIRY, KENDED}, 0)
+end
 return 1
 """,
 )
