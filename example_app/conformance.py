@@ -573,3 +573,82 @@ async def input_required_prompt(ctx: Context) -> str:
     schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
     answer = await ctx.elicit("What context should the prompt use?", schema, key="user_context")
     return f"Use this context: {(answer.content or {}).get('context')}"
+
+
+# -- tasks (the 2026-07-28 tasks extension): ordinary routes, marked with `task=` ----------------
+
+CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+
+
+@mcp_tool()
+@app.get("/fixtures/tasks/greet", response_class=PlainTextResponse)
+def greet(name: str) -> str:
+    """Greets by name, always at once (never a task)."""
+    return f"Hello, {name}!"
+
+
+@mcp_tool(task="optional")
+@app.get("/fixtures/tasks/slow-compute", response_class=PlainTextResponse)
+async def slow_compute(ctx: Context, seconds: Annotated[float, Query(ge=0, le=600)] = 1, label: str = "compute") -> str:
+    """Works for `seconds`, reporting progress every half second: a task when the client can poll one."""
+    elapsed = 0.0
+    while elapsed < seconds:
+        step = min(0.5, seconds - elapsed)
+        await anyio.sleep(step)
+        elapsed += step
+        await ctx.report_progress(elapsed, seconds, f"{label}: {elapsed:g} of {seconds:g} s")
+    return f"{label}: done after {seconds:g} s"
+
+
+@mcp_tool(task="required")
+@app.post("/fixtures/tasks/failing-job", response_class=PlainTextResponse)
+async def failing_job() -> str:
+    """Fails after a second of work; only ever runs as a task."""
+    await anyio.sleep(1)
+    raise HTTPException(status_code=409, detail="The job failed after a second of work.")
+
+
+@mcp_tool(task="optional")
+@app.post("/fixtures/tasks/protocol-error-job", response_class=PlainTextResponse)
+async def protocol_error_job(ctx: Context) -> str:
+    """Becomes a task, then needs the client's roots: a client that cannot list them ends the
+    task `failed`, with the JSON-RPC error (-32021) the call met."""
+    await ctx.start_task()
+    roots = await ctx.list_roots(key="workspace_roots")
+    return f"{len(roots)} roots"
+
+
+@mcp_tool(task="optional")
+@app.post("/fixtures/tasks/confirm-delete", response_class=PlainTextResponse)
+async def confirm_delete(ctx: Context, filename: str) -> str:
+    """Becomes a task, then asks the user to confirm the deletion (a question of the task)."""
+    await ctx.start_task()
+    answer = await ctx.elicit(f"Delete '{filename}'?", CONFIRM_SCHEMA, key="confirm_delete")
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm") is True
+    return f"Deleted '{filename}'." if confirmed else f"Kept '{filename}'."
+
+
+@mcp_tool(task="optional")
+@app.post("/fixtures/tasks/multi-input", response_class=PlainTextResponse)
+async def multi_input(ctx: Context) -> str:
+    """Becomes a task, then asks two questions at once; either may be answered first."""
+    await ctx.start_task()
+    answers = await ctx.ask(
+        {
+            "name": InputRequest.elicitation("What is your name?", NAME_SCHEMA),
+            "confirm": InputRequest.elicitation("Shall I go on?", CONFIRM_SCHEMA),
+        }
+    )
+    name = (answers["name"].get("content") or {}).get("name")
+    confirmed = (answers["confirm"].get("content") or {}).get("confirm")
+    return f"name={name}, confirmed={confirmed}"
+
+
+@mcp_tool(task="required")
+@app.post("/fixtures/tasks/with-task", response_class=PlainTextResponse)
+async def test_tool_with_task(ctx: Context) -> str:
+    """Asks the user's name first (a round of the call, before any task), then works as a task."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    await ctx.start_task()
+    await anyio.sleep(0.5)
+    return f"Hello, {(answer.content or {}).get('name')}! The task is done."

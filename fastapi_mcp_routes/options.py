@@ -95,6 +95,60 @@ class Sessions:
         _check_count("Sessions.max_per_caller", self.max_per_caller)
 
 
+# Tasks (2026-07-28 tasks extension). A call that may be a task and has not answered in this
+# time becomes one: quick work is answered directly, without a round of polling.
+DEFAULT_TASK_AFTER_S: Final = 0.25
+# An hour to come back for a result; a route may ask for longer (`ToolContext.start_task`),
+# up to a day.
+DEFAULT_TASK_TTL_S: Final = 3600.0
+DEFAULT_MAX_TASK_TTL_S: Final = 24 * 3600.0
+DEFAULT_TASK_POLL_INTERVAL_S: Final = 1.0
+# Tasks kept (running, or finished until their time to live ends), per caller and in all; a
+# finished one makes room for a new one, a running one never does.
+DEFAULT_MAX_TASKS_PER_CALLER: Final = 16
+DEFAULT_MAX_TASKS: Final = 1000
+# A finished task's result is kept until its time to live ends (in Redis, with a shared store).
+DEFAULT_MAX_TASK_RESULT_BYTES: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Tasks:
+    """How routes run as tasks (2026-07-28 tasks extension, `mcp_tool(task=...)`):
+    `mcp_routes(app, tasks=Tasks(ttl_s=600))`.
+
+    Args:
+        after_s: a call that may be a task runs this long in its request first; what answers
+            (or asks the client something) sooner is answered directly, anything longer becomes
+            a task. A route can become a task earlier with `ToolContext.start_task()`.
+        ttl_s: how long a task and its result are kept after it starts; the route is cancelled
+            when its task's time is up.
+        max_ttl_s: the longest time to live a route may ask for (`ToolContext.start_task`).
+        poll_interval_s: how often clients are told to poll (`pollIntervalMs`).
+        max_per_caller, max_tasks: tasks kept, per caller and in all; past them, finished tasks
+            are dropped oldest first (the lowest trust first in all), and when every one still
+            runs, an optional task answers directly and a required one is refused.
+        max_result_bytes: the largest result a task keeps; a larger one ends the task with an
+            `isError` result saying so.
+    """
+
+    after_s: float = DEFAULT_TASK_AFTER_S
+    ttl_s: float = DEFAULT_TASK_TTL_S
+    max_ttl_s: float = DEFAULT_MAX_TASK_TTL_S
+    poll_interval_s: float = DEFAULT_TASK_POLL_INTERVAL_S
+    max_per_caller: int = DEFAULT_MAX_TASKS_PER_CALLER
+    max_tasks: int = DEFAULT_MAX_TASKS
+    max_result_bytes: int = DEFAULT_MAX_TASK_RESULT_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("after_s", "ttl_s", "max_ttl_s", "poll_interval_s"):
+            check_seconds(f"Tasks.{name}", getattr(self, name))
+        if self.ttl_s > self.max_ttl_s:
+            raise ValueError(f"Tasks.ttl_s must not exceed Tasks.max_ttl_s, got {self.ttl_s!r} > {self.max_ttl_s!r}")
+        _check_count("Tasks.max_per_caller", self.max_per_caller)
+        _check_count("Tasks.max_tasks", self.max_tasks)
+        _check_count("Tasks.max_result_bytes", self.max_result_bytes, "bytes")
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Bounds on what a request, a response or a caller can make the server hold.

@@ -20,7 +20,7 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
-from fastapi_mcp_routes.options import Limits, Sessions, check_seconds
+from fastapi_mcp_routes.options import Limits, Sessions, Tasks, check_seconds
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
@@ -35,6 +35,7 @@ from fastapi_mcp_routes.server.resources import ResourceMethods
 from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.server.seal import Secret, SecretOption
 from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.tasks import TaskRuns
 from fastapi_mcp_routes.server.updates import ResourceUpdates, remember
 from fastapi_mcp_routes.server.url_policy import url_policy
 from fastapi_mcp_routes.store.base import Store
@@ -73,6 +74,7 @@ def mcp_routes(
     allowed_hosts: Iterable[str] | None = None,
     sessions: bool | Sessions = True,
     limits: Limits | None = None,
+    tasks: Tasks | None = None,
     forward_headers: Iterable[str] = c.DEFAULT_FORWARD_HEADERS,
     dependencies: Sequence[params.Depends] | None = None,
     max_stream_seconds: float | None = None,
@@ -109,6 +111,9 @@ def mcp_routes(
             sets how sessions live.
         limits: `Limits(...)`: the bounds on bodies, responses, list pages, keep-alive,
             confirmation tokens, resumable streams and the nesting of arguments.
+        tasks: `Tasks(...)`: how routes marked `mcp_tool(task=...)` run as tasks a 2026-07-28
+            client polls: when a call becomes one, how long tasks are kept, how many per caller
+            and in all, and the largest result kept.
         forward_headers: request headers passed from the MCP caller to the routes besides
             `Authorization` and `Cookie`; they are credentials, never tool arguments.
         dependencies: FastAPI dependencies run on every request to the endpoint.
@@ -189,6 +194,10 @@ def mcp_routes(
         store = MemoryStore(first_stream=1 + secrets.randbelow(10**8) if sealing.shared else 1)
     deployment = Deployment(sealing, store)
     tokens = TokenStore(deployment, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
+    tasks = tasks if tasks is not None else Tasks()
+    if not isinstance(tasks, Tasks):
+        raise ValueError(f"tasks must be a Tasks(...), got {tasks!r}")
+    task_runs = TaskRuns(deployment=deployment, options=tasks)
     calls = ToolCallPipeline(
         app=app,
         registry=registry,
@@ -197,6 +206,7 @@ def mcp_routes(
         max_response_bytes=limits.max_response_bytes,
         urls=urls,
         max_argument_depth=limits.max_argument_depth,
+        tasks=task_runs,
     )
     lists = Lists(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
     runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
@@ -220,7 +230,9 @@ def mcp_routes(
             ),
             prompts=PromptMethods(registry=registry, runner=runner),
             updates=updates,
+            tasks=task_runs,
             catalog=lambda: registry.table().catalog,
+            offers_tasks=lambda: registry.table().offers_tasks,
         ),
         channels=Channels(
             sessions=session_manager,
@@ -253,13 +265,14 @@ def mcp_routes(
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
             urls.log_startup(table.by_name.values())
             _say_where_state_lives(_startup_line(path, table, session_options, deployment))
-            async with anyio.create_task_group() as tasks:
+            async with anyio.create_task_group() as background:
+                background.start_soon(task_runs.serve)
                 if session_manager is not None and deployment.store.shared:
-                    tasks.start_soon(session_manager.forward_news)
+                    background.start_soon(session_manager.forward_news)
                 if session_manager is not None:
-                    tasks.start_soon(endpoint.senders.renew_forever)
+                    background.start_soon(endpoint.senders.renew_forever)
                 yield
-                tasks.cancel_scope.cancel()
+                background.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await deployment.store.aclose()

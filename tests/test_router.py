@@ -30,6 +30,7 @@ def test_public_names_are_exactly_these() -> None:
         "ProtectedResource",
         "RedisStore",
         "Sessions",
+        "Tasks",
         "ToolCallEvent",
         "ToolContext",
         "ToolContextError",

@@ -29,6 +29,7 @@ Outcome = Literal[
     "input_required",
     "confirmation_required",  # a gated call answered with a plan and a token; nothing ran
     "not_confirmed",  # a bad confirmation token, or the user declined; nothing ran
+    "task",  # the call became a task the client polls; its end is a second event, same request id
 ]
 _DIGEST_HEX: Final = 16
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn, Protocol
+from typing import Any, Final, NamedTuple, NoReturn, Protocol
 
 import anyio
 
+from fastapi_mcp_routes.server.audit import Outcome
 from fastapi_mcp_routes.store.base import Holder
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
@@ -44,6 +45,14 @@ def progress_token(params: Mapping[str, Any]) -> str | int | None:
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
+class Ran(NamedTuple):
+    """How a call ended: its result, how the audit names it, the route's HTTP status."""
+
+    result: Mapping[str, Any]
+    outcome: Outcome
+    status: int | None = None
 
 
 class InputRequired(Exception):
@@ -108,7 +117,9 @@ class Channel(Protocol):
 
     caller: Caller
     principal: Any
-    emit: Emit | None
+
+    @property
+    def emit(self) -> Emit | None: ...
 
     @property
     def session_id(self) -> str | None: ...
@@ -132,6 +143,8 @@ class Channel(Protocol):
     async def ask(
         self, call: ToolCall, requests: Mapping[str, InputRequest], carry: Mapping[str, Any]
     ) -> dict[str, Mapping[str, Any]]: ...
+
+    async def start_task(self, ttl_s: float | None) -> bool: ...
 
 
 class ToolCall:

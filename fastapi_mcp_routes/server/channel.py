@@ -32,6 +32,7 @@ from fastapi_mcp_routes.server.call import (
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.task_records import TASK_METHODS, TASKS_EXTENSION
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -69,7 +70,7 @@ SESSION_METHODS: Final = _FEATURE_METHODS | {
 }
 # The stateless revision removed the handshake, ping, setLevel and resources/subscribe (a
 # subscriptions/listen stream names its resources instead), and added discovery.
-STATELESS_METHODS: Final = _FEATURE_METHODS | {"server/discover"}
+STATELESS_METHODS: Final = _FEATURE_METHODS | {"server/discover", *TASK_METHODS}
 CANCELLED: Final = "notifications/cancelled"
 NO_SESSION_TO_SUBSCRIBE: Final = "Invalid Request: a subscription needs a session (the server runs without them)."
 # How long a route waits for the client to answer a server-to-client request.
@@ -169,6 +170,16 @@ class ClientChannel(abc.ABC):
     def call_input(self, params: Mapping[str, Any], tool: Tool, arguments: Mapping[str, Any]) -> CallInput:
         """What the request carries from earlier rounds of this call: by default nothing."""
         return NO_EARLIER_ROUND
+
+    @property
+    def tasks_declared(self) -> bool | None:
+        """Whether the request declared the tasks extension (2026-07-28); `None` in an era
+        without it, where every call is answered directly."""
+        return None
+
+    async def start_task(self, ttl_s: float | None) -> bool:
+        """`ToolContext.start_task`: only a call that may be a task becomes one (server/tasks.py)."""
+        return False
 
     async def set_log_level(self, level: str) -> None:  # noqa: B027 - most channels keep no level
         """`logging/setLevel`: remembered where there is somewhere to remember it (a session)."""
@@ -360,6 +371,11 @@ class StatelessChannel(ClientChannel):
         # A request that named no log level gets no log messages at all.
         threshold = self._envelope.log_level
         return threshold is not None and SEVERITY[level] >= SEVERITY[threshold]
+
+    @property
+    def tasks_declared(self) -> bool:
+        extensions = self._envelope.capabilities.get("extensions")
+        return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
 
     def cannot_ask(self, request: InputRequest) -> str | None:
         if declares(self._envelope.capabilities, request):

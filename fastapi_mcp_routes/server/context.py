@@ -72,8 +72,18 @@ class ToolContext:
         """Whether the client cancelled the call; the route's next await raises as well."""
         return self._call is not None and self._call.cancel_scope.cancel_called
 
+    async def start_task(self, *, ttl_s: float | None = None) -> bool:
+        """Become a task now, when this call may be one (`mcp_tool(task=...)`, a 2026-07-28
+        client that declared the tasks extension): the client gets the task to poll at once,
+        and the route runs on; what it asks from here on is the task's question. Without this,
+        a call becomes a task once it runs longer than `Tasks.after_s`. `ttl_s` asks to keep
+        the task (and its result) this long, up to `Tasks.max_ttl_s`. Returns whether the call
+        is a task; over REST, or when it cannot be one, nothing changes and this is `False`."""
+        return await self._call.channel.start_task(ttl_s) if self._call is not None else False
+
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Send `notifications/progress` if the client asked for progress; values must increase."""
+        """Send `notifications/progress` if the client asked for progress; values must increase.
+        In a task, progress is the task's `statusMessage` (the message, else progress/total)."""
         if self._call is not None:
             await self._call.report_progress(progress, total, message)
 

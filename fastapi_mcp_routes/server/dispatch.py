@@ -20,6 +20,8 @@ from fastapi_mcp_routes.server.listing import LIST_METHODS, Generations, Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
 from fastapi_mcp_routes.server.prompts import PromptMethods
 from fastapi_mcp_routes.server.resources import ResourceMethods
+from fastapi_mcp_routes.server.task_records import TASKS_EXTENSION
+from fastapi_mcp_routes.server.tasks import TaskRuns
 from fastapi_mcp_routes.server.updates import ResourceUpdates
 from fastapi_mcp_routes.tools.catalog import Catalog
 from fastapi_mcp_routes.wire import constants as c
@@ -58,11 +60,14 @@ class Dispatcher:
         resources: ResourceMethods,
         prompts: PromptMethods,
         updates: ResourceUpdates,
+        tasks: TaskRuns,
         catalog: Callable[[], Catalog],
+        offers_tasks: Callable[[], bool] = lambda: False,
     ) -> None:
         self._identity = identity
         self._lists = lists
         self._catalog = catalog
+        self._offers_tasks = offers_tasks
         self.updates = updates  # what listening streams hear resource updates from
         self.resources = resources  # what a subscriptions/listen asks which resources it may hear of
         self._methods: dict[str, _Handler] = {
@@ -76,6 +81,9 @@ class Dispatcher:
             "resources/unsubscribe": resources.unsubscribe,
             "prompts/get": prompts.get,
             "completion/complete": prompts.complete,
+            "tasks/get": tasks.get,
+            "tasks/update": tasks.update,
+            "tasks/cancel": tasks.cancel,
             **dict.fromkeys(LIST_METHODS, self._list),
         }
 
@@ -139,9 +147,10 @@ class Dispatcher:
         return self._with_instructions(result)
 
     async def _discover(self, request: Request, channel: ClientChannel) -> Result:
-        return self._with_instructions(
-            {"supportedVersions": list(MODERN_VERSIONS), "capabilities": self.capabilities()}
-        )
+        capabilities = self.capabilities()
+        if self._offers_tasks():  # an extension of the stateless revision only (SEP-2663)
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        return self._with_instructions({"supportedVersions": list(MODERN_VERSIONS), "capabilities": capabilities})
 
     def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._identity.instructions:

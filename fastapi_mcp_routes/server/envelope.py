@@ -34,7 +34,15 @@ HEADER_METHOD: Final = "mcp-method"
 HEADER_NAME: Final = "mcp-name"
 _ROUTING_HEADERS: Final = frozenset({c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME})
 # The parameter that Mcp-Name must repeat, for the methods that have one.
-NAME_PARAMS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAMS: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension's methods name their task (SEP-2663, "Routing Headers").
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 # Results a client may cache; they carry `ttlMs` and `cacheScope` (server/utilities/caching).
 CACHEABLE: Final = frozenset(
     {"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"}

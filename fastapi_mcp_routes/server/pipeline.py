@@ -16,11 +16,12 @@ from typing import Any, NamedTuple
 from fastapi import FastAPI
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
-from fastapi_mcp_routes.server.audit import Outcome, ToolCallEvent, arguments_digest, log_tool_call, report
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall, progress_token
+from fastapi_mcp_routes.server.audit import ToolCallEvent, arguments_digest, log_tool_call, report
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall, progress_token
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.request_state import arguments_sha256
+from fastapi_mcp_routes.server.tasks import TaskRuns, needs_tasks
 from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.guards import refusal
@@ -46,14 +47,6 @@ class ParsedCall(NamedTuple):
     arguments: Mapping[str, Any]
     token: object  # the `confirmationToken` argument of a gated tool, not the route's
     progress_token: str | int | None
-
-
-class Ran(NamedTuple):
-    """How a call ended: its result, how the audit names it, the route's HTTP status."""
-
-    result: Mapping[str, Any]
-    outcome: Outcome
-    status: int | None = None
 
 
 def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
@@ -91,7 +84,9 @@ class ToolCallPipeline:
         urls: UrlPolicy | None = None,
         max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH,
         invoker: Invoke | None = None,
+        tasks: TaskRuns | None = None,
     ) -> None:
+        self._tasks = tasks
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
         self._max_argument_depth = max_argument_depth
@@ -103,6 +98,9 @@ class ToolCallPipeline:
 
     async def __call__(self, request: Request, channel: ClientChannel) -> Mapping[str, Any]:
         parsed = parse_call(request.params, self._registry)
+        as_task = parsed.tool.task != "never" and channel.tasks_declared
+        if as_task is False and parsed.tool.task == "required":
+            raise needs_tasks(f"the tool {truncate(parsed.tool.name)!r}")
         given = channel.call_input(request.params, parsed.tool, parsed.arguments)
         call = ToolCall(
             request_id=request.id,
@@ -120,7 +118,17 @@ class ToolCallPipeline:
         started = time.perf_counter()
         ran = Ran({}, "cancelled")
         try:
-            ran = await self.run(parsed, given, call)
+            if as_task and self._tasks is not None:
+
+                async def work() -> Ran:
+                    return await self.run(parsed, given, call)
+
+                async def task_ended(ended: Ran) -> None:
+                    await self._audit(parsed, call, ended, started)
+
+                ran = await self._tasks.start(call, channel, parsed.tool, work, task_ended)
+            else:
+                ran = await self.run(parsed, given, call)
             return ran.result
         except McpError:
             ran = Ran({}, "refused")

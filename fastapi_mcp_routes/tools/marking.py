@@ -15,6 +15,9 @@ OPENAPI_EXTRA_KEY: Final = "x-mcp"
 AUTH_GUARD_ATTRIBUTE: Final = "__mcp_auth_guard__"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+# Whether a call may run as a task (2026-07-28 tasks extension): never, when the client
+# declared the extension, or only then (other clients are refused with -32021).
+TASK_MODES: Final = ("never", "optional", "required")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,8 @@ class ToolOptions:
     # Whether a call must be confirmed before it runs; `None` follows the endpoint's
     # `require_confirmation_for_mutations` for tools that are not read-only.
     confirm: bool | None = None
+    # Whether a call may run as a task the client polls (`TASK_MODES`).
+    task: str = "never"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ToolOptions:
@@ -57,6 +62,8 @@ class ToolOptions:
                 raise ValueError(f"{where}: MCP tool option {key!r} must be a bool, got {value!r}")
         if self.meta is not None and not isinstance(self.meta, Mapping):
             raise ValueError(f"{where}: MCP tool option 'meta' must be a mapping, got {self.meta!r}")
+        if self.task not in TASK_MODES:
+            raise ValueError(f"{where}: MCP tool option 'task' must be one of {TASK_MODES!r}, got {self.task!r}")
         if self.visible is not None and not callable(self.visible):
             raise ValueError(f"{where}: MCP tool option 'visible' must be a predicate, got {self.visible!r}")
 
@@ -73,6 +80,7 @@ def mcp_tool(
     meta: Mapping[str, Any] | None = None,
     visible: Callable[[Any], bool] | None = None,
     confirm: bool | None = None,
+    task: str = "never",
 ) -> Callable[[_F], _F]:
     """Mark a route's endpoint as an MCP tool; works above or below `@app.get(...)`.
 
@@ -87,6 +95,10 @@ def mcp_tool(
             shows the tool (with `list_visible_only`); it never authorizes a call.
         confirm: `True` makes every call wait for confirmation, `False` never; by default
             tools that are not read-only wait when `require_confirmation_for_mutations` is on.
+        task: `"optional"` lets a call run as a task the client polls, when the client declared
+            the tasks extension (2026-07-28) and the route takes longer than `Tasks.after_s`;
+            `"required"` also refuses clients without the extension (-32021); `"never"` (the
+            default) always answers directly. Session-era clients always get a direct answer.
     """
     options = ToolOptions(
         name=name,
@@ -99,6 +111,7 @@ def mcp_tool(
         meta=dict(meta) if meta is not None else None,
         visible=visible,
         confirm=confirm,
+        task=task,
     )
     options.check("mcp_tool()")
 

@@ -44,6 +44,7 @@ class Tool:
     access: Access | None = None  # None: anyone sees it in tools/list
     confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
     urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
+    task: str = "never"  # whether a call may run as a task (tools/marking.py, TASK_MODES)
 
 
 def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:
@@ -75,7 +76,7 @@ def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:
 
 def recipe(route: Any, method: str, name: str, schema: ToolSchema, where: str, **extra: Any) -> Tool:
     """How to call `route` with `method`; `extra` are the tool-only fields (`definition`,
-    `access`, `confirm`, `urls`)."""
+    `access`, `confirm`, `urls`, `task`)."""
     return Tool(
         name=name,
         method=method,

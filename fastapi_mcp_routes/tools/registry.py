@@ -90,6 +90,11 @@ class ToolTable:
     resources_generation: int = 0
     prompts_generation: int = 0
 
+    @property
+    def offers_tasks(self) -> bool:
+        """Whether some tool's call may run as a task (the tasks extension is advertised)."""
+        return any(tool.task != "never" for tool in self.by_name.values())
+
 
 @dataclass(frozen=True, slots=True)
 class _Marked:
@@ -344,6 +349,7 @@ def _tool(entry: _Marked, options: ToolOptions, schema: ToolSchema, confirm_muta
         access=access_of(route, options.visible),
         confirm=confirm,
         urls=url_arguments(schema.input_schema),
+        task=options.task,
     )
 
 

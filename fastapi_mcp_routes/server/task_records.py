@@ -1,0 +1,105 @@
+"""Task records as the wire shows them, and every change to one, made by compare-and-set.
+
+A task's record lives in the `Store` (store/base.py, `TaskRecord`), where any process can read
+and change it: the process running the route (its status, its questions, its end) and the
+process a client's `tasks/update` or `tasks/cancel` reached. Each change is read, changed,
+saved against what was read, and tried again when another process changed it in between, so
+two changes at once are both kept, and an ended task never changes again (SEP-2663: terminal
+statuses are final). Every saved change is announced on the `Store` channel `TASK_CHANNEL`, for
+`subscriptions/listen` streams that name the task (`notifications/tasks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from fastapi_mcp_routes.store.base import Store, TaskRecord
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+# The extension's methods; `tasks/result` and `tasks/list` of the 2025-11-25 draft are gone (-32601).
+TASK_METHODS: Final = ("tasks/get", "tasks/update", "tasks/cancel")
+# Where a saved change of any task is announced (its id), for listening streams.
+TASK_CHANNEL: Final = "tasks/status"
+# Compare-and-set rounds before a change gives up: each lost round means another change was
+# saved, and a task has only a handful of writers (its route, its client's update and cancel).
+_ROUNDS: Final = 16
+
+Change = Callable[[TaskRecord], TaskRecord | None]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def detailed(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
+    """The task as `tasks/get` and `notifications/tasks` show it: its status, and what goes
+    with it (the questions while `input_required`, the result once `completed`, the JSON-RPC
+    error once `failed`)."""
+    task: dict[str, Any] = {
+        "taskId": record.id,
+        "status": record.status,
+        "createdAt": _iso(record.created_ms),
+        "lastUpdatedAt": _iso(record.updated_ms),
+        "ttlMs": record.ttl_ms,
+    }
+    if not record.ended:
+        task["pollIntervalMs"] = poll_interval_ms
+    if record.message:
+        task["statusMessage"] = record.message
+    if record.status == "input_required":
+        task["inputRequests"] = dict(record.questions or {})
+    elif record.status == "completed":
+        task["result"] = dict(record.outcome or {})
+    elif record.status == "failed":
+        task["error"] = dict(record.outcome or {})
+    return task
+
+
+def created(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
+    """The `CreateTaskResult` a `tools/call` answers with once the task is kept."""
+    task = detailed(record, poll_interval_ms)
+    task.pop("inputRequests", None)  # a question is asked by tasks/get, never in the creation
+    task.pop("result", None)
+    task.pop("error", None)
+    return {"resultType": "task", **task}
+
+
+def ended(record: TaskRecord, status: str, outcome: Mapping[str, Any] | None, message: str | None) -> TaskRecord:
+    """The record once the task ended with `status`."""
+    return dataclasses.replace(
+        record, status=status, outcome=outcome, message=message, questions=None, answers=None, updated_ms=now_ms()
+    )
+
+
+class TaskBook:
+    """Reads and changes task records in the `Store`, and announces each change."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def find(self, task_id: str) -> TaskRecord | None:
+        return await self.store.find_task(task_id)
+
+    async def change(self, task_id: str, change: Change) -> TaskRecord | None:
+        """Apply `change` to the task's record until it is saved; `change` returns `None` to
+        leave the record as it is. Returns the record saved, or `None` when nothing was (the
+        task is gone, ended, or `change` declined)."""
+        for _ in range(_ROUNDS):
+            record = await self.store.find_task(task_id)
+            if record is None or record.ended:
+                return None
+            changed = change(record)
+            if changed is None:
+                return None
+            if await self.store.save_task(changed, record):
+                await self.store.publish(TASK_CHANNEL, task_id.encode())
+                return changed
+        return None
