@@ -8,7 +8,8 @@ Tools that change notes run once the call is confirmed (`require_confirmation_fo
 
 Each note is also the resource `notes://{note_id}` (read from `GET /notes/{note_id}`, so a PUT or
 DELETE of the note tells its subscribers), the newest notes are `notes://recent`, and the prompt
-`summarize_note` completes its `note_id` from the notes there are.
+`summarize_note` completes its `note_id` from the notes there are. `export_notes` takes a
+while, so a client that speaks the 2026-07-28 tasks extension gets it as a task to poll.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
+import anyio
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Security, status
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
@@ -232,6 +234,30 @@ async def delete_note(note_id: NoteId) -> None:
     find_note(note_id)
     del store.notes[note_id]
     await recent_changed()
+
+
+class NotesExport(BaseModel):
+    markdown: str
+    notes: int
+
+
+# Stands in for real work (rendering, uploading): an export of many notes takes a while.
+EXPORT_SECONDS_PER_NOTE = float(os.environ.get("NOTES_EXPORT_SECONDS_PER_NOTE", "0.5"))
+
+
+@mcp_tool(task="optional", title="Export all notes")
+@app.get("/exports/notes", response_model=NotesExport, summary="Export every note as Markdown")
+async def export_notes(ctx: Annotated[ToolContext, Depends()]) -> NotesExport:
+    """Render every note as one Markdown document, oldest first. It takes a while: an agent
+    whose client speaks the tasks extension gets a task to poll, its progress as the status."""
+    notes = sorted(store.notes.values(), key=lambda note: note.id)
+    sections = []
+    for done, note in enumerate(notes, 1):
+        await anyio.sleep(EXPORT_SECONDS_PER_NOTE)
+        tags = f"\n\nTags: {', '.join(note.tags)}" if note.tags else ""
+        sections.append(f"## {note.title}\n\n{note.body}{tags}")
+        await ctx.report_progress(done, total=len(notes), message=f"Exported {done} of {len(notes)} notes")
+    return NotesExport(markdown="\n\n".join(sections), notes=len(notes))
 
 
 @mcp_tool(title="Note statistics")
