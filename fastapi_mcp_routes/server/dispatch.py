@@ -70,6 +70,7 @@ class Dispatcher:
         self._offers_tasks = offers_tasks
         self.updates = updates  # what listening streams hear resource updates from
         self.resources = resources  # what a subscriptions/listen asks which resources it may hear of
+        self.tasks = tasks  # and which tasks
         self._methods: dict[str, _Handler] = {
             "initialize": self._initialize,
             "server/discover": self._discover,

@@ -38,6 +38,7 @@ from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, de
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.task_records import (
+    TASK_CHANNEL,
     TASKS_EXTENSION,
     TaskBook,
     created,
@@ -388,6 +389,41 @@ class TaskRuns:
             )
 
         return sink
+
+    # -- notifications/tasks on a subscriptions/listen stream ------------------------------------
+
+    async def listened(self, task_ids: list[str], channel: ClientChannel) -> list[str]:
+        """The ids a `subscriptions/listen` may hear of: the caller's own tasks (others are
+        left out of the acknowledgement, as unknown ids are)."""
+        if not channel.tasks_declared:
+            raise needs_tasks("a subscription to tasks")
+        owner = self._binding(channel.owner)
+        kept = []
+        for task_id in dict.fromkeys(task_ids):
+            record = await self._book.find(task_id)
+            if record is not None and record.owner == owner:
+                kept.append(task_id)
+        return kept
+
+    async def follow(
+        self, task_ids: frozenset[str], send: Callable[[Mapping[str, Any]], Awaitable[None]], listening: anyio.Event
+    ) -> None:
+        """Hand the task, as `tasks/get` shows it, to `send` whenever one of `task_ids` changes,
+        for as long as the caller runs (a stream's source), setting `listening` once it listens;
+        while the store cannot be reached, listen again every `RECHECK_S`."""
+        while True:
+            try:
+                async with self._store.subscribe(TASK_CHANNEL) as changes:
+                    listening.set()
+                    async for raw in changes:
+                        task_id = raw.decode(errors="replace")
+                        record = await self._book.find(task_id) if task_id in task_ids else None
+                        if record is not None:
+                            await send(detailed(record, self._poll_ms))
+            except StoreUnavailable as down:
+                logger.info("task changes cannot be heard now (%s); listening again shortly", down.reason)
+            listening.set()
+            await anyio.sleep(RECHECK_S)
 
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
 

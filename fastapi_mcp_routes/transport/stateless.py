@@ -11,7 +11,7 @@ change (transport/listen.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,6 +41,7 @@ from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
 
 SUBSCRIBE: Final = "subscriptions/listen"
+TASK_STATUS: Final = "notifications/tasks"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 # What a listener can opt in to, and the capability the server needs to honor it.
 _SUBSCRIBABLE: Final = {
@@ -119,6 +120,7 @@ class ListenFilter:
     # Subscribed resources: a digest of the server's spelling -> the client's spelling (a digest,
     # so a stream holds each URI once: the client's, which its notifications repeat).
     resources: Mapping[str, str]
+    tasks: frozenset[str] = frozenset()  # the caller's own tasks it named (`taskIds`)
 
 
 async def listen_filter(
@@ -150,8 +152,22 @@ async def listen_filter(
         listened = await dispatcher.resources.listened(uris, request, channel)
         resources = {uri_digest(canonical): client for canonical, client in listened.items()}
         honored["resourceSubscriptions"] = list(resources.values())
+    task_ids = wanted.get("taskIds")
+    tasks: list[str] = []
+    if task_ids is not None:  # the tasks extension's filter (SEP-2663, notifications/tasks)
+        if not isinstance(task_ids, list) or not all(
+            isinstance(task_id, str) and 0 < len(task_id) <= max_uri_chars for task_id in task_ids
+        ):
+            raise InvalidParams(f"Invalid params: 'taskIds' must list task ids of at most {max_uri_chars} characters.")
+        if len(task_ids) > max_subscriptions:
+            raise InvalidParams(
+                f"Invalid params: a stream may follow {max_subscriptions} tasks at most "
+                "(Limits.max_subscriptions); open another for more."
+            )
+        tasks = await dispatcher.tasks.listened(task_ids, channel)
+        honored["taskIds"] = tasks
     sends = frozenset(_LIST_CHANGES[name] for name in honored if name in _LIST_CHANGES)
-    return ListenFilter(honored, sends, resources)
+    return ListenFilter(honored, sends, resources, frozenset(tasks))
 
 
 def subscription(
@@ -187,9 +203,25 @@ def subscription(
 
         await dispatcher.updates.follow(send, listening)
 
-    if not wanted.resources:
-        return ListenStream([list_changes], keep_alive, slots)
-    return ListenStream([list_changes, resource_updates], keep_alive, slots, listening=[listening])
+    tasks_heard = anyio.Event()
+
+    async def task_changes(emit: Emit) -> None:
+        async def send(task: Mapping[str, Any]) -> None:
+            await acknowledged.wait()
+            params = {**task, "_meta": tag}
+            await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": TASK_STATUS, "params": params}))
+
+        await dispatcher.tasks.follow(wanted.tasks, send, tasks_heard)
+
+    sources: list[Callable[[Emit], Awaitable[None]]] = [list_changes]
+    heard: list[anyio.Event] = []
+    if wanted.resources:
+        sources.append(resource_updates)
+        heard.append(listening)
+    if wanted.tasks:
+        sources.append(task_changes)
+        heard.append(tasks_heard)
+    return ListenStream(sources, keep_alive, slots, listening=heard)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:
