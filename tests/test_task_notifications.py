@@ -4,8 +4,6 @@ as `tasks/get` would show it, and no stream without the extension declared."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
@@ -16,6 +14,7 @@ from fastapi.responses import PlainTextResponse
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from tests.helpers import WAIT_S, serve, stateless_headers, stateless_meta, stateless_request
+from tests.test_review_resources import messages_of
 
 pytestmark = pytest.mark.anyio
 
@@ -55,12 +54,6 @@ async def start_task(http: httpx.AsyncClient, caller: str = "alice") -> str:
     result = answer.json()["result"]
     assert result["resultType"] == "task"
     return str(result["taskId"])
-
-
-async def messages_of(stream: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    async for line in stream.aiter_lines():
-        if line.startswith("data: {"):
-            yield json.loads(line[len("data: ") :])
 
 
 async def test_a_listening_stream_hears_each_change_of_the_callers_own_tasks_until_completed() -> None:

@@ -21,7 +21,7 @@ from fastapi_mcp_routes.server.audit import Outcome
 from fastapi_mcp_routes.store.base import Holder
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
-from fastapi_mcp_routes.wire.errors import ToolContextError
+from fastapi_mcp_routes.wire.errors import MissingClientCapability, ToolContextError
 
 # Our own ASGI scope key: the tool call an in-process request belongs to.
 CALL_SCOPE_KEY: Final = "fastapi_mcp_routes.tool_call"
@@ -110,6 +110,15 @@ def declares(capabilities: Mapping[str, Any], request: InputRequest) -> bool:
     declared = capabilities.get(request.capability)
     mode = request.mode
     return isinstance(declared, dict) and (mode is None or not declared or mode in declared)
+
+
+def lacking(request: InputRequest) -> MissingClientCapability:
+    """The -32021 a call meets when its client did not declare what `request` needs."""
+    mode = request.mode
+    required: dict[str, Any] = {request.capability: {mode: {}} if mode else {}}
+    return MissingClientCapability(
+        f"This tool needs the client's {request.capability} capability.", {"requiredCapabilities": required}
+    )
 
 
 class Channel(Protocol):

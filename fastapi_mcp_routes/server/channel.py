@@ -28,6 +28,7 @@ from fastapi_mcp_routes.server.call import (
     ToolCall,
     declares,
     is_reserved,
+    lacking,
 )
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.request_state import RequestStateSealer
@@ -43,7 +44,7 @@ from fastapi_mcp_routes.wire.constants import (
     JSONRPC_VERSION,
     RESOURCE_NOT_FOUND,
 )
-from fastapi_mcp_routes.wire.errors import InvalidRequest, MissingClientCapability, ToolContextError
+from fastapi_mcp_routes.wire.errors import InvalidRequest, ToolContextError
 from fastapi_mcp_routes.wire.json import RawJSON
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id, truncate
 
@@ -389,12 +390,7 @@ class StatelessChannel(ClientChannel):
         with every unanswered question and a sealed state for the retry."""
         for request in requests.values():
             if not declares(self._envelope.capabilities, request):
-                mode = request.mode
-                required: dict[str, Any] = {request.capability: {mode: {}} if mode else {}}
-                refusal = MissingClientCapability(
-                    f"This tool needs the client's {request.capability} capability.", {"requiredCapabilities": required}
-                )
-                await call.stop(refusal)
+                await call.stop(lacking(request))
         answered = call.answers
         missing = {key: request.as_wire() for key, request in requests.items() if not _answer(answered.get(key))}
         if missing:

@@ -34,7 +34,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from fastapi_mcp_routes.options import Tasks
-from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares
+from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares, lacking
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.task_records import (
@@ -344,14 +344,7 @@ class TaskRuns:
         assert task_id is not None
         for request in requests.values():
             if not declares(run.channel.client_capabilities, request):
-                mode = request.mode
-                required: dict[str, Any] = {request.capability: {mode: {}} if mode else {}}
-                await run.call.stop(
-                    MissingClientCapability(
-                        f"This tool needs the client's {request.capability} capability.",
-                        {"requiredCapabilities": required},
-                    )
-                )
+                await run.call.stop(lacking(request))
         questions = {key: request.as_wire() for key, request in requests.items()}
 
         def asking(record: TaskRecord) -> TaskRecord:
