@@ -13,7 +13,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
-from tests.helpers import WAIT_S, mcp_client, serve
+from tests.helpers import WAIT_S, mcp_client, serve, stateless_headers, stateless_meta, stateless_request
 
 pytestmark = pytest.mark.anyio
 
@@ -59,6 +59,7 @@ async def test_only_marked_routes_are_listed(base_url: str) -> None:
         "create_note",
         "create_notes",
         "delete_note",
+        "export_notes",
         "get_note",
         "list_notes",
         "note_stats",
@@ -305,3 +306,30 @@ async def test_a_new_note_reaches_a_2026_listener_of_notes_recent(base_url: str)
             assert events.honored.resource_subscriptions == ["notes://recent"]
             tasks.start_soon(wait_for_update, events)
             await until_heard(heard, post)
+
+
+async def test_the_export_is_a_task_for_a_client_of_the_tasks_extension_and_a_direct_answer_for_others(
+    base_url: str,
+) -> None:
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    headers = stateless_headers("tools/call", "export_notes")
+    with anyio.fail_after(WAIT_S):
+        async with httpx.AsyncClient(base_url=base_url, timeout=WAIT_S) as http:
+            call = stateless_request("tools/call", {"name": "export_notes", "arguments": {}}, stateless_meta(tasks))
+            created = (await http.post("/mcp", json=call, headers=headers)).json()["result"]
+            task_id = created["taskId"]
+            poll = stateless_request("tasks/get", {"taskId": task_id}, stateless_meta(tasks))
+            status = created["status"]
+            while status not in ("completed", "failed", "cancelled"):
+                await anyio.sleep(0.1)
+                task = (await http.post("/mcp", json=poll, headers=stateless_headers("tasks/get", task_id))).json()
+                status = task["result"]["status"]
+            plain = stateless_request("tools/call", {"name": "export_notes", "arguments": {}})
+            direct = (await http.post("/mcp", json=plain, headers=headers)).json()["result"]
+    assert created["resultType"] == "task"
+    assert status == "completed"
+    exported = task["result"]["result"]["structuredContent"]
+    assert exported["notes"] >= 1
+    assert "## " in exported["markdown"]
+    assert direct["resultType"] == "complete"
+    assert direct["structuredContent"] == exported
