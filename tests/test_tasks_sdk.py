@@ -153,7 +153,8 @@ def tasks_app() -> FastAPI:
     @app.get("/progress")
     async def progress(ctx: Context, who: Caller) -> dict[str, bool]:
         await ctx.start_task()
-        await ctx.report_progress(1, 2, "halfway there")
+        await ctx.report_progress(1, 3, "started")
+        await ctx.report_progress(2, 3, "halfway there")  # sooner than a task saves progress again
         opened = await anyio.to_thread.run_sync(observed.gate.wait, WAIT_S)
         return {"opened": opened}
 
@@ -238,7 +239,7 @@ def statuses(seen: list[dict[str, Any]]) -> list[str]:
 # -- the tests ----------------------------------------------------------------------------------
 
 
-async def test_a_task_shows_its_progress_message_as_status_message_then_completes(base_url: str) -> None:
+async def test_a_task_shows_its_latest_progress_message_as_status_message_then_completes(base_url: str) -> None:
     def open_once_seen(task: dict[str, Any]) -> None:
         if task.get("statusMessage") == "halfway there":
             observed.gate.set()
