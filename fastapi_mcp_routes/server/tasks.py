@@ -10,8 +10,9 @@ record is kept in the `Store` first, then the `CreateTaskResult` goes back, and 
 on whether or not the client stays. From then on:
 - a question is the task's: `tasks/get` shows it (`input_required`), `tasks/update` answers
   it, in part or whole, from any process; the route waits, and is never run again;
-- progress becomes the task's `statusMessage`; log messages have nowhere to go (the extension
-  forbids them on a listening stream) and are dropped;
+- progress becomes the task's `statusMessage` (the latest, saved at most every half second);
+  log messages have nowhere to go (the extension forbids them on a listening stream) and are
+  dropped;
 - `tasks/cancel` ends the task `cancelled` at once and cancels the route's scope, in whichever
   process runs it (a message on that process's `Store` channel);
 - the route's result, kept up to `Tasks.max_result_bytes`, ends it `completed` (an `isError`
@@ -66,7 +67,8 @@ logger = logging.getLogger("fastapi_mcp_routes")
 # told apart from a busy one this long after the process stopped.
 LEASE_S: Final = 10.0
 # Progress is saved as the task's statusMessage at most this often: a route may report
-# progress thousands of times, and each save is a store round trip.
+# progress thousands of times, and each save is a store round trip. What comes sooner is saved
+# once the interval has passed (only the latest), so the status never stays behind the route.
 PROGRESS_SAVE_S: Final = 0.5
 # A waiting question reads its task again this often, so an answer whose wake-up message was
 # lost (a store reconnecting) is still taken.
@@ -104,7 +106,9 @@ class _Run:
         self.settled = anyio.Event()  # whether it was kept as a task is known
         self.task_id: str | None = None  # once kept
         self.wake = anyio.Event()  # an answer to its question came
-        self.progress_saved = 0.0
+        self.progress_saved = 0.0  # when progress was last saved as the task's status message
+        self.progress_text: str | None = None  # the latest progress, not saved yet
+        self.progress_due = False  # a save of progress_text is scheduled
 
 
 class TaskChannel:
@@ -372,16 +376,38 @@ class TaskRuns:
             if message.get("method") != "notifications/progress" or not isinstance(params, Mapping):
                 return  # log messages of a task have nowhere to go
             await run.settled.wait()
-            now = anyio.current_time()
-            if run.task_id is None or now - run.progress_saved < PROGRESS_SAVE_S:
+            task_id, group = run.task_id, self._group
+            if task_id is None:
                 return
-            run.progress_saved = now
-            text = _progress_text(params)
-            await self._book.change(
-                run.task_id, lambda record: dataclasses.replace(record, message=text, updated_ms=now_ms())
-            )
+            run.progress_text = _progress_text(params)
+            if run.progress_due:
+                return  # the save already scheduled takes this text
+            wait = run.progress_saved + PROGRESS_SAVE_S - anyio.current_time()
+            if wait <= 0:
+                await self._save_progress(run, task_id)
+            elif group is not None:
+                run.progress_due = True
+                group.start_soon(self._save_progress_later, run, task_id, wait)
 
         return sink
+
+    async def _save_progress(self, run: _Run, task_id: str) -> None:
+        text, run.progress_text = run.progress_text, None
+        run.progress_saved = anyio.current_time()
+        if text is not None:  # None: what came since was saved already; an ended task is left as it ended
+            await self._book.change(
+                task_id, lambda record: dataclasses.replace(record, message=text, updated_ms=now_ms())
+            )
+
+    async def _save_progress_later(self, run: _Run, task_id: str, wait_s: float) -> None:
+        """Save the latest progress once the interval has passed: a route that reports twice
+        in a row, then works on quietly, shows the second."""
+        await anyio.sleep(wait_s)
+        run.progress_due = False
+        try:
+            await self._save_progress(run, task_id)
+        except StoreUnavailable:
+            logger.warning("the progress of task %s could not be kept: the store is out of reach", truncate(task_id))
 
     # -- notifications/tasks on a subscriptions/listen stream ------------------------------------
 
