@@ -266,7 +266,8 @@ def mcp_routes(
             urls.log_startup(table.by_name.values())
             _say_where_state_lives(_startup_line(path, table, session_options, deployment))
             async with anyio.create_task_group() as background:
-                background.start_soon(task_runs.serve)
+                # Started, not only scheduled: a request right after startup may become a task.
+                await background.start(task_runs.serve)
                 if session_manager is not None and deployment.store.shared:
                     background.start_soon(session_manager.forward_news)
                 if session_manager is not None:

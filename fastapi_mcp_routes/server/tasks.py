@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 
 from fastapi_mcp_routes.options import Tasks
 from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares, lacking
@@ -187,15 +187,17 @@ class TaskRuns:
 
     # -- the process's side: where routes of tasks run ----------------------------------------
 
-    async def serve(self) -> None:
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run for the app's lifetime (its lifespan): routes of tasks run in here, and, with a
-        shared store, cancellations and answers from other processes reach them."""
+        shared store, cancellations and answers from other processes reach them. Started with
+        `TaskGroup.start`, it is ready for tasks once that returns, before the first request."""
         async with anyio.create_task_group() as group:
             self._group = group
             try:
                 if self._store.shared:
                     group.start_soon(self._hear_other_processes)
                     group.start_soon(self._renew_leases)
+                task_status.started()
                 await anyio.sleep_forever()
             finally:
                 self._group = None
