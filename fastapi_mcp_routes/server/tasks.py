@@ -217,6 +217,11 @@ class TaskRuns:
         try:
             with anyio.move_on_after(self._options.after_s):
                 await run.decided.wait()
+            if run.ended is None and call.cancel_scope.cancel_called:
+                # The call is already ending (a question for the next round, a capability the
+                # client lacks, the client gone): however long its route takes to unwind, how it
+                # ends is the request's answer, never a task's result.
+                await run.done.wait()
             if run.ended is None or (tool.task == "required" and _own_result(run.ended)):
                 became = await self._detach(run)
                 if became is not None:
