@@ -8,6 +8,7 @@ running call (server/call.py) and through it the client, in either protocol era.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -77,8 +78,12 @@ class ToolContext:
         client that declared the tasks extension): the client gets the task to poll at once,
         and the route runs on; what it asks from here on is the task's question. Without this,
         a call becomes a task once it runs longer than `Tasks.after_s`. `ttl_s` asks to keep
-        the task (and its result) this long, up to `Tasks.max_ttl_s`. Returns whether the call
-        is a task; over REST, or when it cannot be one, nothing changes and this is `False`."""
+        the task (and its result) this long, from 1 s up to `Tasks.max_ttl_s`; it must be a
+        number (`ValueError`). Returns whether the call is a task; over REST, or when it cannot
+        be one, nothing changes and this is `False`."""
+        if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or math.isnan(ttl_s)):
+            # Said here, where the route can act on it: NaN has no order, so no bound would hold it.
+            raise ValueError(f"ttl_s must be a number of seconds, got {ttl_s!r}")
         return await self._call.channel.start_task(ttl_s) if self._call is not None else False
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
