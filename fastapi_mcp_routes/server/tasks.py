@@ -268,17 +268,22 @@ class TaskRuns:
             run.detached = False
             run.settled.set()
             return None
+        # Kept: the call is the task's from here on, before anything else can fail or wait.
         run.task_id = record.id
         if not record.ended:
             self._runs[record.id] = run
-            if self._store.shared:
-                await self._store.claim(_lease(record.id), self._me, LEASE_S)
             # The request no longer owns the call: the client going away cancels nothing.
             channel.call_ended(call.request_id)
             call.cancel_scope.deadline = anyio.current_time() + run.ttl_s
             if call.progress_token is None:
                 call.progress_token = record.id  # progress is the task's status message
         run.settled.set()
+        if not record.ended and self._store.shared:
+            try:
+                await self._store.claim(_lease(record.id), self._me, LEASE_S)
+            except StoreUnavailable as down:
+                # The task runs all the same; its lease is taken with the others' renewals.
+                logger.warning("the lease of task %s could not be taken (%s)", truncate(record.id), down.reason)
         return Ran(created(record, self._poll_ms), "task")
 
     async def _drive(self, run: _Run, work: Work, on_end: OnEnd) -> None:
