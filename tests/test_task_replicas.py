@@ -1,0 +1,321 @@
+"""Tasks (2026-07-28 tasks extension) across processes of tests/tasks_app.py.
+
+With a shared secret and Redis, a task lives in the store and its route in the process that
+took the `tools/call`: any process answers `tasks/get`, takes a `tasks/update` (in part, then
+the rest) and a `tasks/cancel`, and reaches the route through the store's channel; a task whose
+process died is reported `failed` once its lease lapses, never `working` forever. Sharing only
+the secret, a `tasks/get` that reaches another process is a -32602 naming `store=`.
+
+Replicas sit behind scripts/round_robin.py, which sends each request to the next process; the
+test is its only client, so the upstream of each request is known (`x-upstream`), and a test
+sends a request to the process that does not run the task by timing it (`Balanced.away_from`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import httpx
+import pytest
+
+from fastapi_mcp_routes.server.task_records import TASKS_EXTENSION
+from fastapi_mcp_routes.server.tasks import LEASE_S
+from tests.helpers import (
+    ELICITATION,
+    FRESH_CONNECTIONS,
+    PID_HEADER,
+    WAIT_S,
+    Running,
+    Tally,
+    a_few_at_once,
+    deployment_env,
+    final_message,
+    round_robin,
+    serve_process_group,
+    serve_processes,
+    stateless_headers,
+    stateless_meta,
+    stateless_request,
+)
+
+pytestmark = pytest.mark.anyio
+
+TASKS_APP: Final = "tests.tasks_app:app"
+# Every request declares the extension, and a client that can ask its user.
+META: Final = stateless_meta({**ELICITATION, "extensions": {TASKS_EXTENSION: {}}})
+POLL_S: Final = 0.1
+# A task whose process died is reported failed once its lease lapses: within LEASE_S of the kill.
+LOST_WITHIN_S: Final = LEASE_S + 5
+ROUNDS: Final = 3  # rounds of tasks over `uvicorn --workers 2`, until a worker polls another's task
+TASKS_PER_ROUND: Final = 5
+
+
+@dataclass
+class Replicas:
+    """Two single-worker processes (their base URLs and process groups) and the balancer."""
+
+    urls: list[str]
+    running: list[Running]
+    balanced: str
+
+
+@contextmanager
+def replicas(env: dict[str, str]) -> Iterator[Replicas]:
+    with ExitStack() as stack:
+        served = [stack.enter_context(serve_process_group(TASKS_APP, env=env)) for _ in range(2)]
+        urls = [url for url, _ in served]
+        yield Replicas(urls, [running for _, running in served], stack.enter_context(round_robin(*urls)))
+
+
+@pytest.fixture(scope="module")
+def replicas_with_redis(redis_url: str) -> Iterator[Replicas]:
+    with replicas(deployment_env(redis_url)) as deployment:
+        yield deployment
+
+
+async def post(http: httpx.AsyncClient, base: str, method: str, params: dict[str, Any]) -> httpx.Response:
+    """POST one 2026-07-28 request, with the routing headers (`Mcp-Name`: the tool or the task)."""
+    headers = stateless_headers(method, params.get("name") or params.get("taskId"))
+    return await http.post(f"{base}/mcp", json=stateless_request(method, params, META), headers=headers)
+
+
+def result(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC result of an answer; fails the test with the answer otherwise."""
+    message = final_message(response)
+    assert response.status_code == 200, response.text
+    assert "result" in (message or {}), response.text
+    assert message is not None
+    found: dict[str, Any] = message["result"]
+    return found
+
+
+def error(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC error of an answer (never a server error); fails the test otherwise."""
+    assert response.status_code < 500, response.text
+    message = final_message(response)
+    assert "error" in (message or {}), response.text
+    assert message is not None
+    found: dict[str, Any] = message["error"]
+    return found
+
+
+def acknowledged(response: httpx.Response) -> None:
+    """An answer of `tasks/update` or `tasks/cancel`: an acknowledgement, no task fields."""
+    ack = {key: value for key, value in result(response).items() if key != "_meta"}
+    assert ack == {"resultType": "complete"}, response.text
+
+
+def started_task(response: httpx.Response) -> str:
+    created = result(response)
+    assert (created["resultType"], created["status"]) == ("task", "working"), created
+    task_id: str = created["taskId"]
+    return task_id
+
+
+async def seen(http: httpx.AsyncClient, base: str) -> dict[str, Any]:
+    """What the process at `base` saw of its labelled calls (tasks_app `/process`)."""
+    found: dict[str, Any] = (await http.get(f"{base}/process")).json()
+    return found
+
+
+async def until(check: Callable[[], Any], what: str, seconds: float = WAIT_S, every: float = POLL_S) -> Any:
+    """Call `check` (a coroutine function) until it returns something true; that, within `seconds`."""
+    with anyio.move_on_after(seconds):
+        while not (found := await check()):
+            await anyio.sleep(every)
+        return found
+    pytest.fail(f"{what} did not happen within {seconds} s")
+
+
+@dataclass
+class Balanced:
+    """The test's requests through the balancer, and the upstream that took each."""
+
+    http: httpx.AsyncClient
+    url: str
+    upstreams: list[int] = field(default_factory=list)
+
+    async def post(self, method: str, params: dict[str, Any]) -> httpx.Response:
+        response = await post(self.http, self.url, method, params)
+        self.upstreams.append(int(response.headers["x-upstream"]))
+        return response
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return result(await self.post("tasks/get", {"taskId": task_id}))
+
+    async def away_from(self, runner: int, task_id: str) -> None:
+        """Make the next request reach the process that does not run the task (the balancer
+        alternates): a `tasks/get` first when the last request did not reach the runner."""
+        if self.upstreams[-1] != runner:
+            await self.get(task_id)
+        assert self.upstreams[-1] == runner
+
+    async def until_status(self, task_id: str, status: str) -> dict[str, Any]:
+        async def reached() -> dict[str, Any] | None:
+            task = await self.get(task_id)
+            assert task["status"] in ("working", "input_required", status), task
+            return task if task["status"] == status else None
+
+        found: dict[str, Any] = await until(reached, f"task status {status!r}")
+        return found
+
+
+# -- two replicas sharing the secret and Redis, behind the balancer ----------------------------
+
+
+async def start_stoppable(client: Balanced, replicas: Replicas, label: str) -> tuple[str, int]:
+    """Start a task that works until cancelled; its id and the upstream running its route."""
+    task_id = started_task(await client.post("tools/call", {"name": "stoppable", "arguments": {"label": label}}))
+    runner = client.upstreams[-1]
+    assert label in (await seen(client.http, replicas.urls[runner]))["started"]
+    return task_id, runner
+
+
+async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        client = Balanced(http, replicas_with_redis.balanced)
+        task_id, runner = await start_stoppable(client, replicas_with_redis, "fetched")
+        task = await client.get(task_id)
+        assert client.upstreams[-1] != runner
+        assert (task["taskId"], task["status"]) == (task_id, "working"), task
+        acknowledged(await client.post("tasks/cancel", {"taskId": task_id}))
+
+
+async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_redis: Replicas) -> None:
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        client = Balanced(http, replicas_with_redis.balanced)
+        call = await client.post("tools/call", {"name": "delete_file", "arguments": {"filename": "a.txt"}})
+        task_id, runner, runner_pid = started_task(call), client.upstreams[-1], call.headers[PID_HEADER]
+        asked = await client.until_status(task_id, "input_required")
+        assert set(asked["inputRequests"]) == {"confirm", "reason"}, asked
+
+        await client.away_from(runner, task_id)
+        partial = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+        acknowledged(await client.post("tasks/update", {"taskId": task_id, "inputResponses": partial}))
+        assert client.upstreams[-1] != runner
+        still = await client.get(task_id)  # on the runner: the answered question is gone
+        assert client.upstreams[-1] == runner
+        assert (still["status"], set(still["inputRequests"])) == ("input_required", {"reason"}), still
+
+        rest = {"reason": {"action": "accept", "content": {"reason": "old"}}}
+        acknowledged(await client.post("tasks/update", {"taskId": task_id, "inputResponses": rest}))
+        assert client.upstreams[-1] != runner
+        done = await client.until_status(task_id, "completed")
+        assert done["result"]["structuredContent"] == {"deleted": True, "reason": "old", "pid": int(runner_pid)}
+        assert set(client.upstreams) == {0, 1}
+
+
+async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        client = Balanced(http, replicas_with_redis.balanced)
+        task_id, runner = await start_stoppable(client, replicas_with_redis, "cancel-me")
+        await client.away_from(runner, task_id)
+        acknowledged(await client.post("tasks/cancel", {"taskId": task_id}))
+        assert client.upstreams[-1] != runner
+        assert (await client.get(task_id))["status"] == "cancelled"
+
+        async def route_cancelled() -> bool:
+            return "cancel-me" in (await seen(http, replicas_with_redis.urls[runner]))["cancelled"]
+
+        await until(route_cancelled, "the cancellation of the route in the process running it")
+        other = await seen(http, replicas_with_redis.urls[1 - runner])
+        assert "cancel-me" not in other["started"], other
+        assert (await client.get(task_id))["status"] == "cancelled"  # ended, it stays so
+
+
+async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_url: str) -> None:
+    with replicas(deployment_env(redis_url)) as deployment:
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            client = Balanced(http, deployment.balanced)
+            task_id, runner = await start_stoppable(client, deployment, "killed")
+            survivor = deployment.urls[1 - runner]
+
+            async def status_on_survivor() -> dict[str, Any]:
+                return result(await post(http, survivor, "tasks/get", {"taskId": task_id}))
+
+            # While its process runs, the task stays working past its lease: the lease is renewed.
+            with anyio.move_on_after(LEASE_S + 1):
+                while True:
+                    assert (await status_on_survivor())["status"] == "working"
+                    await anyio.sleep(0.5)
+
+            os.killpg(deployment.running[runner].process.pid, signal.SIGKILL)
+            killed = anyio.current_time()
+            assert (await status_on_survivor())["status"] == "working"  # the lease has not lapsed yet
+
+            async def failed() -> dict[str, Any] | None:
+                task = await status_on_survivor()
+                assert task["status"] in ("working", "failed"), task
+                return task if task["status"] == "failed" else None
+
+            task = await until(failed, "the end of a task whose process died", LOST_WITHIN_S, every=0.5)
+            assert anyio.current_time() - killed <= LOST_WITHIN_S
+            assert task["error"]["code"] == -32603, task
+            assert "process running this task stopped" in task["error"]["message"], task
+            assert task["statusMessage"] == task["error"]["message"]
+            assert (await status_on_survivor())["status"] == "failed"
+
+
+# -- two replicas sharing only the secret ------------------------------------------------------
+
+
+async def test_without_a_store_a_task_asked_of_another_process_names_the_store() -> None:
+    with replicas(deployment_env()) as deployment:
+        first, second = deployment.urls
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            call = {"name": "stoppable", "arguments": {"label": "alone"}}
+            task_id = started_task(await post(http, first, "tools/call", call))
+            for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+                params: dict[str, Any] = {"taskId": task_id}
+                if method == "tasks/update":
+                    params["inputResponses"] = {}
+                refused = error(await post(http, second, method, params))
+                assert refused["code"] == -32602, (method, refused)
+                assert "store=" in refused["message"], (method, refused)
+            assert result(await post(http, first, "tasks/get", {"taskId": task_id}))["status"] == "working"
+            acknowledged(await post(http, first, "tasks/cancel", {"taskId": task_id}))
+
+            async def route_cancelled() -> bool:
+                return "alone" in (await seen(http, first))["cancelled"]
+
+            await until(route_cancelled, "the cancellation of the route")
+
+
+# -- uvicorn --workers 2, sharing the secret and Redis -----------------------------------------
+
+
+async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connections(redis_url: str) -> None:
+    tally = Tally()
+    crossed = 0  # polls a worker answered for a task the other runs
+
+    async def one_task(http: httpx.AsyncClient) -> None:
+        nonlocal crossed
+        created = await post(http, "", "tools/call", {"name": "compute", "arguments": {"seconds": 1}})
+        task = tally.note(created)
+        if task is None or task.get("resultType") != "task":
+            tally.failed(f"no task: {task!r}")
+            return
+        runner = created.headers[PID_HEADER]
+        while task["status"] == "working":
+            await anyio.sleep(0.2)
+            polled = await post(http, "", "tasks/get", {"taskId": task["taskId"]})
+            crossed += polled.headers.get(PID_HEADER) != runner
+            task = tally.note(polled) or {"status": "refused"}
+        if task["status"] != "completed" or task["result"]["structuredContent"]["pid"] != int(runner):
+            tally.failed(f"the task ended {task['status']}: {task!r}")
+
+    with serve_processes(TASKS_APP, workers=2, env=deployment_env(redis_url)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT_S, limits=FRESH_CONNECTIONS) as http:
+            for _ in range(ROUNDS):
+                await a_few_at_once(lambda: one_task(http), TASKS_PER_ROUND, tally)
+                if (crossed and len(tally.pids) == 2) or tally.failures:
+                    break
+    assert not tally.failures, tally.report()
+    assert len(tally.pids) == 2, f"served by {sorted(tally.pids)}"
+    assert crossed, "no worker polled a task the other ran"
