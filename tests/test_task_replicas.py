@@ -2,9 +2,10 @@
 
 With a shared secret and Redis, a task lives in the store and its route in the process that
 took the `tools/call`: any process answers `tasks/get`, takes a `tasks/update` (in part, then
-the rest) and a `tasks/cancel`, and reaches the route through the store's channel; a task whose
-process died is reported `failed` once its lease lapses, never `working` forever. Sharing only
-the secret, a `tasks/get` that reaches another process is a -32602 naming `store=`.
+the rest) and a `tasks/cancel`, and reaches the route through the store's channel (or, when
+that message is lost, at the route's next lease renewal); a task whose process died is reported
+`failed` once its lease lapses, never `working` forever. Sharing only the secret, a task method
+that reaches another process is a -32602 naming `store=`.
 
 Replicas sit behind scripts/round_robin.py, which sends each request to the next process; the
 test is its only client, so the upstream of each request is known (`x-upstream`), and a test
@@ -36,6 +37,7 @@ from tests.helpers import (
     a_few_at_once,
     deployment_env,
     final_message,
+    redis_link,
     round_robin,
     serve_process_group,
     serve_processes,
@@ -260,6 +262,29 @@ async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_u
             assert "process running this task stopped" in task["error"]["message"], task
             assert task["statusMessage"] == task["error"]["message"]
             assert (await status_on_survivor())["status"] == "failed"
+
+
+async def test_a_cancellation_lost_while_the_runner_was_cut_from_redis_still_ends_its_route(redis_url: str) -> None:
+    # The runner reaches Redis through a link the test cuts: the cancellation's message is lost,
+    # as any pub/sub message is while the connection is down; once the link is back the route
+    # still ends (the runner reads its tasks again as it renews their leases).
+    with (
+        redis_link(redis_url) as link,
+        serve_processes(TASKS_APP, env=deployment_env(link.url)) as runner,
+        serve_processes(TASKS_APP, env=deployment_env(redis_url)) as other,
+    ):
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            call = {"name": "stoppable", "arguments": {"label": "lost"}}
+            task_id = started_task(await post(http, runner, "tools/call", call))
+            link.cut()
+            acknowledged(await post(http, other, "tasks/cancel", {"taskId": task_id}))
+            link.restore()
+            assert result(await post(http, other, "tasks/get", {"taskId": task_id}))["status"] == "cancelled"
+
+            async def route_cancelled() -> bool:
+                return "lost" in (await seen(http, runner))["cancelled"]
+
+            await until(route_cancelled, "the end of the route of a task cancelled while its process was cut off")
 
 
 # -- two replicas sharing only the secret ------------------------------------------------------

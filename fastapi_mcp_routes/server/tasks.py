@@ -14,7 +14,8 @@ on whether or not the client stays. From then on:
   log messages have nowhere to go (the extension forbids them on a listening stream) and are
   dropped;
 - `tasks/cancel` ends the task `cancelled` at once and cancels the route's scope, in whichever
-  process runs it (a message on that process's `Store` channel);
+  process runs it (a message on that process's `Store` channel; a message lost on the way is
+  made up for when the process next renews the task's lease, and reads the task again);
 - the route's result, kept up to `Tasks.max_result_bytes`, ends it `completed` (an `isError`
   result too); a protocol error ends it `failed`; its time to live ending cancels the route.
 
@@ -546,13 +547,20 @@ class TaskRuns:
             await anyio.sleep(RECHECK_S)
 
     async def _renew_leases(self) -> None:
+        """Renew the lease of each task whose route runs here, and end the route of a task
+        that ended elsewhere: a cancellation whose message was lost (the store reconnecting,
+        this process not yet listening) still reaches its route, one renewal later."""
         while True:
             await anyio.sleep(LEASE_S / 3)
             for task_id in list(self._runs):
                 try:
                     await self._store.claim(_lease(task_id), self._me, LEASE_S)
+                    record = await self._book.find(task_id)
                 except StoreUnavailable:
                     logger.warning("the lease of task %s could not be renewed: the store is out of reach", task_id)
+                    continue
+                if record is None or record.ended:
+                    self._act(_CANCEL, task_id)
 
     def _binding(self, owner: bytes) -> bytes:
         return self._deployment.secret.mac("task binding", owner)
