@@ -19,7 +19,7 @@ from typing import Annotated, Any, Final
 import anyio
 from fastapi import Depends, FastAPI
 
-from fastapi_mcp_routes import InputRequest, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import InputRequest, Tasks, ToolContext, mcp_routes, mcp_tool
 from tests.workers_app import WorkerPid, shared_store
 
 CONFIRM_SCHEMA: Final = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
@@ -34,7 +34,9 @@ finished: list[str] = []
 
 app = FastAPI(title="Tasks")
 app.add_middleware(WorkerPid)
-app.include_router(mcp_routes(app, **shared_store()))
+# A small per-caller bound when the test asks for one (a dead process's tasks must not hold it).
+per_caller = int(os.environ.get("TASKS_MAX_PER_CALLER", "16"))
+app.include_router(mcp_routes(app, tasks=Tasks(max_per_caller=per_caller), **shared_store()))
 
 
 @mcp_tool(task="optional")

@@ -251,3 +251,18 @@ async def test_redis_forgets_a_task_and_its_bookkeeping_on_its_own_after_its_tim
             assert 0 < await client.pttl(key) <= 5_000, key
     finally:
         await client.aclose()
+
+
+async def test_running_tasks_are_listed_oldest_first_per_owner_or_for_anyone(stores: Stores) -> None:
+    clock = Clock()
+    store = stores.make(clock)
+    for task_id, owner in (("a1", b"alice"), ("b1", b"bob"), ("a2", b"alice"), ("a3", b"alice")):
+        assert await store.put_task(task(task_id, owner), ROOMY) is None
+        clock.now += 1
+    await finish(store, "a2")
+    assert await store.running_tasks(b"alice", 10) == ("a1", "a3")
+    assert await store.running_tasks(b"alice", 1) == ("a1",)
+    assert await store.running_tasks(None, 10) == ("a1", "b1", "a3")
+    assert await store.running_tasks(b"carol", 10) == ()
+    clock.now += TTL_MS / 1000  # every one's time is up
+    assert await store.running_tasks(None, 10) == ()

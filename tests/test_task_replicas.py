@@ -264,6 +264,41 @@ async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_u
             assert (await status_on_survivor())["status"] == "failed"
 
 
+async def test_the_tasks_of_a_process_that_died_no_longer_hold_their_callers_bound(redis_url: str) -> None:
+    # Two tasks fill the caller's bound on one process, which is killed: once their leases have
+    # lapsed, the other process ends them failed when the bound is next reached, and keeps the new
+    # task (without it, the caller would be refused until their time to live ended).
+    env = {**deployment_env(redis_url), "TASKS_MAX_PER_CALLER": "2"}
+    with serve_process_group(TASKS_APP, env=env) as (doomed, running), serve_processes(TASKS_APP, env=env) as other:
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            held = []
+            for label in ("first", "second"):
+                call = {"name": "stoppable", "arguments": {"label": label}}
+                held.append(started_task(await post(http, doomed, "tools/call", call)))
+            os.killpg(running.process.pid, signal.SIGKILL)
+            await anyio.sleep(LEASE_S + 1)  # the leases lapse: nothing to wait for but time
+
+            async def kept() -> str | None:
+                call = {"name": "compute", "arguments": {"seconds": 1.0}}
+                answer = result(await post(http, other, "tools/call", call))
+                return str(answer["taskId"]) if answer.get("resultType") == "task" else None
+
+            fresh = await until(kept, "a task kept once the dead process's tasks ended", LOST_WITHIN_S, every=0.5)
+            pushed_out = error(await post(http, other, "tasks/get", {"taskId": held[0]}))
+            failed = result(await post(http, other, "tasks/get", {"taskId": held[1]}))
+            done = await until(lambda: completed(http, other, fresh), "the new task's end")
+    # Both ended failed, and the older, finished now, made room for the new one, as finished tasks do.
+    assert pushed_out["code"] == -32602
+    assert failed["status"] == "failed"
+    assert "process running this task stopped" in failed["statusMessage"]
+    assert done["status"] == "completed"
+
+
+async def completed(http: httpx.AsyncClient, base: str, task_id: str) -> dict[str, Any] | None:
+    task = result(await post(http, base, "tasks/get", {"taskId": task_id}))
+    return task if task["status"] == "completed" else None
+
+
 async def test_a_cancellation_lost_while_the_runner_was_cut_from_redis_still_ends_its_route(redis_url: str) -> None:
     # The runner reaches Redis through a link the test cuts: the cancellation's message is lost,
     # as any pub/sub message is while the connection is down; once the link is back the route

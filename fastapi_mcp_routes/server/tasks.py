@@ -74,6 +74,8 @@ PROGRESS_SAVE_S: Final = 0.5
 # A waiting question reads its task again this often, so an answer whose wake-up message was
 # lost (a store reconnecting) is still taken.
 RECHECK_S: Final = 2.0
+# Running tasks a full bound looks at for ones whose process stopped, oldest first.
+REAPED_AT_ONCE: Final = 16
 _TASK_ID_BYTES: Final = 18  # 144 bits, unguessable (SEP-2663, Security Considerations)
 _CANCEL: Final = b"c"
 _ANSWERED: Final = b"a"
@@ -261,6 +263,8 @@ class TaskRuns:
             record = ended(record, "completed", self._kept_result(run.ended), None)
         try:
             refused = await self._store.put_task(record, self._bounds)
+            if refused is not None and await self._reap(record.owner if refused == "owner" else None):
+                refused = await self._store.put_task(record, self._bounds)
         except BaseException:
             run.detached = False
             run.settled.set()
@@ -462,9 +466,7 @@ class TaskRuns:
     async def get(self, request: Request, channel: ClientChannel) -> Result:
         record = await self._owned(request, channel)
         if not record.ended and not await self._alive(record):
-            lost = McpError(_LOST).to_error()
-            changed = await self._book.change(record.id, lambda kept: ended(kept, "failed", lost, _LOST))
-            record = changed or await self._owned(request, channel)
+            record = await self._lost(record) or await self._owned(request, channel)
         return detailed(record, self._poll_ms)
 
     async def update(self, request: Request, channel: ClientChannel) -> Result:
@@ -502,12 +504,29 @@ class TaskRuns:
             raise InvalidParams(f"Unknown task: {truncate(task_id)!r}{hint}.")
         return record
 
+    async def _reap(self, owner: bytes | None) -> bool:
+        """End `failed` the oldest running tasks (the owner's, or anyone's) whose process
+        stopped, so that they no longer hold a bound they would hold until their time to live
+        ended; whether any was."""
+        reaped = False
+        for task_id in await self._store.running_tasks(owner, REAPED_AT_ONCE):
+            record = await self._book.find(task_id)
+            if record is not None and not record.ended and not await self._alive(record):
+                reaped = await self._lost(record) is not None or reaped
+        return reaped
+
+    async def _lost(self, record: TaskRecord) -> TaskRecord | None:
+        lost = McpError(_LOST).to_error()
+        return await self._book.change(record.id, lambda kept: ended(kept, "failed", lost, _LOST))
+
     async def _alive(self, record: TaskRecord) -> bool:
         """Whether the process running the task still does."""
         if record.runner == self._me:
             return record.id in self._runs
         if not self._store.shared:
             return True  # another process's memory: nothing here can tell
+        if now_ms() - record.created_ms < LEASE_S * 1000:
+            return True  # kept just now: its process may not have taken the lease yet
         if not await self._store.claim(_lease(record.id), f"check:{self._me}", LEASE_S):
             return True
         await self._store.release(_lease(record.id), f"check:{self._me}")

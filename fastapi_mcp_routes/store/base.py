@@ -297,6 +297,11 @@ class Store(Protocol):
         `save_session`); its time to live runs on. `False` when it changed or is gone."""
         ...
 
+    async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
+        """Ids of at most `limit` tasks not ended yet, the owner's (`None`: anyone's), oldest
+        first: where a full bound looks for tasks whose process stopped."""
+        ...
+
     # -- messages between requests (and processes) ------------------------------------------
 
     async def publish(self, channel: str, message: bytes) -> bool:

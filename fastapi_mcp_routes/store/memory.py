@@ -8,6 +8,7 @@ nothing needs a timer.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
@@ -417,6 +418,12 @@ class MemoryStore:
         if record.ended:
             self._tasks_ended[record.trust][record.id] = None
         return True
+
+    async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
+        now = self._clock()
+        ids = self._tasks_by_owner.get(owner, {}) if owner is not None else self._tasks
+        running = (task_id for task_id in ids if self._tasks[task_id].expires > now)
+        return tuple(itertools.islice((i for i in running if not self._tasks[i].record.ended), limit))
 
     def _drop_task(self, task_id: str) -> None:
         record = self._tasks.pop(task_id).record

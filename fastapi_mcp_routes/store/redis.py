@@ -174,6 +174,7 @@ class RedisStore:
         self._put_task = client.register_script(scripts.PUT_TASK)
         self._find_task = client.register_script(scripts.FIND_TASK)
         self._save_task = client.register_script(scripts.SAVE_TASK)
+        self._running_tasks = client.register_script(scripts.RUNNING_TASKS)
 
     @classmethod
     def from_url(
@@ -346,6 +347,10 @@ class RedisStore:
             self._save_task, record.id, _dump_task(record), _dump_task(replacing), int(record.trust), int(record.ended)
         )
         return bool(saved)
+
+    async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
+        ids = await self._run(self._running_tasks, owner.hex() if owner is not None else "", limit)
+        return tuple(task_id.decode() for task_id in ids)
 
     # -- messages --------------------------------------------------------------------------
 

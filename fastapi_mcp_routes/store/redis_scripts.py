@@ -619,3 +619,23 @@ end
 return 1
 """,
 )
+
+# ARGV: owner (hex, or '' for anyone), limit -> ids of tasks not ended, oldest first
+RUNNING_TASKS: Final = _script(
+    _PRELUDE,
+    _TASKS,
+    """
+local limit, found = tonumber(ARGV[4]), {}
+local ids
+if ARGV[3] ~= '' then
+  ids = redis.call('ZRANGE', task_owner_key(ARGV[3]), 0, -1)
+else
+  ids = redis.call('ZRANGE', KEXPIRY, 0, -1)
+end
+for _, id in ipairs(ids) do
+  if #found >= limit then break end
+  if live_task(id) and not redis.call('ZSCORE', KENDED, id) then found[#found + 1] = id end
+end
+return found
+""",
+)
