@@ -35,6 +35,7 @@ from fastapi_mcp_routes.server.resources import ResourceMethods
 from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.server.seal import Secret, SecretOption
 from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.task_methods import TaskMethods
 from fastapi_mcp_routes.server.tasks import TaskRuns
 from fastapi_mcp_routes.server.updates import ResourceUpdates, remember
 from fastapi_mcp_routes.server.url_policy import url_policy
@@ -230,7 +231,7 @@ def mcp_routes(
             ),
             prompts=PromptMethods(registry=registry, runner=runner),
             updates=updates,
-            tasks=task_runs,
+            tasks=TaskMethods(task_runs),
             catalog=lambda: registry.table().catalog,
             offers_tasks=lambda: registry.table().offers_tasks,
         ),

@@ -20,8 +20,8 @@ from fastapi_mcp_routes.server.listing import LIST_METHODS, Generations, Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
 from fastapi_mcp_routes.server.prompts import PromptMethods
 from fastapi_mcp_routes.server.resources import ResourceMethods
+from fastapi_mcp_routes.server.task_methods import TaskMethods
 from fastapi_mcp_routes.server.task_records import TASKS_EXTENSION
-from fastapi_mcp_routes.server.tasks import TaskRuns
 from fastapi_mcp_routes.server.updates import ResourceUpdates
 from fastapi_mcp_routes.tools.catalog import Catalog
 from fastapi_mcp_routes.wire import constants as c
@@ -60,7 +60,7 @@ class Dispatcher:
         resources: ResourceMethods,
         prompts: PromptMethods,
         updates: ResourceUpdates,
-        tasks: TaskRuns,
+        tasks: TaskMethods,
         catalog: Callable[[], Catalog],
         offers_tasks: Callable[[], bool] = lambda: False,
     ) -> None:

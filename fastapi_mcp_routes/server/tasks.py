@@ -37,14 +37,12 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from fastapi_mcp_routes.options import Tasks
 from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares, lacking
-from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.task_records import (
-    TASK_CHANNEL,
     TASKS_EXTENSION,
     TaskBook,
     created,
-    detailed,
     ended,
     now_ms,
 )
@@ -52,7 +50,6 @@ from fastapi_mcp_routes.store.base import Holder, TaskBounds, TaskRecord
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.errors import (
     CallCancelled,
-    InvalidParams,
     McpError,
     MissingClientCapability,
     StoreUnavailable,
@@ -60,7 +57,7 @@ from fastapi_mcp_routes.wire.errors import (
 )
 from fastapi_mcp_routes.wire.failures import error_result
 from fastapi_mcp_routes.wire.json import dumps
-from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
+from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -77,8 +74,9 @@ RECHECK_S: Final = 2.0
 # Running tasks a full bound looks at for ones whose process stopped, oldest first.
 REAPED_AT_ONCE: Final = 16
 _TASK_ID_BYTES: Final = 18  # 144 bits, unguessable (SEP-2663, Security Considerations)
-_CANCEL: Final = b"c"
-_ANSWERED: Final = b"a"
+# What another process's `tasks/cancel` or `tasks/update` sends the process running the route.
+CANCEL: Final = b"c"
+ANSWERED: Final = b"a"
 _REQUIRED: Final[dict[str, Any]] = {"extensions": {TASKS_EXTENSION: {}}}
 _STOPPED: Final = "The server stopped before the task finished; start it again."
 _LOST: Final = "The process running this task stopped before it finished; start it again."
@@ -174,16 +172,18 @@ class TaskChannel:
 
 
 class TaskRuns:
-    """Starts calls as tasks, runs their routes in this process, and answers the extension's
-    methods (`tasks/get`, `tasks/update`, `tasks/cancel`) for tasks running anywhere."""
+    """Starts calls as tasks and runs their routes in this process; tells whether the process
+    running a task still does, and reaches its route (server/task_methods.py answers the
+    extension's methods with these)."""
 
     def __init__(self, *, deployment: Deployment, options: Tasks) -> None:
-        self._deployment = deployment
-        self._store = deployment.store
-        self._book = TaskBook(deployment.store)
+        self.deployment = deployment
+        self.store = self._store = deployment.store
+        self.book = TaskBook(deployment.store)
         self._options = options
         self._bounds = TaskBounds(options.max_per_caller, options.max_tasks)
-        self._poll_ms = round(options.poll_interval_s * 1000)
+        # At least a millisecond: the extension wants a positive pollIntervalMs.
+        self.poll_ms = max(1, round(options.poll_interval_s * 1000))
         self._me = deployment.secret.instance.hex()
         self._runs: dict[str, _Run] = {}  # tasks whose route runs here, by id
         self._group: TaskGroup | None = None
@@ -250,20 +250,20 @@ class TaskRuns:
         now = now_ms()
         record = TaskRecord(
             id=secrets.token_urlsafe(_TASK_ID_BYTES),
-            owner=self._binding(channel.owner),
+            owner=self.binding(channel.owner),
             trust=channel.holder.trust,
             tool=run.tool.name,
             runner=self._me,
             status="working",
             created_ms=now,
             updated_ms=now,
-            ttl_ms=round(run.ttl_s * 1000),
+            ttl_ms=max(1, round(run.ttl_s * 1000)),
         )
         if isinstance(run.ended, Ran):  # a required task that answered at once: kept ended
             record = ended(record, "completed", self._kept_result(run.ended), None)
         try:
             refused = await self._store.put_task(record, self._bounds)
-            if refused is not None and await self._reap(record.owner if refused == "owner" else None):
+            if refused is not None and await self.reap(record.owner if refused == "owner" else None):
                 refused = await self._store.put_task(record, self._bounds)
         except BaseException:
             run.detached = False
@@ -289,7 +289,7 @@ class TaskRuns:
             except StoreUnavailable as down:
                 # The task runs all the same; its lease is taken with the others' renewals.
                 logger.warning("the lease of task %s could not be taken (%s)", truncate(record.id), down.reason)
-        return Ran(created(record, self._poll_ms), "task")
+        return Ran(created(record, self.poll_ms), "task")
 
     async def _drive(self, run: _Run, work: Work, on_end: OnEnd) -> None:
         """Run the route to its end, and keep that end in the task once the call is one."""
@@ -318,6 +318,8 @@ class TaskRuns:
         await self._end(run, outcome)
         if isinstance(outcome, Ran):
             await on_end(outcome)
+        else:  # the task's end in the audit too: cancelled, or a protocol error the call met
+            await on_end(Ran({}, "cancelled" if isinstance(outcome, CallCancelled) else "refused"))
 
     async def _end(self, run: _Run, outcome: Ran | BaseException) -> None:
         task_id = run.task_id
@@ -326,13 +328,13 @@ class TaskRuns:
         try:
             if isinstance(outcome, Ran):
                 result = self._kept_result(outcome)
-                await self._book.change(task_id, lambda record: ended(record, "completed", result, None))
+                await self.book.change(task_id, lambda record: ended(record, "completed", result, None))
             elif isinstance(outcome, CallCancelled):
-                await self._book.change(task_id, lambda record: ended(record, "cancelled", None, None))
+                await self.book.change(task_id, lambda record: ended(record, "cancelled", None, None))
             else:
                 error = outcome if isinstance(outcome, McpError) else McpError("Internal error.")
                 failure = error.to_error()
-                await self._book.change(task_id, lambda record: ended(record, "failed", failure, error.message))
+                await self.book.change(task_id, lambda record: ended(record, "failed", failure, error.message))
         except StoreUnavailable:
             logger.warning("the end of task %s could not be kept: the store is out of reach", truncate(task_id))
         finally:
@@ -373,16 +375,16 @@ class TaskRuns:
                 record, status="input_required", questions=questions, answers=None, updated_ms=now_ms()
             )
 
-        if await self._book.change(task_id, asking) is None:
+        if await self.book.change(task_id, asking) is None:
             raise ToolContextError("the task ended before its question could be asked")
         while True:
             wake = run.wake = anyio.Event()
-            record = await self._book.find(task_id)
+            record = await self.book.find(task_id)
             if record is None or record.ended:
                 raise ToolContextError("the task ended while it waited for the client's answer")
             answers = record.answers or {}
             if all(key in answers for key in requests):
-                await self._book.change(task_id, lambda kept: _taken(kept, requests))
+                await self.book.change(task_id, lambda kept: _taken(kept, requests))
                 return {key: answers[key] for key in requests}
             with anyio.move_on_after(RECHECK_S):
                 await wake.wait()
@@ -412,7 +414,7 @@ class TaskRuns:
         text, run.progress_text = run.progress_text, None
         run.progress_saved = anyio.current_time()
         if text is not None:  # None: what came since was saved already; an ended task is left as it ended
-            await self._book.change(
+            await self.book.change(
                 task_id, lambda record: dataclasses.replace(record, message=text, updated_ms=now_ms())
             )
 
@@ -426,100 +428,22 @@ class TaskRuns:
         except StoreUnavailable:
             logger.warning("the progress of task %s could not be kept: the store is out of reach", truncate(task_id))
 
-    # -- notifications/tasks on a subscriptions/listen stream ------------------------------------
-
-    async def listened(self, task_ids: list[str], channel: ClientChannel) -> list[str]:
-        """The ids a `subscriptions/listen` may hear of: the caller's own tasks (others are
-        left out of the acknowledgement, as unknown ids are)."""
-        if not channel.tasks_declared:
-            raise needs_tasks("a subscription to tasks")
-        owner = self._binding(channel.owner)
-        kept = []
-        for task_id in dict.fromkeys(task_ids):
-            record = await self._book.find(task_id)
-            if record is not None and record.owner == owner:
-                kept.append(task_id)
-        return kept
-
-    async def follow(
-        self, task_ids: frozenset[str], send: Callable[[Mapping[str, Any]], Awaitable[None]], listening: anyio.Event
-    ) -> None:
-        """Hand the task, as `tasks/get` shows it, to `send` whenever one of `task_ids` changes,
-        for as long as the caller runs (a stream's source), setting `listening` once it listens;
-        while the store cannot be reached, listen again every `RECHECK_S`."""
-        while True:
-            try:
-                async with self._store.subscribe(TASK_CHANNEL) as changes:
-                    listening.set()
-                    async for raw in changes:
-                        task_id = raw.decode(errors="replace")
-                        record = await self._book.find(task_id) if task_id in task_ids else None
-                        if record is not None:
-                            await send(detailed(record, self._poll_ms))
-            except StoreUnavailable as down:
-                logger.info("task changes cannot be heard now (%s); listening again shortly", down.reason)
-            listening.set()
-            await anyio.sleep(RECHECK_S)
-
-    # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
-
-    async def get(self, request: Request, channel: ClientChannel) -> Result:
-        record = await self._owned(request, channel)
-        if not record.ended and not await self._alive(record):
-            record = await self._lost(record) or await self._owned(request, channel)
-        return detailed(record, self._poll_ms)
-
-    async def update(self, request: Request, channel: ClientChannel) -> Result:
-        record = await self._owned(request, channel)
-        responses = request.params.get("inputResponses")
-        if not isinstance(responses, Mapping):
-            raise InvalidParams("Invalid params: 'inputResponses' must be an object.")
-        # Unknown keys, answers to questions no longer asked, and values that are not answers are
-        # ignored, as the extension asks; what answers a question is taken at once, so the next
-        # tasks/get no longer shows it.
-        if await self._book.change(record.id, lambda kept: _answered(kept, responses)) is not None:
-            await self._signal(record.runner, _ANSWERED, record.id)
-        return {}
-
-    async def cancel(self, request: Request, channel: ClientChannel) -> Result:
-        record = await self._owned(request, channel)
-        cancelled = await self._book.change(record.id, lambda kept: ended(kept, "cancelled", None, None))
-        if cancelled is not None:
-            await self._signal(record.runner, _CANCEL, record.id)
-        return {}  # the same acknowledgement for a task that had already ended
-
-    async def _owned(self, request: Request, channel: ClientChannel) -> TaskRecord:
-        """The caller's task the request names; an unknown id, another caller's task and an
-        expired one are all the same -32602."""
-        if not channel.tasks_declared:
-            raise needs_tasks(request.method)
-        task_id = request.params.get("taskId")
-        if not isinstance(task_id, str):
-            raise InvalidParams("Invalid params: 'taskId' must be a string.")
-        record = await self._book.find(task_id)
-        if record is None or record.owner != self._binding(channel.owner):
-            hint = ""
-            if self._deployment.state_per_process:
-                hint = f" ({self._deployment.needs_store('a task reaching another process')})"
-            raise InvalidParams(f"Unknown task: {truncate(task_id)!r}{hint}.")
-        return record
-
-    async def _reap(self, owner: bytes | None) -> bool:
+    async def reap(self, owner: bytes | None) -> bool:
         """End `failed` the oldest running tasks (the owner's, or anyone's) whose process
         stopped, so that they no longer hold a bound they would hold until their time to live
         ended; whether any was."""
         reaped = False
         for task_id in await self._store.running_tasks(owner, REAPED_AT_ONCE):
-            record = await self._book.find(task_id)
-            if record is not None and not record.ended and not await self._alive(record):
-                reaped = await self._lost(record) is not None or reaped
+            record = await self.book.find(task_id)
+            if record is not None and not record.ended and not await self.alive(record):
+                reaped = await self.lost(record) is not None or reaped
         return reaped
 
-    async def _lost(self, record: TaskRecord) -> TaskRecord | None:
+    async def lost(self, record: TaskRecord) -> TaskRecord | None:
         lost = McpError(_LOST).to_error()
-        return await self._book.change(record.id, lambda kept: ended(kept, "failed", lost, _LOST))
+        return await self.book.change(record.id, lambda kept: ended(kept, "failed", lost, _LOST))
 
-    async def _alive(self, record: TaskRecord) -> bool:
+    async def alive(self, record: TaskRecord) -> bool:
         """Whether the process running the task still does."""
         if record.runner == self._me:
             return record.id in self._runs
@@ -532,7 +456,7 @@ class TaskRuns:
         await self._store.release(_lease(record.id), f"check:{self._me}")
         return False
 
-    async def _signal(self, runner: str, verb: bytes, task_id: str) -> None:
+    async def signal(self, runner: str, verb: bytes, task_id: str) -> None:
         """Reach the route of a task where it runs: here directly, elsewhere through the store."""
         if runner == self._me:
             self._act(verb, task_id)
@@ -543,7 +467,7 @@ class TaskRuns:
         run = self._runs.get(task_id)
         if run is None:
             return
-        if verb == _CANCEL:
+        if verb == CANCEL:
             run.call.cancel_scope.cancel()
         else:
             run.wake.set()
@@ -574,36 +498,21 @@ class TaskRuns:
             for task_id in list(self._runs):
                 try:
                     await self._store.claim(_lease(task_id), self._me, LEASE_S)
-                    record = await self._book.find(task_id)
+                    record = await self.book.find(task_id)
                 except StoreUnavailable:
                     logger.warning("the lease of task %s could not be renewed: the store is out of reach", task_id)
                     continue
                 if record is None or record.ended:
-                    self._act(_CANCEL, task_id)
+                    self._act(CANCEL, task_id)
 
-    def _binding(self, owner: bytes) -> bytes:
-        return self._deployment.secret.mac("task binding", owner)
+    def binding(self, owner: bytes) -> bytes:
+        return self.deployment.secret.mac("task binding", owner)
 
 
 def _own_result(ended: Ran | BaseException) -> bool:
     """Whether a call ended with its route's result (not a round's question, a plan to
     confirm, or a refusal): a required task's quick answer is still kept as a task."""
     return isinstance(ended, Ran) and ended.outcome in ("ok", "error", "crashed", "invalid_arguments")
-
-
-def _answered(record: TaskRecord, responses: Mapping[str, Any]) -> TaskRecord | None:
-    questions = record.questions or {}
-    taken = {key: value for key, value in responses.items() if key in questions and isinstance(value, Mapping)}
-    if record.status != "input_required" or not taken:
-        return None
-    rest = {key: value for key, value in questions.items() if key not in taken}
-    return dataclasses.replace(
-        record,
-        questions=rest or None,
-        answers={**(record.answers or {}), **taken},
-        status="input_required" if rest else "working",
-        updated_ms=now_ms(),
-    )
 
 
 def _taken(record: TaskRecord, requests: Mapping[str, InputRequest]) -> TaskRecord:

@@ -1,0 +1,127 @@
+"""The tasks extension's methods (2026-07-28, SEP-2663): `tasks/get`, `tasks/update`,
+`tasks/cancel`, and `notifications/tasks` for a `subscriptions/listen` stream that names tasks.
+
+They answer for tasks running in any process: the record is read and changed in the `Store`
+(server/task_records.py), and a cancellation or an answer is sent on to the process running the
+route (`TaskRuns.signal`, server/tasks.py). Every method first asks whether the request declared
+the extension (-32021 otherwise, before any task is looked up), then whether the task is the
+caller's: an unknown id, another caller's task and an expired one are the same -32602.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+
+from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.server.task_records import TASK_CHANNEL, detailed, ended, now_ms
+from fastapi_mcp_routes.server.tasks import ANSWERED, CANCEL, RECHECK_S, TaskRuns, needs_tasks
+from fastapi_mcp_routes.store.base import TaskRecord
+from fastapi_mcp_routes.wire.errors import InvalidParams, StoreUnavailable
+from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
+
+class TaskMethods:
+    """Answers the extension's methods, for tasks whose routes `TaskRuns` runs in some process."""
+
+    def __init__(self, runs: TaskRuns) -> None:
+        self._runs = runs
+
+    # -- notifications/tasks on a subscriptions/listen stream ------------------------------------
+
+    async def listened(self, task_ids: list[str], channel: ClientChannel) -> list[str]:
+        """The ids a `subscriptions/listen` may hear of: the caller's own tasks (others are
+        left out of the acknowledgement, as unknown ids are)."""
+        if not channel.tasks_declared:
+            raise needs_tasks("a subscription to tasks")
+        owner = self._runs.binding(channel.owner)
+        kept = []
+        for task_id in dict.fromkeys(task_ids):
+            record = await self._runs.book.find(task_id)
+            if record is not None and record.owner == owner:
+                kept.append(task_id)
+        return kept
+
+    async def follow(
+        self, task_ids: frozenset[str], send: Callable[[Mapping[str, Any]], Awaitable[None]], listening: anyio.Event
+    ) -> None:
+        """Hand the task, as `tasks/get` shows it, to `send` whenever one of `task_ids` changes,
+        for as long as the caller runs (a stream's source), setting `listening` once it listens;
+        while the store cannot be reached, listen again every `RECHECK_S`."""
+        while True:
+            try:
+                async with self._runs.store.subscribe(TASK_CHANNEL) as changes:
+                    listening.set()
+                    async for raw in changes:
+                        task_id = raw.decode(errors="replace")
+                        record = await self._runs.book.find(task_id) if task_id in task_ids else None
+                        if record is not None:
+                            await send(detailed(record, self._runs.poll_ms))
+            except StoreUnavailable as down:
+                logger.info("task changes cannot be heard now (%s); listening again shortly", down.reason)
+            listening.set()
+            await anyio.sleep(RECHECK_S)
+
+    # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
+
+    async def get(self, request: Request, channel: ClientChannel) -> Result:
+        record = await self._owned(request, channel)
+        if not record.ended and not await self._runs.alive(record):
+            record = await self._runs.lost(record) or await self._owned(request, channel)
+        return detailed(record, self._runs.poll_ms)
+
+    async def update(self, request: Request, channel: ClientChannel) -> Result:
+        record = await self._owned(request, channel)
+        responses = request.params.get("inputResponses")
+        if not isinstance(responses, Mapping):
+            raise InvalidParams("Invalid params: 'inputResponses' must be an object.")
+        # Unknown keys, answers to questions no longer asked, and values that are not answers are
+        # ignored, as the extension asks; what answers a question is taken at once, so the next
+        # tasks/get no longer shows it.
+        if await self._runs.book.change(record.id, lambda kept: _answered(kept, responses)) is not None:
+            await self._runs.signal(record.runner, ANSWERED, record.id)
+        return {}
+
+    async def cancel(self, request: Request, channel: ClientChannel) -> Result:
+        record = await self._owned(request, channel)
+        cancelled = await self._runs.book.change(record.id, lambda kept: ended(kept, "cancelled", None, None))
+        if cancelled is not None:
+            await self._runs.signal(record.runner, CANCEL, record.id)
+        return {}  # the same acknowledgement for a task that had already ended
+
+    async def _owned(self, request: Request, channel: ClientChannel) -> TaskRecord:
+        """The caller's task the request names; an unknown id, another caller's task and an
+        expired one are all the same -32602."""
+        if not channel.tasks_declared:
+            raise needs_tasks(request.method)
+        task_id = request.params.get("taskId")
+        if not isinstance(task_id, str):
+            raise InvalidParams("Invalid params: 'taskId' must be a string.")
+        record = await self._runs.book.find(task_id)
+        if record is None or record.owner != self._runs.binding(channel.owner):
+            hint = ""
+            if self._runs.deployment.state_per_process:
+                hint = f" ({self._runs.deployment.needs_store('a task reaching another process')})"
+            raise InvalidParams(f"Unknown task: {truncate(task_id)!r}{hint}.")
+        return record
+
+
+def _answered(record: TaskRecord, responses: Mapping[str, Any]) -> TaskRecord | None:
+    questions = record.questions or {}
+    taken = {key: value for key, value in responses.items() if key in questions and isinstance(value, Mapping)}
+    if record.status != "input_required" or not taken:
+        return None
+    rest = {key: value for key, value in questions.items() if key not in taken}
+    return dataclasses.replace(
+        record,
+        questions=rest or None,
+        answers={**(record.answers or {}), **taken},
+        status="input_required" if rest else "working",
+        updated_ms=now_ms(),
+    )
