@@ -52,6 +52,18 @@ def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
     return pools
 
 
+def trust_shares(total: int, trust: Trust) -> list[tuple[Trust, int]]:
+    """`shares` by trust, for records counted by their holders' trust (tasks): each pair is the
+    highest trust whose records count, and how many such records may be held, for a holder of
+    `trust` to be given one more."""
+    pools = [(Trust.VERIFIED, total)]
+    if trust <= Trust.CLAIMED:
+        pools.append((Trust.CLAIMED, max(1, total * 3 // 4)))
+    if trust == Trust.ANONYMOUS:
+        pools.append((Trust.ANONYMOUS, max(1, total // 2)))
+    return pools
+
+
 def share_holders(pool: str) -> str | None:
     """Who a pool of `shares` is the share of (for a refusal's message); `None` for the total."""
     if pool.endswith(_UNVERIFIED):
@@ -125,7 +137,9 @@ class TaskRecord:
 
 @dataclass(frozen=True, slots=True)
 class TaskBounds:
-    """Tasks kept (running or finished, until their time to live ends), per owner and in all."""
+    """Tasks kept (running or finished, until their time to live ends), per owner and in all;
+    of all, callers trusted less may hold only their share (`trust_shares`), so a flood of
+    anonymous tasks that never end leaves room for callers the server trusts more."""
 
     max_per_owner: int
     max_tasks: int
