@@ -95,3 +95,29 @@ async def test_a_signed_in_caller_still_gets_a_task_while_anonymous_addresses_ho
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
             mine = await call_tool(http, url, "forever_required", SIGNED_IN)
             assert (mine.get("resultType"), mine.get("status")) == ("task", "working"), mine
+
+
+async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_caller_and_see_only_their_own() -> None:
+    with review_app(REVIEW_MAX_PER_CALLER="2", REVIEW_MAX_TASKS="100") as url:
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            results = []
+            for key in ("made-up-1", "made-up-2", "made-up-3"):
+                for _ in range(2):
+                    headers = {"authorization": f"Bearer {key}"}
+                    results.append((headers, await call_tool(http, url, "forever_required", headers)))
+            kept = [(headers, result) for headers, result in results if result.get("resultType") == "task"]
+            assert len(kept) == 2, results  # the address's bound, whatever keys it makes up
+            assert all(result.get("isError") for _, result in results[2:]), results
+            assert "Tasks.max_per_caller" in results[2][1]["content"][0]["text"]
+            # Still each key's own: another key from the same address does not see it.
+            (owner, first), _ = kept
+            task_id = first["taskId"]
+            for headers, status in ((owner, 200), ({"authorization": "Bearer made-up-2"}, 400)):
+                body = stateless_request("tasks/get", {"taskId": task_id}, META)
+                sent = {**stateless_headers("tasks/get", task_id), **headers}
+                response = await http.post(f"{url}/mcp", json=body, headers=sent)
+                assert response.status_code == status, response.text
+            assert response.json()["error"]["code"] == -32602
+            # A signed-in caller from that address is a caller of its own.
+            mine = await call_tool(http, url, "forever_required", SIGNED_IN)
+            assert mine.get("resultType") == "task", mine
