@@ -250,7 +250,10 @@ class TaskRuns:
         now = now_ms()
         record = TaskRecord(
             id=secrets.token_urlsafe(_TASK_ID_BYTES),
-            owner=self.binding(channel.owner),
+            # Counted against the holder (credentials the endpoint cannot check are the client's
+            # address, or made-up keys would each hold max_per_caller), seen by the credentials.
+            owner=self.binding(channel.holder.owner),
+            caller=self.binding(channel.owner),
             trust=channel.holder.trust,
             tool=run.tool.name,
             runner=self._me,

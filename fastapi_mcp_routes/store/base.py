@@ -117,7 +117,7 @@ class TaskRecord:
     extension): everything `tasks/get` shows, and the answers on their way to its route."""
 
     id: str
-    owner: bytes  # who may see it, and counts it against the per-caller bound: a keyed hash
+    owner: bytes  # whom it counts against for the per-caller bound (a keyed hash of its `Holder`)
     trust: Trust
     tool: str
     runner: str  # the process running its route (hex), which a cancellation or an answer reaches
@@ -129,6 +129,13 @@ class TaskRecord:
     questions: Mapping[str, Any] | None = None  # `inputRequests` still unanswered, while input_required
     answers: Mapping[str, Any] | None = None  # answers `tasks/update` brought that the route has not taken
     outcome: Mapping[str, Any] | None = None  # the tool result once completed, the JSON-RPC error once failed
+    # Who may see it: a keyed hash of the caller's credentials, else its address; empty, the owner.
+    # It differs from `owner` for credentials the endpoint cannot check, which may be made up.
+    caller: bytes = b""
+
+    @property
+    def seen_by(self) -> bytes:
+        return self.caller or self.owner
 
     @property
     def ended(self) -> bool:
