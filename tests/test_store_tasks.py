@@ -173,8 +173,8 @@ async def test_one_owners_tasks_never_count_against_another_owners_bound(stores:
 async def test_at_the_total_bound_running_tasks_leave_no_room(stores: Stores) -> None:
     store = stores.make()
     bounds = TaskBounds(max_per_owner=10, max_tasks=2)
-    await store.put_task(task("a1", b"alice", Trust.ANONYMOUS), bounds)
-    await store.put_task(task("b1", b"bob", Trust.ANONYMOUS), bounds)
+    await store.put_task(task("a1", b"alice", Trust.VERIFIED), bounds)
+    await store.put_task(task("b1", b"bob", Trust.VERIFIED), bounds)
     assert await store.put_task(task("v1", b"vera", Trust.VERIFIED), bounds) == "total"
     assert await store.find_task("v1") is None
     assert await store.find_task("a1") is not None

@@ -44,7 +44,7 @@ class TaskMethods:
         kept = []
         for task_id in dict.fromkeys(task_ids):
             record = await self._runs.book.find(task_id)
-            if record is not None and record.owner == owner:
+            if record is not None and record.seen_by == owner:
                 kept.append(task_id)
         return kept
 
@@ -104,7 +104,7 @@ class TaskMethods:
         if not isinstance(task_id, str):
             raise InvalidParams("Invalid params: 'taskId' must be a string.")
         record = await self._runs.book.find(task_id)
-        if record is None or record.owner != self._runs.binding(channel.owner):
+        if record is None or record.seen_by != self._runs.binding(channel.owner):
             hint = ""
             if self._runs.deployment.state_per_process:
                 hint = f" ({self._runs.deployment.needs_store('a task reaching another process')})"

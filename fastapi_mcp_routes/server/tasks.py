@@ -250,7 +250,10 @@ class TaskRuns:
         now = now_ms()
         record = TaskRecord(
             id=secrets.token_urlsafe(_TASK_ID_BYTES),
-            owner=self.binding(channel.owner),
+            # Counted against the holder (credentials the endpoint cannot check are the client's
+            # address, or made-up keys would each hold max_per_caller), seen by the credentials.
+            owner=self.binding(channel.holder.owner),
+            caller=self.binding(channel.owner),
             trust=channel.holder.trust,
             tool=run.tool.name,
             runner=self._me,
@@ -356,7 +359,8 @@ class TaskRuns:
         return (
             "This tool runs as a task, and this caller (or the server) holds as many running tasks as "
             f"it may ({self._options.max_per_caller} per caller, {self._options.max_tasks} in all: "
-            "Tasks.max_per_caller, Tasks.max_tasks). Wait for one to finish, or cancel one."
+            "Tasks.max_per_caller, Tasks.max_tasks; callers without verified credentials hold at most three "
+            "quarters of those in all, anonymous ones half). Wait for one to finish, or cancel one."
         )
 
     # -- what a task's route does while it runs --------------------------------------------------

@@ -52,6 +52,18 @@ def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
     return pools
 
 
+def trust_shares(total: int, trust: Trust) -> list[tuple[Trust, int]]:
+    """`shares` by trust, for records counted by their holders' trust (tasks): each pair is the
+    highest trust whose records count, and how many such records may be held, for a holder of
+    `trust` to be given one more."""
+    pools = [(Trust.VERIFIED, total)]
+    if trust <= Trust.CLAIMED:
+        pools.append((Trust.CLAIMED, max(1, total * 3 // 4)))
+    if trust == Trust.ANONYMOUS:
+        pools.append((Trust.ANONYMOUS, max(1, total // 2)))
+    return pools
+
+
 def share_holders(pool: str) -> str | None:
     """Who a pool of `shares` is the share of (for a refusal's message); `None` for the total."""
     if pool.endswith(_UNVERIFIED):
@@ -105,7 +117,7 @@ class TaskRecord:
     extension): everything `tasks/get` shows, and the answers on their way to its route."""
 
     id: str
-    owner: bytes  # who may see it, and counts it against the per-caller bound: a keyed hash
+    owner: bytes  # whom it counts against for the per-caller bound (a keyed hash of its `Holder`)
     trust: Trust
     tool: str
     runner: str  # the process running its route (hex), which a cancellation or an answer reaches
@@ -117,6 +129,13 @@ class TaskRecord:
     questions: Mapping[str, Any] | None = None  # `inputRequests` still unanswered, while input_required
     answers: Mapping[str, Any] | None = None  # answers `tasks/update` brought that the route has not taken
     outcome: Mapping[str, Any] | None = None  # the tool result once completed, the JSON-RPC error once failed
+    # Who may see it: a keyed hash of the caller's credentials, else its address; empty, the owner.
+    # It differs from `owner` for credentials the endpoint cannot check, which may be made up.
+    caller: bytes = b""
+
+    @property
+    def seen_by(self) -> bytes:
+        return self.caller or self.owner
 
     @property
     def ended(self) -> bool:
@@ -125,7 +144,9 @@ class TaskRecord:
 
 @dataclass(frozen=True, slots=True)
 class TaskBounds:
-    """Tasks kept (running or finished, until their time to live ends), per owner and in all."""
+    """Tasks kept (running or finished, until their time to live ends), per owner and in all;
+    of all, callers trusted less may hold only their share (`trust_shares`), so a flood of
+    anonymous tasks that never end leaves room for callers the server trusts more."""
 
     max_per_owner: int
     max_tasks: int

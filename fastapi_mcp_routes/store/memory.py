@@ -31,6 +31,7 @@ from fastapi_mcp_routes.store.base import (
     TaskBounds,
     TaskRecord,
     Trust,
+    trust_shares,
 )
 
 _Key = TypeVar("_Key", bound=Hashable)
@@ -119,6 +120,7 @@ class MemoryStore:
         self._tasks_by_owner: dict[bytes, OrderedDict[str, None]] = {}  # in the order they were made
         # Finished tasks by their owner's trust, in the order they finished: what a bound pushes out.
         self._tasks_ended: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
+        self._tasks_of_trust: dict[Trust, int] = dict.fromkeys(Trust, 0)  # kept tasks, by their holders' trust
         # pool -> holder -> expiry, in the order of renewal: lapsed slots are at the front.
         self._slots: dict[str, OrderedDict[str, float]] = {}
 
@@ -388,12 +390,14 @@ class MemoryStore:
             if done is None:
                 return "owner"
             self._drop_task(done)
-        if len(self._tasks) >= bounds.max_tasks:
-            try:
-                self._drop_task(_oldest_of_lowest_trust(self._tasks_ended, record.trust))
-            except StoreFull:
-                return "total"
+        for highest, limit in trust_shares(bounds.max_tasks, record.trust):
+            if sum(self._tasks_of_trust[trust] for trust in Trust if trust <= highest) >= limit:
+                try:
+                    self._drop_task(_oldest_of_lowest_trust(self._tasks_ended, record.trust))
+                except StoreFull:
+                    return "total"
         self._tasks[record.id] = _Task(record, now + record.ttl_ms / 1000)
+        self._tasks_of_trust[record.trust] += 1
         self._tasks_by_owner.setdefault(record.owner, OrderedDict())[record.id] = None
         if record.ended:
             self._tasks_ended[record.trust][record.id] = None
@@ -427,6 +431,7 @@ class MemoryStore:
 
     def _drop_task(self, task_id: str) -> None:
         record = self._tasks.pop(task_id).record
+        self._tasks_of_trust[record.trust] -= 1
         mine = self._tasks_by_owner[record.owner]
         del mine[task_id]
         if not mine:

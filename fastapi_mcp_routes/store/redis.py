@@ -117,6 +117,7 @@ def _dump_task(record: TaskRecord) -> bytes:
         "questions": record.questions,
         "answers": record.answers,
         "outcome": record.outcome,
+        "caller": record.caller.hex(),
     }
     return json.dumps(fields, separators=(",", ":")).encode()
 
@@ -124,7 +125,12 @@ def _dump_task(record: TaskRecord) -> bytes:
 def _load_task(raw: bytes) -> TaskRecord:
     fields = json.loads(raw)
     return TaskRecord(
-        **{**fields, "owner": bytes.fromhex(fields["owner"]), "trust": Trust(fields["trust"])},
+        **{
+            **fields,
+            "owner": bytes.fromhex(fields["owner"]),
+            "trust": Trust(fields["trust"]),
+            "caller": bytes.fromhex(fields.get("caller", "")),
+        },
     )
 
 

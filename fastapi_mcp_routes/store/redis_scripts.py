@@ -17,7 +17,8 @@ prefix inside the scripts (so a single Redis, not a Redis Cluster). The layout, 
     tokens:expiry          zset   key -> its end (ms)
     tokens:owner:<hex>     zset   key -> seq of its keeping
     token:<key>            string its value
-    tasks                  hash   seq, life; o:<id> owner (hex)
+    tasks                  hash   seq, life, n<trust> tasks kept of that trust; o:<id> owner (hex),
+                                  t:<id> its holder's trust
     tasks:expiry           zset   id -> its end (ms)
     tasks:ended            zset   id -> trust band + seq of its ending (finished tasks only)
     tasks:owner:<hex>      zset   id -> seq of its making
@@ -232,7 +233,9 @@ local function drop_task(id)
   redis.call('ZREM', KENDED, id)
   local owner = redis.call('HGET', KMETA, 'o:' .. id)
   if owner then redis.call('ZREM', task_owner_key(owner), id) end
-  redis.call('HDEL', KMETA, 'o:' .. id)
+  local trust = redis.call('HGET', KMETA, 't:' .. id)
+  if trust then redis.call('HINCRBY', KMETA, 'n' .. trust, -1) end
+  redis.call('HDEL', KMETA, 'o:' .. id, 't:' .. id)
   redis.call('UNLINK', task_key(id))
 end
 
@@ -576,16 +579,26 @@ if redis.call('ZCARD', mine) >= per_owner then
   if not done then return 1 end
   drop_task(done)
 end
-if redis.call('ZCARD', KEXPIRY) >= total then
-  local head = redis.call('ZRANGE', KENDED, 0, 0, 'WITHSCORES')
-  if #head == 0 or band(head[2]) > trust then return 2 end
-  drop_task(head[1])
+-- The total, then the shares of it callers trusted less may hold (store/base.py, trust_shares).
+local shares = {{2, total}}
+if trust <= 1 then shares[#shares + 1] = {1, math.max(1, math.floor(total * 3 / 4))} end
+if trust == 0 then shares[#shares + 1] = {0, math.max(1, math.floor(total / 2))} end
+for _, share in ipairs(shares) do
+  local held = 0
+  for level = 0, share[1] do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
+  if share[1] == 2 then held = redis.call('ZCARD', KEXPIRY) end
+  if held >= share[2] then
+    local head = redis.call('ZRANGE', KENDED, 0, 0, 'WITHSCORES')
+    if #head == 0 or band(head[2]) > trust then return 2 end
+    drop_task(head[1])
+  end
 end
 local seq = redis.call('HINCRBY', KMETA, 'seq', 1)
 redis.call('SET', task_key(id), record, 'PX', int(ttl))
 redis.call('ZADD', KEXPIRY, int(NOW + ttl), id)
 redis.call('ZADD', mine, seq, id)
-redis.call('HSET', KMETA, 'o:' .. id, owner)
+redis.call('HSET', KMETA, 'o:' .. id, owner, 't:' .. id, trust)
+redis.call('HINCRBY', KMETA, 'n' .. trust, 1)
 if ARGV[8] == '1' then mark_ended(id, trust) end
 local life = renew(KMETA, {KMETA, KEXPIRY, KENDED}, ttl)
 redis.call('PEXPIRE', mine, int(life))

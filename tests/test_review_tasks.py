@@ -1,0 +1,123 @@
+"""A review of routes as tasks (2026-07-28 tasks extension) from an attacker's side.
+
+Real uvicorn processes of tests/review_tasks_app.py, driven with raw 2026-07-28 requests; with
+Redis where what is kept crosses processes. Each test is one way to make the server hold more
+than it should, or refuse someone it should serve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from fastapi_mcp_routes.server.task_records import TASKS_EXTENSION
+from fastapi_mcp_routes.store.base import TaskBounds, TaskRecord, Trust
+from tests.helpers import WAIT_S, Stores, deployment_env, serve_processes, stateless_headers, stateless_request
+
+pytestmark = pytest.mark.anyio
+
+REVIEW_APP: Final = "tests.review_tasks_app:app"
+META: Final = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "review", "version": "1"},
+}
+SIGNED_IN: Final = {"authorization": "Bearer good"}  # the app's one principal (review_tasks_app.GOOD_TOKEN)
+# Anonymous callers told apart by their address: Linux routes all of 127.0.0.0/8 to loopback.
+ANONYMOUS_ADDRESSES: Final = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+
+
+@contextmanager
+def review_app(redis_url: str = "", **env: str) -> Iterator[str]:
+    with serve_processes(REVIEW_APP, env={**deployment_env(redis_url), **env}) as url:
+        yield url
+
+
+async def call_tool(http: httpx.AsyncClient, url: str, name: str, headers: dict[str, str] | None = None) -> Any:
+    body = stateless_request("tools/call", {"name": name, "arguments": {}}, META)
+    sent = {**stateless_headers("tools/call", name), **(headers or {})}
+    response = await http.post(f"{url}/mcp", json=body, headers=sent)
+    assert response.status_code == 200, response.text
+    return response.json()["result"]
+
+
+def task(task_id: str, owner: bytes, trust: Trust) -> TaskRecord:
+    return TaskRecord(task_id, owner, trust, "forever", "9f2c", "working", 1_000_000, 1_000_000, 60_000)
+
+
+# -- bounds: a flood of anonymous tasks leaves room for callers trusted more -----------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_anonymous_tasks_from_many_addresses_fill_only_half_of_max_tasks_and_unverified_three_quarters(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    stores = Stores(request.getfixturevalue("redis_url") if kind == "redis" else None)
+    try:
+        store = stores.make()
+        bounds = TaskBounds(max_per_owner=10, max_tasks=8)
+        kept = [await store.put_task(task(f"n{i}", f"10.0.0.{i}".encode(), Trust.ANONYMOUS), bounds) for i in range(6)]
+        assert kept == [None] * 4 + ["total"] * 2  # half of 8
+        claimed = [await store.put_task(task(f"c{i}", f"c{i}".encode(), Trust.CLAIMED), bounds) for i in range(4)]
+        assert claimed == [None] * 2 + ["total"] * 2  # three quarters of 8, anonymous ones counted
+        verified = [await store.put_task(task(f"v{i}", f"v{i}".encode(), Trust.VERIFIED), bounds) for i in range(3)]
+        assert verified == [None, None, "total"]  # the rest of the total
+        # A finished anonymous task makes room for another anonymous one, within the share.
+        read = await store.find_task("n0")
+        assert read is not None
+        assert await store.save_task(dataclasses.replace(read, status="completed"), read)
+        assert await store.put_task(task("n9", b"10.0.0.9", Trust.ANONYMOUS), bounds) is None
+        assert await store.find_task("n0") is None
+    finally:
+        await stores.aclose()
+
+
+@pytest.mark.parametrize("with_redis", [False, True], ids=["memory", "redis"])
+async def test_a_signed_in_caller_still_gets_a_task_while_anonymous_addresses_hold_every_one_they_may(
+    with_redis: bool, request: pytest.FixtureRequest
+) -> None:
+    redis_url = request.getfixturevalue("redis_url") if with_redis else ""
+    with review_app(redis_url, REVIEW_MAX_PER_CALLER="4", REVIEW_MAX_TASKS="8") as url:
+        held = []
+        for address in ANONYMOUS_ADDRESSES[:2]:
+            transport = httpx.AsyncHTTPTransport(local_address=address)
+            async with httpx.AsyncClient(transport=transport, timeout=WAIT_S) as http:
+                held += [await call_tool(http, url, "forever_required") for _ in range(4)]
+        kept = [result for result in held if result.get("resultType") == "task"]
+        refused = [result for result in held if result.get("isError")]
+        assert (len(kept), len(refused)) == (4, 4), held  # anonymous callers hold half of the 8
+        assert "Tasks.max_tasks" in refused[0]["content"][0]["text"]
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            mine = await call_tool(http, url, "forever_required", SIGNED_IN)
+            assert (mine.get("resultType"), mine.get("status")) == ("task", "working"), mine
+
+
+async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_caller_and_see_only_their_own() -> None:
+    with review_app(REVIEW_MAX_PER_CALLER="2", REVIEW_MAX_TASKS="100") as url:
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            results = []
+            for key in ("made-up-1", "made-up-2", "made-up-3"):
+                for _ in range(2):
+                    headers = {"authorization": f"Bearer {key}"}
+                    results.append((headers, await call_tool(http, url, "forever_required", headers)))
+            kept = [(headers, result) for headers, result in results if result.get("resultType") == "task"]
+            assert len(kept) == 2, results  # the address's bound, whatever keys it makes up
+            assert all(result.get("isError") for _, result in results[2:]), results
+            assert "Tasks.max_per_caller" in results[2][1]["content"][0]["text"]
+            # Still each key's own: another key from the same address does not see it.
+            (owner, first), _ = kept
+            task_id = first["taskId"]
+            for headers, status in ((owner, 200), ({"authorization": "Bearer made-up-2"}, 400)):
+                body = stateless_request("tasks/get", {"taskId": task_id}, META)
+                sent = {**stateless_headers("tasks/get", task_id), **headers}
+                response = await http.post(f"{url}/mcp", json=body, headers=sent)
+                assert response.status_code == status, response.text
+            assert response.json()["error"]["code"] == -32602
+            # A signed-in caller from that address is a caller of its own.
+            mine = await call_tool(http, url, "forever_required", SIGNED_IN)
+            assert mine.get("resultType") == "task", mine
