@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
+import anyio
 import httpx
 import pytest
 
@@ -26,6 +27,11 @@ META: Final = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
     "io.modelcontextprotocol/clientInfo": {"name": "review", "version": "1"},
+}
+# A client that can ask its user, too.
+ASKING: Final = {
+    **META,
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}},
 }
 SIGNED_IN: Final = {"authorization": "Bearer good"}  # the app's one principal (review_tasks_app.GOOD_TOKEN)
 # Anonymous callers told apart by their address: Linux routes all of 127.0.0.0/8 to loopback.
@@ -121,3 +127,48 @@ async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_
             # A signed-in caller from that address is a caller of its own.
             mine = await call_tool(http, url, "forever_required", SIGNED_IN)
             assert mine.get("resultType") == "task", mine
+
+
+# -- a question's key is never reused over a task's life ----------------------------------------
+
+
+async def test_a_key_the_route_asks_again_is_sent_numbered_so_a_late_answer_to_the_first_round_answers_nothing() -> (
+    None
+):
+    with review_app() as url:
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+
+            async def send(method: str, params: dict[str, Any], name: str) -> Any:
+                body = stateless_request(method, params, ASKING)
+                response = await http.post(f"{url}/mcp", json=body, headers=stateless_headers(method, name))
+                return response.json()["result"]
+
+            async def asked(task_id: str, key: str) -> dict[str, Any]:
+                with anyio.fail_after(WAIT_S):
+                    while True:
+                        got = await send("tasks/get", {"taskId": task_id}, task_id)
+                        if key in got.get("inputRequests", {}):
+                            return dict(got)
+                        await anyio.sleep(0.05)
+
+            body = stateless_request("tools/call", {"name": "ask", "arguments": {"rounds": 2}}, ASKING)
+            created = (await http.post(f"{url}/mcp", json=body, headers=stateless_headers("tools/call", "ask"))).json()
+            task_id = created["result"]["taskId"]
+            first = await asked(task_id, "name")
+            await send("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer("Ada")}}, task_id)
+            second = await asked(task_id, "name#2")
+            # The first round's answer again, late: it answers nothing now.
+            await send("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer("Eve")}}, task_id)
+            still = await send("tasks/get", {"taskId": task_id}, task_id)
+            await send("tasks/update", {"taskId": task_id, "inputResponses": {"name#2": answer("Bo")}}, task_id)
+            with anyio.fail_after(WAIT_S):
+                while (done := await send("tasks/get", {"taskId": task_id}, task_id))["status"] != "completed":
+                    await anyio.sleep(0.05)
+    assert list(first["inputRequests"]) == ["name"]
+    assert list(second["inputRequests"]) == ["name#2"]
+    assert (still["status"], list(still["inputRequests"])) == ("input_required", ["name#2"])
+    assert done["result"]["structuredContent"] == {"names": ["Ada", "Bo"]}
+
+
+def answer(name: str) -> dict[str, Any]:
+    return {"action": "accept", "content": {"name": name}}

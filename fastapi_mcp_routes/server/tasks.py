@@ -107,9 +107,15 @@ class _Run:
         self.settled = anyio.Event()  # whether it was kept as a task is known
         self.task_id: str | None = None  # once kept
         self.wake = anyio.Event()  # an answer to its question came
+        self.asked: dict[str, int] = {}  # how often the route asked each key, in its task
         self.progress_saved = 0.0  # when progress was last saved as the task's status message
         self.progress_text: str | None = None  # the latest progress, not saved yet
         self.progress_due = False  # a save of progress_text is scheduled
+
+    def wire_key(self, key: str) -> str:
+        """The key a question goes out under: the route's own the first time, numbered after."""
+        times = self.asked[key] = self.asked.get(key, 0) + 1
+        return key if times == 1 else f"{key}#{times}"
 
 
 class TaskChannel:
@@ -372,7 +378,10 @@ class TaskRuns:
         for request in requests.values():
             if not declares(run.channel.client_capabilities, request):
                 await run.call.stop(lacking(request))
-        questions = {key: request.as_wire() for key, request in requests.items()}
+        # The extension wants a key never reused over a task's life, so a late answer to an
+        # earlier round cannot answer this one: a key the route asks again is sent numbered.
+        keys = {key: run.wire_key(key) for key in requests}
+        questions = {keys[key]: request.as_wire() for key, request in requests.items()}
 
         def asking(record: TaskRecord) -> TaskRecord:
             return dataclasses.replace(
@@ -387,9 +396,9 @@ class TaskRuns:
             if record is None or record.ended:
                 raise ToolContextError("the task ended while it waited for the client's answer")
             answers = record.answers or {}
-            if all(key in answers for key in requests):
-                await self.book.change(task_id, lambda kept: _taken(kept, requests))
-                return {key: answers[key] for key in requests}
+            if all(wire in answers for wire in questions):
+                await self.book.change(task_id, lambda kept: _taken(kept, questions))
+                return {key: answers[wire] for key, wire in keys.items()}
             with anyio.move_on_after(RECHECK_S):
                 await wake.wait()
 
@@ -519,8 +528,8 @@ def _own_result(ended: Ran | BaseException) -> bool:
     return isinstance(ended, Ran) and ended.outcome in ("ok", "error", "crashed", "invalid_arguments")
 
 
-def _taken(record: TaskRecord, requests: Mapping[str, InputRequest]) -> TaskRecord:
-    rest = {key: value for key, value in (record.answers or {}).items() if key not in requests}
+def _taken(record: TaskRecord, questions: Mapping[str, Any]) -> TaskRecord:
+    rest = {key: value for key, value in (record.answers or {}).items() if key not in questions}
     return dataclasses.replace(record, answers=rest or None, updated_ms=now_ms())
 
 
