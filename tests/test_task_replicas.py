@@ -24,6 +24,7 @@ from typing import Any, Final
 import anyio
 import httpx
 import pytest
+import redis.asyncio
 
 from fastapi_mcp_routes.server.task_records import TASKS_EXTENSION
 from fastapi_mcp_routes.server.tasks import LEASE_S
@@ -268,7 +269,12 @@ async def test_the_tasks_of_a_process_that_died_no_longer_hold_their_callers_bou
     # Two tasks fill the caller's bound on one process, which is killed: once their leases have
     # lapsed, the other process ends them failed when the bound is next reached, and keeps the new
     # task (without it, the caller would be refused until their time to live ended).
-    env = {**deployment_env(redis_url), "TASKS_MAX_PER_CALLER": "2"}
+    # A database of its own: the other tests' tasks of this caller (the same address, the same
+    # secret) would otherwise count against its bound too.
+    own_db = redis_url.rsplit("/", 1)[0] + "/11"
+    async with redis.asyncio.Redis.from_url(own_db) as fresh_db:
+        await fresh_db.flushdb()
+    env = {**deployment_env(own_db), "TASKS_MAX_PER_CALLER": "2"}
     with serve_process_group(TASKS_APP, env=env) as (doomed, running), serve_processes(TASKS_APP, env=env) as other:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
             held = []
