@@ -42,6 +42,7 @@ from fastapi_mcp_routes.server.url_policy import url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable
+from fastapi_mcp_routes.tools.streams import Sampling
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.writes import ResourceWrites
@@ -92,6 +93,9 @@ def mcp_routes(
     allowed_server_urls: Iterable[str] | None = None,
     allow_arbitrary_urls: bool = False,
     allowed_server_urls_from_env: bool | str = False,
+    default_subscribe_ms: int = 5000,
+    max_subscribe_ms: int = 30000,
+    max_subscribe_frames: int = 200,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools, resources, prompts
     and completions (`mcp_tool`, `mcp_resource`, `mcp_prompt`, `mcp_completion`).
@@ -167,6 +171,10 @@ def mcp_routes(
         allowed_server_urls_from_env: add entries from an environment variable, read when
             `mcp_routes` is called: `True` reads `MCP_ALLOWED_SERVER_URLS`, a string names
             another variable. Entries are separated by commas or whitespace.
+        default_subscribe_ms, max_subscribe_ms, max_subscribe_frames: a streaming route (SSE,
+            JSON Lines) called as a tool is sampled for `durationMs` (by default
+            `default_subscribe_ms`, at most `max_subscribe_ms`) and returns at most `maxFrames`
+            frames (at most `max_subscribe_frames`).
     """
     _check_options(path, max_stream_seconds)
     check_seconds("confirmation_ttl_s", confirmation_ttl_s)
@@ -178,7 +186,10 @@ def mcp_routes(
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
     caller_headers = credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS)
     urls = url_policy(allowed_server_urls, allow_arbitrary_urls, allowed_server_urls_from_env, os.environ)
-    registry = ToolRegistry(app, caller_headers, require_confirmation_for_mutations, page_size=limits.page_size)
+    sampling = Sampling(default_subscribe_ms, max_subscribe_ms, max_subscribe_frames)
+    registry = ToolRegistry(
+        app, caller_headers, require_confirmation_for_mutations, page_size=limits.page_size, sampling=sampling
+    )
     identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
     config = TransportConfig(
         origin_policy=OriginPolicy.build(allowed_origins, allowed_hosts),
@@ -208,6 +219,7 @@ def mcp_routes(
         urls=urls,
         max_argument_depth=limits.max_argument_depth,
         tasks=task_runs,
+        sampling=sampling,
     )
     lists = Lists(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
     runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)

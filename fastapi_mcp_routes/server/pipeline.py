@@ -25,10 +25,11 @@ from fastapi_mcp_routes.server.tasks import TaskRuns, needs_tasks
 from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.guards import refusal
-from fastapi_mcp_routes.tools.invoke import CapturedResponse, check_argument_depth, invoke, planned_path
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, check_argument_depth, invoke, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
+from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Sample, Sampling, Window, describe, sample, sample_result
 from fastapi_mcp_routes.wire.errors import CallCancelled, InvalidParams, InvalidRequest, McpError
 from fastapi_mcp_routes.wire.failures import tool_failure
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
@@ -47,6 +48,7 @@ class ParsedCall(NamedTuple):
     arguments: Mapping[str, Any]
     token: object  # the `confirmationToken` argument of a gated tool, not the route's
     progress_token: str | int | None
+    window: Mapping[str, Any] | None = None  # a streaming tool's `durationMs` and `maxFrames`
 
 
 def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
@@ -67,7 +69,11 @@ def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
         # Not the route's argument: everything else binds to the arguments without it.
         arguments = dict(arguments)
         token = arguments.pop(TOKEN_ARGUMENT)
-    return ParsedCall(tool, arguments, token, progress_token(params))
+    window: dict[str, Any] | None = None
+    if tool.stream:
+        window = {name: arguments[name] for name in STREAM_ARGUMENTS if name in arguments}
+        arguments = {name: value for name, value in arguments.items() if name not in window}
+    return ParsedCall(tool, arguments, token, progress_token(params), window)
 
 
 class ToolCallPipeline:
@@ -85,7 +91,9 @@ class ToolCallPipeline:
         max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH,
         invoker: Invoke | None = None,
         tasks: TaskRuns | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
+        self._sampling = sampling if sampling is not None else Sampling()
         self._tasks = tasks
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
@@ -152,7 +160,12 @@ class ToolCallPipeline:
                     if held is not None:
                         return held
                 confirming = False
-                response = await self._invoke(parsed.tool, parsed.arguments, call)
+                window = self._sampling.window(parsed.window) if parsed.window is not None else None
+                response = await (
+                    self._sample(parsed, call, window)
+                    if window is not None
+                    else self._invoke(parsed.tool, parsed.arguments, call)
+                )
         except McpError:
             raise
         except Exception as exc:
@@ -168,6 +181,8 @@ class ToolCallPipeline:
             return Ran(result, failure)
         if call.cancel_scope.cancelled_caught:
             raise CallCancelled(call.request_id)
+        if isinstance(response, Sample):
+            return Ran(sample_result(response), "ok", 200)
         result = tool_result(parsed.tool, response)
         return Ran(result, "error" if result.get("isError") else "ok", response.status)
 
@@ -197,6 +212,17 @@ class ToolCallPipeline:
 
         call.carried = carried
         return None
+
+    async def _sample(self, parsed: ParsedCall, call: ToolCall, window: Window) -> Sample | CapturedResponse:
+        """Step 4 for a streaming tool: the route's stream, read for the call's window, each
+        frame reported as progress to a client that asked for it."""
+        scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
+        scope[CALL_SCOPE_KEY] = call
+
+        async def on_frame(count: int, frame: Any) -> None:
+            await call.report_progress(count, window.max_frames, f"frame {count}: {describe(frame)}")
+
+        return await sample(self._app, scope, body, window, on_frame, self._max_response_bytes)
 
     async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
         """Step 4: the route, through the app, as the caller's own HTTP request."""

@@ -40,6 +40,9 @@ class ToolOptions:
     confirm: bool | None = None
     # Whether a call may run as a task the client polls (`TASK_MODES`).
     task: str = "never"
+    # Whether the route streams (SSE, JSON Lines): a call samples it for a window. `None`
+    # follows the route's response class.
+    stream: bool | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ToolOptions:
@@ -56,7 +59,7 @@ class ToolOptions:
             value = getattr(self, key)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{where}: MCP tool option {key!r} must be a string, got {value!r}")
-        for key in ("read_only", "destructive", "idempotent", "open_world", "confirm"):
+        for key in ("read_only", "destructive", "idempotent", "open_world", "confirm", "stream"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"{where}: MCP tool option {key!r} must be a bool, got {value!r}")
@@ -81,6 +84,7 @@ def mcp_tool(
     visible: Callable[[Any], bool] | None = None,
     confirm: bool | None = None,
     task: str = "never",
+    stream: bool | None = None,
 ) -> Callable[[_F], _F]:
     """Mark a route's endpoint as an MCP tool; works above or below `@app.get(...)`.
 
@@ -99,6 +103,10 @@ def mcp_tool(
             the tasks extension (2026-07-28) and the route takes longer than `Tasks.after_s`;
             `"required"` also refuses clients without the extension (-32021); `"never"` (the
             default) always answers directly. Session-era clients always get a direct answer.
+        stream: `True` samples the route's response as a stream (SSE or JSON Lines) for a
+            window the call chooses (`durationMs`, `maxFrames`); by default a route is sampled
+            when its response class streams (`EventSourceResponse`, `StreamingResponse`) or
+            FastAPI streams its generator as JSON Lines; `False` reads the response whole.
     """
     options = ToolOptions(
         name=name,
@@ -112,6 +120,7 @@ def mcp_tool(
         visible=visible,
         confirm=confirm,
         task=task,
+        stream=stream,
     )
     options.check("mcp_tool()")
 

@@ -45,6 +45,7 @@ class Tool:
     confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
     urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
     task: str = "never"  # whether a call may run as a task (tools/marking.py, TASK_MODES)
+    stream: bool = False  # a call samples the route's streamed response (tools/streams.py)
 
 
 def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:
@@ -76,7 +77,7 @@ def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:
 
 def recipe(route: Any, method: str, name: str, schema: ToolSchema, where: str, **extra: Any) -> Tool:
     """How to call `route` with `method`; `extra` are the tool-only fields (`definition`,
-    `access`, `confirm`, `urls`, `task`)."""
+    `access`, `confirm`, `urls`, `task`, `stream`)."""
     return Tool(
         name=name,
         method=method,

@@ -1,0 +1,405 @@
+"""Streaming routes as tools: a sample of an SSE or JSON Lines response, for a bounded window.
+
+A route whose response streams (an `EventSourceResponse` of sse-starlette or FastAPI, a
+`StreamingResponse`, a generator endpoint FastAPI streams as JSON Lines, or one marked
+`mcp_tool(stream=True)`) never ends on its own, or not soon: a tool call reads its body as it
+streams, parses each frame, and stops at the window's end (`durationMs`), at `maxFrames`, or when
+the stream ends, whichever is first. It then tells the route the client left (`http.disconnect`),
+so the route's generator is cancelled and its `finally` runs, as for a REST client that hangs up.
+
+Frames of an SSE stream are `{"data", "event", "id", "retry"}` (comments ignored, `data`
+parsed as JSON when it is JSON); frames of anything else are lines, each parsed as JSON when it
+is JSON. The result says what was sampled: `frames`, `frameCount`, `elapsedMs` (the time
+actually sampled), `ended` (the stream finished by itself) and `truncated` (a frame that had
+arrived was left unread because of a bound: `maxFrames`, or the response cap for the whole).
+A single frame larger than the response cap ends the sample with an error saying so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+from pydantic import TypeAdapter
+from starlette.types import ASGIApp, Message, Scope
+
+from fastapi_mcp_routes.tools.invoke import CapturedResponse
+from fastapi_mcp_routes.wire.errors import ParseError, ToolError
+from fastapi_mcp_routes.wire.json import dumps, loads
+
+# The arguments a streaming tool takes besides its route's (camelCase, as MCP's own names are,
+# so they cannot be mistaken for a route's snake_case parameters; a clash is a startup error).
+DURATION_ARGUMENT: Final = "durationMs"
+FRAMES_ARGUMENT: Final = "maxFrames"
+STREAM_ARGUMENTS: Final = (DURATION_ARGUMENT, FRAMES_ARGUMENT)
+SSE_MEDIA_TYPE: Final = "text/event-stream"
+# How long a route may take to unwind once told the client left, before it is cancelled.
+UNWIND_S: Final = 5.0
+# Characters of a frame shown in its progress message.
+_PREVIEW_CHARS: Final = 80
+
+OnFrame = Callable[[int, Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """The bounds of every sample: `mcp_routes(default_subscribe_ms=, max_subscribe_ms=,
+    max_subscribe_frames=)`."""
+
+    default_ms: int = 5000
+    max_ms: int = 30000
+    max_frames: int = 200
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("default_subscribe_ms", self.default_ms),
+            ("max_subscribe_ms", self.max_ms),
+            ("max_subscribe_frames", self.max_frames),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        if self.default_ms > self.max_ms:
+            raise ValueError(
+                f"default_subscribe_ms must not exceed max_subscribe_ms, got {self.default_ms!r} > {self.max_ms!r}"
+            )
+
+    def window(self, arguments: Mapping[str, Any]) -> Window:
+        """The window a call asks for, clamped to the bounds; `ToolError` for a value that is
+        not a positive whole number."""
+        duration = _positive(arguments, DURATION_ARGUMENT, self.default_ms)
+        frames = _positive(arguments, FRAMES_ARGUMENT, self.max_frames)
+        return Window(min(duration, self.max_ms) / 1000, min(frames, self.max_frames))
+
+    def input_properties(self) -> dict[str, Any]:
+        """The two arguments, as the tool's inputSchema shows them."""
+        return {
+            DURATION_ARGUMENT: {
+                "type": "integer",
+                "minimum": 1,
+                "default": self.default_ms,
+                "description": (
+                    f"How long to sample the stream, in milliseconds (at most {self.max_ms}; "
+                    "a longer window is cut to it)."
+                ),
+            },
+            FRAMES_ARGUMENT: {
+                "type": "integer",
+                "minimum": 1,
+                "default": self.max_frames,
+                "description": f"The most frames to return (at most {self.max_frames}).",
+            },
+        }
+
+
+def _positive(arguments: Mapping[str, Any], name: str, default: int) -> int:
+    value = arguments.get(name, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ToolError(f"Argument {name!r} must be a positive whole number, got {value!r}.")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    duration_s: float
+    max_frames: int
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """How a route streams, as far as discovery can tell: SSE (`True`), JSON Lines (`False`),
+    or only once it answers (`None`); and its item's JSON Schema where FastAPI knows it."""
+
+    sse: bool | None
+    item: Mapping[str, Any] | None
+
+
+def stream_of(route: Any, marked: bool | None) -> Streamed | None:
+    """Whether a tool's route streams (`None`: it answers whole). `marked`: the tool's
+    `stream=` option, which overrides what the response class says."""
+    if marked is False:
+        return None
+    declared = getattr(route, "response_class", None)
+    response_class = getattr(declared, "value", declared)  # FastAPI's DefaultPlaceholder
+    names = {kind.__name__ for kind in getattr(response_class, "__mro__", ())}
+    sse = bool(getattr(route, "is_sse_stream", False)) or "EventSourceResponse" in names
+    lines = bool(getattr(route, "is_json_stream", False))
+    if not (marked or sse or lines or "StreamingResponse" in names):
+        return None
+    item_type = getattr(route, "stream_item_type", None)
+    item = TypeAdapter(item_type).json_schema(mode="serialization") if item_type is not None else None
+    return Streamed(True if sse else False if lines else None, item)
+
+
+def output_schema(sse: bool | None, item: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The outputSchema of a streaming tool: its frames described by the route's item model
+    where FastAPI knows it (`AsyncIterable[Item]`). `sse`: `None` when the media type is only
+    known once the route answers."""
+    data: dict[str, Any] = dict(item) if item is not None else {}
+    defs = data.pop("$defs", None)
+    event: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "data": data,
+            "event": {"type": "string"},
+            "id": {"type": "string"},
+            "retry": {"type": "integer"},
+        },
+        "required": ["data"],
+    }
+    frame: dict[str, Any] = event if sse else data if sse is False else {}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "frames": {"type": "array", "items": frame},
+            "frameCount": {"type": "integer"},
+            "elapsedMs": {"type": "integer"},
+            "ended": {"type": "boolean"},
+            "truncated": {"type": "boolean"},
+        },
+        "required": ["frames", "frameCount", "elapsedMs", "ended", "truncated"],
+    }
+    if defs:
+        schema["$defs"] = defs  # the item's `#/$defs/...` references resolve at the root
+    return schema
+
+
+def _value(text: str) -> Any:
+    try:
+        return loads(text)
+    except ParseError:
+        return text
+
+
+class SseParser:
+    """Server-sent events from a byte stream (WHATWG HTML, "Parsing an event stream")."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._data: list[str] = []
+        self._fields: dict[str, Any] = {}
+
+    @property
+    def pending(self) -> int:
+        """Bytes of a frame not whole yet."""
+        return len(self._pending) + sum(len(line) for line in self._data)
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        frames: list[dict[str, Any]] = []
+        lines = (self._pending + chunk).replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._pending = lines.pop()
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if not line:
+                if self._data:
+                    frames.append({"data": _value("\n".join(self._data)), **self._fields})
+                self._data, self._fields = [], {}
+                continue
+            if line.startswith(":"):
+                continue  # a comment (keep-alives)
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "data":
+                self._data.append(value)
+            elif name in ("event", "id"):
+                self._fields[name] = value
+            elif name == "retry" and value.isdigit():
+                self._fields["retry"] = int(value)
+        return frames
+
+    def end(self) -> list[dict[str, Any]]:
+        return []  # an event not followed by a blank line is not dispatched (WHATWG)
+
+
+class LineParser:
+    """JSON Lines (NDJSON, or any line-delimited text): a frame per non-empty line."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        return [_value(line.decode("utf-8", "replace")) for line in lines if line.strip()]
+
+    def end(self) -> list[Any]:
+        rest, self._pending = self._pending, b""
+        return [_value(rest.decode("utf-8", "replace"))] if rest.strip() else []
+
+
+@dataclass(slots=True)
+class Sample:
+    """What one sample read of the route's stream."""
+
+    frames: list[Any] = field(default_factory=list)
+    size: int = 0  # bytes of the frames' encoding
+    elapsed_ms: int = 0
+    ended: bool = False
+    truncated: bool = False
+
+    def structured(self) -> dict[str, Any]:
+        return {
+            "frames": self.frames,
+            "frameCount": len(self.frames),
+            "elapsedMs": self.elapsed_ms,
+            "ended": self.ended,
+            "truncated": self.truncated,
+        }
+
+
+def sample_result(taken: Sample) -> dict[str, Any]:
+    """The `CallToolResult` of a sample: the frames as structured content, and as text."""
+    structured = taken.structured()
+    return {"content": [{"type": "text", "text": dumps(structured).decode()}], "structuredContent": structured}
+
+
+def describe(frame: Any) -> str:
+    """A frame in a progress message: short, on one line."""
+    shown = frame.get("data") if isinstance(frame, dict) and "data" in frame else frame
+    text = shown if isinstance(shown, str) else dumps(shown).decode("utf-8", "replace")
+    text = " ".join(text.split())
+    return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 1] + "…"
+
+
+async def sample(
+    app: ASGIApp,
+    scope: Scope,
+    body: bytes,
+    window: Window,
+    on_frame: OnFrame,
+    max_response_bytes: int,
+) -> Sample | CapturedResponse:
+    """Run the route and read its stream for `window`; the response as a REST client had it
+    when the route did not stream (an error status before any frame). `ToolError` for a frame,
+    or a response that does not stream, larger than `max_response_bytes`.
+
+    Nothing is raised inside `send`, which would travel back through the app's middleware: a
+    failure is kept, the route is told its client left, and the failure is raised after."""
+    scope = {**scope, "asgi": {"version": "3.0", "spec_version": "2.3"}}  # disconnects go by receive
+    run = _Run(window, on_frame, max_response_bytes)
+    delivered = False
+
+    async def receive() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await run.stopped.wait()
+        return {"type": "http.disconnect"}
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run.stop_after, window.duration_s)
+        with anyio.CancelScope() as route:
+            tasks.start_soon(run.cancel_unless_unwound, route)
+            await app(scope, receive, run.send)
+        tasks.cancel_scope.cancel()
+    if run.failure is not None:
+        raise run.failure
+    if run.parser is None:
+        return CapturedResponse(run.status, run.headers, b"".join(run.captured))
+    return run.taken
+
+
+class _Run:
+    """One sample while the route streams: what `send` is handed, and when it stops."""
+
+    def __init__(self, window: Window, on_frame: OnFrame, max_response_bytes: int) -> None:
+        self.window = window
+        self.on_frame = on_frame
+        self.max_bytes = max_response_bytes
+        self.started = time.monotonic()
+        self.stopped = anyio.Event()  # the sample is over: the route is told its client left
+        self.full = False  # maxFrames frames were taken
+        self.taken = Sample()
+        self.status = 500
+        self.headers: tuple[tuple[bytes, bytes], ...] = ()
+        self.parser: SseParser | LineParser | None = None
+        self.captured: list[bytes] = []
+        self.captured_size = 0
+        self.failure: ToolError | None = None
+
+    def stop(self) -> None:
+        if not self.stopped.is_set():
+            self.taken.elapsed_ms = round((time.monotonic() - self.started) * 1000)
+            self.stopped.set()
+
+    def fail(self, failure: ToolError) -> None:
+        self.failure = self.failure or failure
+        self.stop()
+
+    async def stop_after(self, duration_s: float) -> None:
+        await anyio.sleep(duration_s)
+        self.stop()
+
+    async def cancel_unless_unwound(self, route: anyio.CancelScope) -> None:
+        """A route that does not unwind once told its client left is cancelled."""
+        await self.stopped.wait()
+        await anyio.sleep(UNWIND_S)
+        route.cancel()
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status, self.headers = message["status"], tuple(message.get("headers", ()))
+            if 200 <= self.status < 300:
+                media_type = CapturedResponse(self.status, self.headers, b"").header(b"content-type") or ""
+                sse = media_type.split(";", 1)[0].strip().lower() == SSE_MEDIA_TYPE
+                self.parser = SseParser() if sse else LineParser()
+            return
+        if message["type"] != "http.response.body" or self.failure is not None:
+            return
+        chunk = message.get("body", b"")
+        more = message.get("more_body", False)
+        parser = self.parser
+        if parser is None:  # not a stream: kept whole, as any response is
+            self.captured_size += len(chunk)
+            if self.captured_size > self.max_bytes:
+                self.captured.clear()
+                self.fail(ToolError(f"The route's response is larger than {self.max_bytes} bytes."))
+            else:
+                self.captured.append(chunk)
+            return
+        frames = parser.feed(chunk)
+        if not more:
+            frames += parser.end()
+        if self.stopped.is_set():
+            self.taken.truncated = self.taken.truncated or (self.full and bool(frames))
+            return
+        await self._take(frames)
+        if parser.pending > self.max_bytes:
+            self.fail(_frame_too_large(self.max_bytes))
+        elif not more and not self.stopped.is_set():
+            self.taken.ended = True
+            self.stop()
+
+    async def _take(self, frames: list[Any]) -> None:
+        taken = self.taken
+        for frame in frames:
+            if self.stopped.is_set():
+                taken.truncated = taken.truncated or self.full  # it arrived, and maxFrames left it unread
+                return
+            size = len(dumps(frame))
+            if size > self.max_bytes:
+                self.fail(_frame_too_large(self.max_bytes))
+                return
+            if taken.size + size > self.max_bytes:
+                taken.truncated = True  # the whole would outgrow the response cap
+                self.stop()
+                return
+            taken.frames.append(frame)
+            taken.size += size
+            await self.on_frame(len(taken.frames), frame)
+            if len(taken.frames) >= self.window.max_frames:
+                self.full = True
+                self.stop()
+
+
+def _frame_too_large(limit: int) -> ToolError:
+    return ToolError(f"A frame of the stream is larger than {limit} bytes (Limits.max_response_bytes).")
