@@ -9,20 +9,25 @@ Tools that change notes run once the call is confirmed (`require_confirmation_fo
 Each note is also the resource `notes://{note_id}` (read from `GET /notes/{note_id}`, so a PUT or
 DELETE of the note tells its subscribers), the newest notes are `notes://recent`, and the prompt
 `summarize_note` completes its `note_id` from the notes there are. `export_notes` takes a
-while, so a client that speaks the 2026-07-28 tasks extension gets it as a task to poll.
+while, so a client that speaks the 2026-07-28 tasks extension gets it as a task to poll, and
+`follow_notes` is a live feed of note changes (SSE) that an agent samples for a window.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+from collections.abc import AsyncIterable, AsyncIterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Security, status
 from fastapi.security import APIKeyHeader
+from fastapi.sse import EventSourceResponse
 from pydantic import BaseModel, Field
 
 from example_app.auth import AUDIENCE, ISSUER, SCOPES, public_key_pem
@@ -133,9 +138,43 @@ RECENT_URI = "notes://recent"
 RECENT_COUNT = 5
 
 
-async def recent_changed() -> None:
-    """`notes://recent` is read from its own path, which no write goes to: the writes that change
-    it say so themselves. (A note's own resource needs nothing: its writes go to its path.)"""
+class NoteChange(BaseModel):
+    change: Literal["created", "updated", "deleted"]
+    note_id: int
+    title: str
+
+
+class NoteFeed:
+    """Who follows note changes as they happen (`GET /feed/notes`): a bounded queue each, and a
+    follower that does not keep up loses changes rather than holding up the writes."""
+
+    def __init__(self) -> None:
+        self.followers: set[MemoryObjectSendStream[NoteChange]] = set()
+
+    def publish(self, change: NoteChange) -> None:
+        for follower in list(self.followers):
+            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
+                follower.send_nowait(change)
+
+    @contextlib.asynccontextmanager
+    async def follow(self) -> AsyncIterator[MemoryObjectReceiveStream[NoteChange]]:
+        send, receive = anyio.create_memory_object_stream[NoteChange](100)
+        self.followers.add(send)
+        try:
+            with send, receive:
+                yield receive
+        finally:
+            self.followers.discard(send)
+
+
+feed = NoteFeed()
+
+
+async def notes_changed(change: Literal["created", "updated", "deleted"], note: Note) -> None:
+    """Tell the feed's followers, and the subscribers of `notes://recent`: it is read from its own
+    path, which no write goes to, so the writes that change it say so themselves. (A note's own
+    resource needs nothing: its writes go to its path.)"""
+    feed.publish(NoteChange(change=change, note_id=note.id, title=note.title))
     await notify_resource_updated(app, RECENT_URI)
 
 
@@ -184,7 +223,7 @@ def list_notes(
 async def create_note(note: NoteIn) -> Note:
     """Create a note. Needs the API key."""
     created = store.add(note)
-    await recent_changed()
+    await notes_changed("created", created)
     return created
 
 
@@ -204,10 +243,11 @@ async def create_notes(notes: list[NoteIn], ctx: Annotated[ToolContext, Depends(
     """Create several notes at once, reporting progress to an agent that asks for it."""
     created = []
     for done, note in enumerate(notes, 1):
-        created.append(store.add(note).id)
+        added = store.add(note)
+        created.append(added.id)
+        await notes_changed("created", added)
         await ctx.report_progress(done, total=len(notes), message=note.title)
     await ctx.log("info", {"created": len(created)}, logger="notes")
-    await recent_changed()
     return BulkResult(created=created)
 
 
@@ -218,7 +258,7 @@ async def replace_note(note_id: NoteId, note: NoteIn) -> Note:
     current = find_note(note_id)
     updated = Note(id=note_id, created_at=current.created_at, revision=current.revision + 1, **note.model_dump())
     store.notes[note_id] = updated
-    await recent_changed()
+    await notes_changed("updated", updated)
     return updated
 
 
@@ -231,9 +271,19 @@ async def replace_note(note_id: NoteId, note: NoteIn) -> Note:
 )
 async def delete_note(note_id: NoteId) -> None:
     """Delete a note for good. Needs the API key."""
-    find_note(note_id)
+    deleted = find_note(note_id)
     del store.notes[note_id]
-    await recent_changed()
+    await notes_changed("deleted", deleted)
+
+
+@mcp_tool(title="Follow note changes")
+@app.get("/feed/notes", response_class=EventSourceResponse, summary="Note changes as they happen")
+async def follow_notes() -> AsyncIterable[NoteChange]:
+    """Every note created, updated or deleted from now on, as server-sent events. An agent
+    samples it for a window (`durationMs`, `maxFrames`) and gets the changes seen meanwhile."""
+    async with feed.follow() as changes:
+        async for change in changes:
+            yield change
 
 
 class NotesExport(BaseModel):

@@ -60,6 +60,7 @@ async def test_only_marked_routes_are_listed(base_url: str) -> None:
         "create_notes",
         "delete_note",
         "export_notes",
+        "follow_notes",
         "get_note",
         "list_notes",
         "note_stats",
