@@ -190,8 +190,11 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
-        lines = (self._pending + chunk).replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        self._pending = lines.pop()
+        data, held = self._pending + chunk, b""
+        if data.endswith(b"\r"):  # a CR at the end may be half of a CRLF: seen with the next chunk
+            data, held = data[:-1], b"\r"
+        lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._pending = lines.pop() + held
         for raw in lines:
             line = raw.decode("utf-8", "replace")
             if not line:
