@@ -38,6 +38,8 @@ STREAM_ARGUMENTS: Final = (DURATION_ARGUMENT, FRAMES_ARGUMENT)
 SSE_MEDIA_TYPE: Final = "text/event-stream"
 # How long a route may take to unwind once told the client left, before it is cancelled.
 UNWIND_S: Final = 5.0
+# The most digits of a `retry:` value kept: any 15 digits are below 2**53.
+_RETRY_DIGITS: Final = 15
 # Characters of a frame shown in its progress message.
 _PREVIEW_CHARS: Final = 80
 
@@ -210,12 +212,19 @@ class SseParser:
                 self._data.append(value)
             elif name in ("event", "id"):
                 self._fields[name] = value
-            elif name == "retry" and value.isdigit():
+            elif name == "retry" and _is_retry(value):
                 self._fields["retry"] = int(value)
         return frames
 
     def end(self) -> list[dict[str, Any]]:
         return []  # an event not followed by a blank line is not dispatched (WHATWG)
+
+
+def _is_retry(value: str) -> bool:
+    """Whether a `retry:` value is a reconnection time: ASCII digits only (WHATWG; `str.isdigit`
+    takes "²", which `int` refuses), and few enough that the number stays exact in JSON (2**53),
+    so a stream's `retry: 9999…` of thousands of digits is ignored, not converted."""
+    return 0 < len(value) <= _RETRY_DIGITS and value.isascii() and value.isdigit()
 
 
 class LineParser:
