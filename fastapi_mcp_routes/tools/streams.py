@@ -17,6 +17,7 @@ A single frame larger than the response cap ends the sample with an error saying
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from starlette.types import ASGIApp, Message, Scope
 from fastapi_mcp_routes.tools.invoke import CapturedResponse
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
+
+logger = logging.getLogger("fastapi_mcp_routes")
 
 # The arguments a streaming tool takes besides its route's (camelCase, as MCP's own names are,
 # so they cannot be mistaken for a route's snake_case parameters; a clash is a startup error).
@@ -311,7 +314,18 @@ async def sample(
         tasks.start_soon(run.stop_after, window.duration_s)
         with anyio.CancelScope() as route:
             tasks.start_soon(run.cancel_unless_unwound, route)
-            await app(scope, receive, run.send)
+            try:
+                await app(scope, receive, run.send)
+            except Exception as exc:
+                if not run.stopped.is_set():
+                    raise  # the route failed while sampled: the call fails, as any tool's would
+                # It failed unwinding, after the sample was over (its own cleanup, or FastAPI's
+                # SSE keep-alive task for a route that yields fast): what was sampled stands.
+                logger.warning(
+                    "a streaming route raised %s while it unwound after its sample ended",
+                    type(exc).__name__,
+                    exc_info=logger.isEnabledFor(logging.DEBUG),
+                )
         tasks.cancel_scope.cancel()
     if run.failure is not None:
         raise run.failure
