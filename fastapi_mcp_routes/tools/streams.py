@@ -329,6 +329,8 @@ async def sample(
         tasks.cancel_scope.cancel()
     if run.failure is not None:
         raise run.failure
+    if not run.answered and run.stopped.is_set():
+        return run.taken  # the window ended before the route began its response: no frame came
     if run.parser is None:
         return CapturedResponse(run.status, run.headers, b"".join(run.captured))
     return run.taken
@@ -345,6 +347,7 @@ class _Run:
         self.stopped = anyio.Event()  # the sample is over: the route is told its client left
         self.full = False  # maxFrames frames were taken
         self.taken = Sample()
+        self.answered = False  # the route began its response
         self.status = 500
         self.headers: tuple[tuple[bytes, bytes], ...] = ()
         self.parser: SseParser | LineParser | None = None
@@ -373,6 +376,7 @@ class _Run:
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
+            self.answered = True
             self.status, self.headers = message["status"], tuple(message.get("headers", ()))
             if 200 <= self.status < 300:
                 media_type = CapturedResponse(self.status, self.headers, b"").header(b"content-type") or ""
