@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 from pydantic import TypeAdapter
 from starlette.types import ASGIApp, Message, Scope
 
@@ -346,6 +347,7 @@ class _Run:
         self.started = time.monotonic()
         self.stopped = anyio.Event()  # the sample is over: the route is told its client left
         self.full = False  # maxFrames frames were taken
+        self.overdue = False  # the route did not unwind within UNWIND_S and is cancelled
         self.taken = Sample()
         self.answered = False  # the route began its response
         self.status = 500
@@ -372,9 +374,22 @@ class _Run:
         """A route that does not unwind once told its client left is cancelled."""
         await self.stopped.wait()
         await anyio.sleep(UNWIND_S)
+        self.overdue = True
         route.cancel()
 
     async def send(self, message: Message) -> None:
+        await self._read(message)
+        # The loop turns here, as a real server's write lets it now and then: a route that never
+        # awaits anything but `send` must not hold the loop (the window's timer, its disconnect
+        # listener, other callers). Shielded, so the disconnect's cancellation lands in the
+        # route's own next await, where its generator sees it and its `finally` runs; only a
+        # route that has not unwound in time is cancelled here.
+        if self.overdue:
+            await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    async def _read(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.answered = True
             self.status, self.headers = message["status"], tuple(message.get("headers", ()))
