@@ -34,6 +34,20 @@ def test_server_sent_events_are_parsed_whatever_the_chunks(size: int) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"data: a\r", b"data: b", b"\n\n"],
+        [b"data: a\r", b"data: b\r", b"\r"],
+        [b"data: a", b"\rdata: b\r\n", b"\r\n"],
+    ],
+)
+def test_a_lone_cr_ends_a_line_whichever_chunk_brings_what_follows(chunks: list[bytes]) -> None:
+    parser = SseParser()
+    frames = [frame for chunk in chunks for frame in parser.feed(chunk)] + parser.end()
+    assert frames == [{"data": "a\nb"}]
+
+
 def test_an_event_left_unfinished_is_pending_and_never_dispatched() -> None:
     parser = SseParser()
     assert parser.feed(b"data: half") == []

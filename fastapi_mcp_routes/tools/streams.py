@@ -181,32 +181,67 @@ def _value(text: str) -> Any:
         return text
 
 
+class _Lines:
+    """Lines from a byte stream. A line not whole yet is kept in parts and joined once it ends,
+    so a long line costs its length once, not once per chunk. `cr`: a lone CR ends a line too
+    (SSE), and a CR at the end of a chunk waits for the next, which may bring its LF."""
+
+    def __init__(self, *, cr: bool) -> None:
+        self._cr = cr
+        self._parts: list[bytes] = []
+        self.size = 0  # bytes of the line not whole yet
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        parts = self._parts
+        ends = b"\n" in chunk or (self._cr and (b"\r" in chunk or (bool(parts) and parts[-1].endswith(b"\r"))))
+        if not ends:
+            if chunk:
+                parts.append(chunk)
+                self.size += len(chunk)
+            return []
+        data, held = b"".join((*parts, chunk)), b""
+        if self._cr:
+            if data.endswith(b"\r"):
+                data, held = data[:-1], b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        rest = lines.pop() + held
+        self._parts = [rest] if rest else []
+        self.size = len(rest)
+        return lines
+
+    @property
+    def held_cr(self) -> bool:
+        return bool(self._parts) and self._parts[-1].endswith(b"\r")
+
+    def rest(self) -> bytes:
+        rest = b"".join(self._parts)
+        self._parts, self.size = [], 0
+        return rest
+
+
 class SseParser:
     """Server-sent events from a byte stream (WHATWG HTML, "Parsing an event stream")."""
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._lines = _Lines(cr=True)
         self._data: list[str] = []
+        self._data_size = 0
         self._fields: dict[str, Any] = {}
 
     @property
     def pending(self) -> int:
         """Bytes of a frame not whole yet."""
-        return len(self._pending) + sum(len(line) for line in self._data)
+        return self._lines.size + self._data_size
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
-        data, held = self._pending + chunk, b""
-        if data.endswith(b"\r"):  # a CR at the end may be half of a CRLF: seen with the next chunk
-            data, held = data[:-1], b"\r"
-        lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        self._pending = lines.pop() + held
-        for raw in lines:
+        for raw in self._lines.feed(chunk):
             line = raw.decode("utf-8", "replace")
             if not line:
                 if self._data:
                     frames.append({"data": _value("\n".join(self._data)), **self._fields})
-                self._data, self._fields = [], {}
+                self._data, self._data_size, self._fields = [], 0, {}
                 continue
             if line.startswith(":"):
                 continue  # a comment (keep-alives)
@@ -214,6 +249,7 @@ class SseParser:
             value = value.removeprefix(" ")
             if name == "data":
                 self._data.append(value)
+                self._data_size += len(value)
             elif name in ("event", "id"):
                 self._fields[name] = value
             elif name == "retry" and _is_retry(value):
@@ -221,7 +257,9 @@ class SseParser:
         return frames
 
     def end(self) -> list[dict[str, Any]]:
-        return []  # an event not followed by a blank line is not dispatched (WHATWG)
+        # A CR held back for its LF ends its line all the same; an event not followed by a
+        # blank line is not dispatched (WHATWG).
+        return self.feed(b"\n") if self._lines.held_cr else []
 
 
 def _is_retry(value: str) -> bool:
@@ -235,19 +273,17 @@ class LineParser:
     """JSON Lines (NDJSON, or any line-delimited text): a frame per non-empty line."""
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._lines = _Lines(cr=False)
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return self._lines.size
 
     def feed(self, chunk: bytes) -> list[Any]:
-        lines = (self._pending + chunk).split(b"\n")
-        self._pending = lines.pop()
-        return [_value(line.decode("utf-8", "replace")) for line in lines if line.strip()]
+        return [_value(line.decode("utf-8", "replace")) for line in self._lines.feed(chunk) if line.strip()]
 
     def end(self) -> list[Any]:
-        rest, self._pending = self._pending, b""
+        rest = self._lines.rest()
         return [_value(rest.decode("utf-8", "replace"))] if rest.strip() else []
 
 
@@ -411,12 +447,14 @@ class _Run:
             else:
                 self.captured.append(chunk)
             return
+        if self.stopped.is_set():
+            # Only to tell whether a frame arrived that maxFrames left unread, and not past the cap.
+            if self.full and not self.taken.truncated and parser.pending <= self.max_bytes:
+                self.taken.truncated = bool(parser.feed(chunk) or (not more and parser.end()))
+            return
         frames = parser.feed(chunk)
         if not more:
             frames += parser.end()
-        if self.stopped.is_set():
-            self.taken.truncated = self.taken.truncated or (self.full and bool(frames))
-            return
         await self._take(frames)
         if parser.pending > self.max_bytes:
             self.fail(_frame_too_large(self.max_bytes))
