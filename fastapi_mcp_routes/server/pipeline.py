@@ -154,13 +154,13 @@ class ToolCallPipeline:
             # Before the gate: a call that will be refused is never offered for confirmation.
             check_argument_depth(parsed.arguments, self._max_argument_depth)
             self._urls.check(parsed.tool, parsed.arguments)
+            window = self._sampling.window(parsed.window) if parsed.window is not None else None
             with call.cancel_scope:
                 if confirming:
                     held = await self._confirm(parsed, given, call)
                     if held is not None:
                         return held
                 confirming = False
-                window = self._sampling.window(parsed.window) if parsed.window is not None else None
                 response = await (
                     self._sample(parsed, call, window)
                     if window is not None

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Scope
 from fastapi_mcp_routes.tools.invoke import CapturedResponse
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
+from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -105,7 +106,7 @@ def _positive(arguments: Mapping[str, Any], name: str, default: int) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ToolError(f"Argument {name!r} must be a positive whole number, got {value!r}.")
+        raise ToolError(f"Argument {name!r} must be a positive whole number, got {truncate(repr(value))}.")
     return value
 
 
