@@ -43,6 +43,14 @@ STREAM_ARGUMENTS: Final = (DURATION_ARGUMENT, FRAMES_ARGUMENT)
 SSE_MEDIA_TYPE: Final = "text/event-stream"
 # How long a route may take to unwind once told the client left, before it is cancelled.
 UNWIND_S: Final = 5.0
+# How long after a sample stops the route is told its client left: a moment, as a real client's
+# hang-up takes to arrive. A sample that stops on a frame (maxFrames) stops while the route hands
+# that frame over, its generator held at the `yield`; in that moment the route gets back to its
+# generator's own await, where the disconnect's cancellation then lands and its `finally` runs.
+# Told at once, the cancellation would land in whatever the route's framework awaits between
+# two items (FastAPI's JSON Lines does after each), and the generator, never resumed, would be
+# closed only once collected.
+HANG_UP_AFTER_S: Final = 0.001
 # The most digits of a `retry:` value kept: any 15 digits are below 2**53.
 _RETRY_DIGITS: Final = 15
 # Characters of a frame shown in its progress message.
@@ -346,6 +354,7 @@ async def sample(
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
         await run.stopped.wait()
+        await anyio.sleep(HANG_UP_AFTER_S)
         return {"type": "http.disconnect"}
 
     async with anyio.create_task_group() as tasks:
