@@ -188,6 +188,11 @@ class ToolCall:
     def principal(self) -> Any:
         return self.channel.principal
 
+    @property
+    def last_progress(self) -> float | None:
+        """The progress last reported on this call, if any: the next must be larger."""
+        return self._last_progress
+
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         emit = self.channel.emit
         if emit is not None:

@@ -9,6 +9,7 @@ as `McpError`; everything that goes wrong once the call has started is an `isErr
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
@@ -220,7 +221,12 @@ class ToolCallPipeline:
         scope[CALL_SCOPE_KEY] = call
 
         async def on_frame(count: int, frame: Any) -> None:
-            await call.report_progress(count, window.max_frames, f"frame {count}: {describe(frame)}")
+            # The route may report progress of its own on the call (ToolContext), say once it
+            # is connected: the frames then count on from the last report, which they must pass.
+            last = call.last_progress
+            progress = count if last is None or count > last else math.floor(last) + 1
+            total = window.max_frames if progress <= window.max_frames else None
+            await call.report_progress(progress, total, f"frame {count}: {describe(frame)}")
 
         return await sample(self._app, scope, body, window, on_frame, self._max_response_bytes)
 
