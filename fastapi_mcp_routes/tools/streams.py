@@ -43,13 +43,14 @@ STREAM_ARGUMENTS: Final = (DURATION_ARGUMENT, FRAMES_ARGUMENT)
 SSE_MEDIA_TYPE: Final = "text/event-stream"
 # How long a route may take to unwind once told the client left, before it is cancelled.
 UNWIND_S: Final = 5.0
-# How long after a sample stops the route is told its client left: a moment, as a real client's
-# hang-up takes to arrive. A sample that stops on a frame (maxFrames) stops while the route hands
-# that frame over, its generator held at the `yield`; in that moment the route gets back to its
-# generator's own await, where the disconnect's cancellation then lands and its `finally` runs.
-# Told at once, the cancellation would land in whatever the route's framework awaits between
-# two items (FastAPI's JSON Lines does after each), and the generator, never resumed, would be
-# closed only once collected.
+# How long after a sample stops, and the route has handed over what it was sending, the route is
+# told its client left: a moment, as a real client's hang-up takes to arrive. A sample often stops
+# while the route hands a frame over (maxFrames, or a cancelled call while its progress goes
+# out), its generator held at the `yield`; in that moment the route gets back to its generator's
+# own await, where the disconnect's cancellation then lands and its `finally` runs. Told at once,
+# the cancellation would land in whatever the route's framework awaits between two items
+# (FastAPI's generator routes do after each), and the generator, never resumed, would be closed
+# only once collected.
 HANG_UP_AFTER_S: Final = 0.001
 # The most digits of a `retry:` value kept: any 15 digits are below 2**53.
 _RETRY_DIGITS: Final = 15
@@ -353,13 +354,17 @@ async def sample(
         if not delivered:
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await run.stopped.wait()
-        await anyio.sleep(HANG_UP_AFTER_S)
+        await run.hang_up()
         return {"type": "http.disconnect"}
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(run.stop_after, window.duration_s)
-        with anyio.CancelScope() as route:
+        tasks.start_soon(run.hang_up_if_cancelled)
+        # Shielded from the call's cancellation, which hangs up as the window's end does, so the
+        # route's generator sees it at its own await. Cancelled outright, a route handing a frame
+        # over would be cancelled in its framework's code, its generator held at the `yield` and
+        # closed only once collected (FastAPI's generator routes).
+        with anyio.CancelScope(shield=True) as route:
             tasks.start_soon(run.cancel_unless_unwound, route)
             try:
                 await app(scope, receive, run.send)
@@ -373,6 +378,8 @@ async def sample(
                     type(exc).__name__,
                     exc_info=logger.isEnabledFor(logging.DEBUG),
                 )
+        run.returned = True
+        run.unwinding.cancel()
         tasks.cancel_scope.cancel()
     if run.failure is not None:
         raise run.failure
@@ -394,6 +401,10 @@ class _Run:
         self.stopped = anyio.Event()  # the sample is over: the route is told its client left
         self.full = False  # maxFrames frames were taken
         self.overdue = False  # the route did not unwind within UNWIND_S and is cancelled
+        self.returned = False  # the route has returned: there is no one left to hang up on
+        self.unwinding = anyio.CancelScope(shield=True)  # counts UNWIND_S, even in a cancelled call
+        self.sending = 0  # calls of `send` under way: the route is handing something over
+        self.sent = anyio.Event()  # set whenever no call of `send` is under way
         self.taken = Sample()
         self.answered = False  # the route began its response
         self.status = 500
@@ -416,24 +427,48 @@ class _Run:
         await anyio.sleep(duration_s)
         self.stop()
 
+    async def hang_up_if_cancelled(self) -> None:
+        """A cancelled call tells the route its client left."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            if not self.returned:
+                self.stop()
+
+    async def hang_up(self) -> None:
+        """Wait until the route is to be told its client left (HANG_UP_AFTER_S)."""
+        await self.stopped.wait()
+        while self.sending:
+            await self.sent.wait()
+        await anyio.sleep(HANG_UP_AFTER_S)
+
     async def cancel_unless_unwound(self, route: anyio.CancelScope) -> None:
         """A route that does not unwind once told its client left is cancelled."""
-        await self.stopped.wait()
-        await anyio.sleep(UNWIND_S)
-        self.overdue = True
-        route.cancel()
+        with self.unwinding:
+            await self.stopped.wait()
+            await anyio.sleep(UNWIND_S)
+            self.overdue = True
+            route.cancel()
 
     async def send(self, message: Message) -> None:
-        await self._read(message)
-        # The loop turns here, as a real server's write lets it now and then: a route that never
-        # awaits anything but `send` must not hold the loop (the window's timer, its disconnect
-        # listener, other callers). Shielded, so the disconnect's cancellation lands in the
-        # route's own next await, where its generator sees it and its `finally` runs; only a
-        # route that has not unwound in time is cancelled here.
-        if self.overdue:
-            await anyio.lowlevel.checkpoint()
-        else:
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+        if not self.sending:
+            self.sent = anyio.Event()
+        self.sending += 1
+        try:
+            await self._read(message)
+            # The loop turns here, as a real server's write lets it now and then: a route that
+            # never awaits anything but `send` must not hold the loop (the window's timer, its
+            # disconnect listener, other callers). Shielded, so the disconnect's cancellation
+            # lands in the route's own next await, where its generator sees it and its `finally`
+            # runs; only a route that has not unwound in time is cancelled here.
+            if self.overdue:
+                await anyio.lowlevel.checkpoint()
+            else:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            self.sending -= 1
+            if not self.sending:
+                self.sent.set()
 
     async def _read(self, message: Message) -> None:
         if message["type"] == "http.response.start":
