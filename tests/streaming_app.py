@@ -31,6 +31,7 @@ TOPICS: Final = ("weather", "traffic")
 NO_SUCH_TOPIC: Final = "No such topic."
 RETRY_MS: Final = 1500
 CONNECTED: Final = "connected"
+UPSTREAM_FAILED: Final = "the upstream feed failed"
 
 Context = Annotated[ToolContext, Depends()]
 
@@ -119,12 +120,16 @@ def streams_app(**options: Any) -> FastAPI:
 
     @mcp_tool(stream=True)
     @app.get("/feed")
-    async def feed(run: str = "", count: int | None = None, every_ms: int = 50) -> StreamingResponse:
-        """NDJSON from a StreamingResponse, two lines a chunk."""
+    async def feed(
+        run: str = "", count: int | None = None, every_ms: int = 50, fail_at: int | None = None
+    ) -> StreamingResponse:
+        """NDJSON from a StreamingResponse, two lines a chunk; its upstream may fail at a tick."""
 
         async def generate() -> AsyncIterator[bytes]:
             with runs.watched(run):
                 async for n in ticking(count, every_ms, 0):
+                    if n == fail_at:
+                        raise RuntimeError(UPSTREAM_FAILED)
                     yield b"".join(json.dumps({"n": n, "half": half}).encode() + b"\n" for half in (1, 2))
 
         return StreamingResponse(generate(), media_type="application/x-ndjson")

@@ -12,6 +12,7 @@ thread; nothing waits on a timer.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import AsyncIterable, Iterator
 from typing import Any, Final
 
@@ -24,6 +25,7 @@ from mcp import Client, types
 from pydantic import TypeAdapter
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from fastapi_mcp_routes.tools import streams
 from fastapi_mcp_routes.tools.streams import LineParser, SseParser
 from tests.helpers import SESSION_VERSION, STATELESS_VERSION, WAIT_S, connected, mcp_client, serve
 from tests.streaming_app import CONNECTED, NO_SUCH_TOPIC, RETRY_MS, Tick, runs, streams_app
@@ -216,16 +218,19 @@ async def test_cancelling_the_call_stops_the_route_at_once(
     long_window_url: str, mode: str, tool: str, arguments: dict[str, Any]
 ) -> None:
     run = new_run()
+    # Frames far apart: a frame due in the very turn the route is told its client left is handed
+    # over first, and a FastAPI generator route is then cancelled in FastAPI's own await after
+    # the item, its generator held at the `yield` until collected (REST clients race it too).
+    arguments = {**arguments, "every_ms": 400, "run": run}
     streaming = anyio.Event()
+    calling = anyio.CancelScope()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         streaming.set()
 
-    calling = anyio.CancelScope()
-
     async def call_until_cancelled(client: Client) -> None:
         with calling:
-            await client.call_tool(tool, {**arguments, "run": run, "every_ms": 20}, progress_callback=on_progress)
+            await client.call_tool(tool, arguments, progress_callback=on_progress)
 
     with anyio.fail_after(WAIT_S):
         async with mcp_client(long_window_url, mode=mode) as client, anyio.create_task_group() as calls:
@@ -325,6 +330,15 @@ async def test_a_route_that_refuses_before_it_streams_gives_the_usual_error_resu
 
     assert result.is_error
     assert text_of(result) == f"HTTP 404: {NO_SUCH_TOPIC}"
+
+
+async def test_a_route_that_fails_while_sampled_fails_its_call_at_once(long_window_url: str, mode: str) -> None:
+    started = time.monotonic()
+    result = await call(long_window_url, mode, "feed", {"every_ms": 0, "fail_at": 3})
+
+    assert result.is_error
+    assert "internal error" in text_of(result)  # the route's own error is the server's to log
+    assert time.monotonic() - started < streams.UNWIND_S  # no grace for a route that has ended
 
 
 # -- REST ---------------------------------------------------------------------------------------

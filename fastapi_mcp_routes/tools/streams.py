@@ -378,8 +378,9 @@ async def sample(
                     type(exc).__name__,
                     exc_info=logger.isEnabledFor(logging.DEBUG),
                 )
-        run.returned = True
-        run.unwinding.cancel()
+            finally:
+                run.returned = True
+                run.unwinding.cancel()
         tasks.cancel_scope.cancel()
     if run.failure is not None:
         raise run.failure
