@@ -184,7 +184,7 @@ class TaskRuns:
 
     def __init__(self, *, deployment: Deployment, options: Tasks) -> None:
         self.deployment = deployment
-        self.store = self._store = deployment.store
+        self.store = deployment.store
         self.book = TaskBook(deployment.store)
         self._options = options
         self._bounds = TaskBounds(options.max_per_caller, options.max_tasks)
@@ -203,7 +203,7 @@ class TaskRuns:
         async with anyio.create_task_group() as group:
             self._group = group
             try:
-                if self._store.shared:
+                if self.store.shared:
                     group.start_soon(self._hear_other_processes)
                     group.start_soon(self._renew_leases)
                 task_status.started()
@@ -271,9 +271,9 @@ class TaskRuns:
         if isinstance(run.ended, Ran):  # a required task that answered at once: kept ended
             record = ended(record, "completed", self._kept_result(run.ended), None)
         try:
-            refused = await self._store.put_task(record, self._bounds)
+            refused = await self.store.put_task(record, self._bounds)
             if refused is not None and await self.reap(record.owner if refused == "owner" else None):
-                refused = await self._store.put_task(record, self._bounds)
+                refused = await self.store.put_task(record, self._bounds)
         except BaseException:
             run.detached = False
             run.settled.set()
@@ -292,9 +292,9 @@ class TaskRuns:
             if call.progress_token is None:
                 call.progress_token = record.id  # progress is the task's status message
         run.settled.set()
-        if not record.ended and self._store.shared:
+        if not record.ended and self.store.shared:
             try:
-                await self._store.claim(_lease(record.id), self._me, LEASE_S)
+                await self.store.claim(_lease(record.id), self._me, LEASE_S)
             except StoreUnavailable as down:
                 # The task runs all the same; its lease is taken with the others' renewals.
                 logger.warning("the lease of task %s could not be taken (%s)", truncate(record.id), down.reason)
@@ -348,9 +348,9 @@ class TaskRuns:
             logger.warning("the end of task %s could not be kept: the store is out of reach", truncate(task_id))
         finally:
             self._runs.pop(task_id, None)
-            if self._store.shared:
+            if self.store.shared:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(LEASE_S / 2):
-                    await self._store.release(_lease(task_id), self._me)
+                    await self.store.release(_lease(task_id), self._me)
 
     def _kept_result(self, ran: Ran) -> Mapping[str, Any]:
         size = len(dumps(ran.result))
@@ -446,7 +446,7 @@ class TaskRuns:
         stopped, so that they no longer hold a bound they would hold until their time to live
         ended; whether any was."""
         reaped = False
-        for task_id in await self._store.running_tasks(owner, REAPED_AT_ONCE):
+        for task_id in await self.store.running_tasks(owner, REAPED_AT_ONCE):
             record = await self.book.find(task_id)
             if record is not None and not record.ended and not await self.alive(record):
                 reaped = await self.lost(record) is not None or reaped
@@ -460,21 +460,21 @@ class TaskRuns:
         """Whether the process running the task still does."""
         if record.runner == self._me:
             return record.id in self._runs
-        if not self._store.shared:
+        if not self.store.shared:
             return True  # another process's memory: nothing here can tell
         if now_ms() - record.created_ms < LEASE_S * 1000:
             return True  # kept just now: its process may not have taken the lease yet
-        if not await self._store.claim(_lease(record.id), f"check:{self._me}", LEASE_S):
+        if not await self.store.claim(_lease(record.id), f"check:{self._me}", LEASE_S):
             return True
-        await self._store.release(_lease(record.id), f"check:{self._me}")
+        await self.store.release(_lease(record.id), f"check:{self._me}")
         return False
 
     async def signal(self, runner: str, verb: bytes, task_id: str) -> None:
         """Reach the route of a task where it runs: here directly, elsewhere through the store."""
         if runner == self._me:
             self._act(verb, task_id)
-        elif self._store.shared:
-            await self._store.publish(_inbox(runner), verb + task_id.encode())
+        elif self.store.shared:
+            await self.store.publish(_inbox(runner), verb + task_id.encode())
 
     def _act(self, verb: bytes, task_id: str) -> None:
         run = self._runs.get(task_id)
@@ -492,7 +492,7 @@ class TaskRuns:
         warned = False
         while True:
             try:
-                async with self._store.subscribe(_inbox(self._me)) as inbox:
+                async with self.store.subscribe(_inbox(self._me)) as inbox:
                     warned = False
                     async for message in inbox:
                         self._act(message[:1], message[1:].decode(errors="replace"))
@@ -510,7 +510,7 @@ class TaskRuns:
             await anyio.sleep(LEASE_S / 3)
             for task_id in list(self._runs):
                 try:
-                    await self._store.claim(_lease(task_id), self._me, LEASE_S)
+                    await self.store.claim(_lease(task_id), self._me, LEASE_S)
                     record = await self.book.find(task_id)
                 except StoreUnavailable:
                     logger.warning("the lease of task %s could not be renewed: the store is out of reach", task_id)
