@@ -133,15 +133,21 @@ def test_route_description_comes_before_summary_and_docstring() -> None:
     assert definition_of(app, "list_widgets")["description"] == "From the route."
 
 
-def test_summary_comes_before_docstring() -> None:
+def test_docstring_is_the_description_and_summary_the_title() -> None:
     app = FastAPI()
 
     @mcp_tool()
-    @app.get("/widgets", summary="From the summary")
-    def list_widgets() -> None:
-        """From the docstring."""
+    @app.post("/notes", summary="Create a note")
+    def create_note() -> None:
+        """Create a note. Needs the API key.
 
-    assert definition_of(app, "list_widgets")["description"] == "From the summary"
+        \f
+        Not for the model: FastAPI cuts the docstring here.
+        """
+
+    definition = definition_of(app, "create_note")
+    assert definition["description"] == "Create a note. Needs the API key."
+    assert definition["title"] == "Create a note"
 
 
 def test_summary_describes_a_route_without_description_or_docstring() -> None:

@@ -91,7 +91,8 @@ def mcp_tool(
     Args:
         name: the tool name; defaults to the route's name (the function name).
         title: a human-readable title; defaults to the route's summary.
-        description: defaults to the route's description, summary or docstring.
+        description: defaults to the route's description (its docstring, unless the route sets
+            `description=`), else its summary.
         read_only, destructive, idempotent, open_world: override the annotation hints that
             are otherwise derived from the HTTP method.
         meta: extra `_meta` entries published with the tool.

@@ -8,7 +8,6 @@ other features' descriptions are built beside it (tools/registry.py, tools/catal
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -93,8 +92,7 @@ def recipe(route: Any, method: str, name: str, schema: ToolSchema, where: str, *
 
 
 def route_description(route: Any, explicit: str | None) -> str | None:
-    """Explicit, else the route's own description, summary or docstring."""
-    docstring = inspect.cleandoc(route.endpoint.__doc__ or "")
-    # FastAPI copies the docstring into `description` when none is given; tell the two apart.
-    described = route.description if route.description != docstring else ""
-    return explicit or described or route.summary or docstring or None
+    """Explicit, else the route's own description (its docstring, when no `description=` is
+    given: FastAPI copies it), else its summary. The summary is the title: a one-line summary
+    would drop what the docstring tells the model ("Needs the API key.")."""
+    return explicit or route.description or route.summary or None

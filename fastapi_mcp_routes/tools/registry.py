@@ -378,7 +378,7 @@ def _sampled(schema: ToolSchema, streamed: Streamed, sampling: Sampling, where: 
 
 
 def _description(entry: _Marked, options: ToolOptions) -> str:
-    """Explicit, else the route's own description, summary, docstring, or a sentence."""
+    """Explicit, else the route's own description (docstring), summary, or a sentence."""
     fallback = f"Calls {entry.method} {entry.route.path_format}."
     return route_description(entry.route, options.description) or fallback
 
