@@ -51,6 +51,7 @@ from fastapi_mcp_routes.server.seal import Secret
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.store.redis import RedisStore
+from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 
@@ -1096,3 +1097,24 @@ def notes_app(**options: Any) -> FastAPI:
         return {"action": answer.action}
 
     return app
+
+
+def pending_of(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan and token of a gated call's pending answer: an `isError` result with no
+    structured content (the tool's outputSchema is the route's own), carrying them in `_meta`."""
+    assert result.get("isError") is True, result
+    assert "structuredContent" not in result, result
+    pending: dict[str, Any] = result["_meta"][PENDING_META_KEY]
+    assert pending["pending"] is True
+    assert json.loads(result["content"][0]["text"]) == pending  # what the model reads
+    return pending
+
+
+def sdk_pending_of(result: types.CallToolResult) -> dict[str, Any]:
+    """`pending_of` for the official SDK client's result: what a program reads the token from."""
+    return pending_of(result.model_dump(by_alias=True, exclude_none=True))
+
+
+def is_pending(result: Mapping[str, Any]) -> bool:
+    """Whether a gated call's answer is its pending plan (an `isError` result too), not a refusal."""
+    return PENDING_META_KEY in result.get("_meta", {})

@@ -22,7 +22,6 @@ from fastapi_mcp_routes.server.confirm import PLAN_META_KEY, Kind, Refused, Toke
 from fastapi_mcp_routes.server.seal import KEY_ID_BYTES, TAG_BYTES
 from fastapi_mcp_routes.store.base import Holder, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.tools.confirmation import gated_output_schema
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from tests.helpers import (
     WAIT_S,
@@ -30,7 +29,9 @@ from tests.helpers import (
     mcp_client,
     one_process,
     open_session,
+    pending_of,
     post_stateless,
+    sdk_pending_of,
     serve,
     stateless_meta,
 )
@@ -223,25 +224,17 @@ def test_store_bounds_must_be_positive() -> None:
 # -- what tools/list publishes -----------------------------------------------------------------
 
 
-def test_gated_tools_declare_the_token_argument_and_admit_the_pending_result(base_url: str) -> None:
+def test_gated_tools_declare_the_token_argument_and_keep_the_routes_output_schema(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         tools = {tool["name"]: tool for tool in post_stateless(http, "tools/list").json()["result"]["tools"]}
     gated = {name for name, tool in tools.items() if "confirmationToken" in tool["inputSchema"]["properties"]}
     assert gated == {"place_order", "survey", "export"}  # not the GET, not confirm=False
     assert "confirmationToken" not in tools["place_order"]["inputSchema"].get("required", [])
-    output = tools["place_order"]["outputSchema"]
-    assert output["type"] == "object"
-    assert len(output["anyOf"]) == 2
-    assert "$defs" in output
-    assert "$defs" not in output["anyOf"][0]
-
-
-def test_a_gated_output_schema_keeps_its_dialect_and_definitions_at_the_root() -> None:
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "$defs": {"A": {}}}
-    gated = gated_output_schema(schema)
-    assert gated["$schema"] == schema["$schema"]
-    assert gated["$defs"] == {"A": {}}
-    assert gated["anyOf"][0] == {"type": "object"}
+    # The pending answer is an isError result, so the outputSchema is the route's own, as if
+    # the tool were not gated: clients that type results get the route's type.
+    ungated = ToolRegistry(make_app(), frozenset(), confirm_mutations=False).table().by_name["place_order"]
+    assert tools["place_order"]["outputSchema"] == ungated.definition["outputSchema"]
+    assert "anyOf" not in tools["place_order"]["outputSchema"]
 
 
 def test_an_argument_named_like_the_token_is_a_startup_error() -> None:
@@ -264,17 +257,15 @@ def test_a_first_call_runs_nothing_and_returns_the_plan_and_a_token(base_url: st
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         result = stateless(http, "place_order", ORDER)
     assert ledger.orders == []
-    pending = result["structuredContent"]
-    assert pending["pending"] is True
+    pending = pending_of(result)  # an isError result with no structuredContent, the plan in _meta
     assert isinstance(pending["token"], str)
     assert pending["plan"] == {"method": "POST", "path": "/shops/north/orders", "arguments": ORDER}
-    assert "isError" not in result
     assert "confirmationToken" in result["content"][1]["text"]
 
 
 def test_the_token_runs_the_call_once(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        token = stateless(http, "place_order", ORDER)["structuredContent"]["token"]
+        token = pending_of(stateless(http, "place_order", ORDER))["token"]
         done = stateless(http, "place_order", {**ORDER, "confirmationToken": token})
         replayed = stateless(http, "place_order", {**ORDER, "confirmationToken": token})
     assert done["structuredContent"]["item"] == {"name": "tea", "quantity": 2}
@@ -294,7 +285,7 @@ def test_the_token_runs_the_call_once(base_url: str) -> None:
 )
 def test_a_token_used_otherwise_than_issued_is_refused(base_url: str, attempt: str, message: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
-        token = stateless(http, "place_order", who="alice", arguments=ORDER)["structuredContent"]["token"]
+        token = pending_of(stateless(http, "place_order", who="alice", arguments=ORDER))["token"]
         if attempt == "other arguments":
             refused = stateless(
                 http, "place_order", who="alice", arguments={**ORDER, "quantity": 200, "confirmationToken": token}
@@ -323,7 +314,7 @@ def test_read_only_and_opted_out_tools_run_at_once_and_confirm_true_gates_a_get(
         exported = stateless(http, "export", {})
     assert counted["structuredContent"] == {"orders": 0}
     assert jotted["content"][0]["text"] == '{"noted":"hi"}'
-    assert exported["structuredContent"]["pending"] is True
+    assert pending_of(exported)["pending"] is True
 
 
 def test_without_the_default_mutations_run_at_once_and_take_no_token() -> None:
@@ -346,8 +337,7 @@ async def test_the_sdk_client_confirms_with_the_token_in_a_session(base_url: str
     with anyio.fail_after(WAIT_S):
         async with Client(f"{base_url}/mcp", mode="legacy") as client:
             pending = await client.call_tool("place_order", ORDER)  # the SDK validates it against outputSchema
-            assert pending.structured_content is not None
-            token = pending.structured_content["token"]
+            token = sdk_pending_of(pending)["token"]
             done = await client.call_tool("place_order", {**ORDER, "confirmationToken": token})
     assert not done.is_error
     assert done.structured_content == {"id": 1, "shop": "north", "item": {"name": "tea", "quantity": 2}}
@@ -438,7 +428,7 @@ def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
     events: list[tuple[str, str]] = []
     app = make_app(on_tool_call=lambda event: events.append((event.outcome, event.arguments_digest)))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
-        token = stateless(http, "place_order", ORDER)["structuredContent"]["token"]
+        token = pending_of(stateless(http, "place_order", ORDER))["token"]
         stateless(http, "place_order", {**ORDER, "confirmationToken": token})
         stateless(http, "place_order", {**ORDER, "confirmationToken": token})
     assert [outcome for outcome, _ in events] == ["confirmation_required", "ok", "not_confirmed"]
@@ -505,8 +495,7 @@ async def test_a_token_from_one_sdk_session_runs_the_call_in_the_next(base_url: 
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url) as first:
             pending = await first.call_tool("place_order", ORDER)
-        assert pending.structured_content is not None
-        token = pending.structured_content["token"]
+        token = sdk_pending_of(pending)["token"]
         async with mcp_client(base_url) as second:
             done = await second.call_tool("place_order", {**ORDER, "confirmationToken": token})
         async with mcp_client(base_url) as third:
@@ -521,7 +510,7 @@ def test_a_token_is_the_callers_in_any_of_its_sessions_and_no_one_elses(base_url
     alice, mallory = {"authorization": "Bearer alice"}, {"authorization": "Bearer mallory"}
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         first = open_session(http, headers=alice)
-        token = call_tool(http, "place_order", ORDER, headers=first)["structuredContent"]["token"]
+        token = pending_of(call_tool(http, "place_order", ORDER, headers=first))["token"]
         http.delete("/mcp", headers=first)  # the session that got the token is gone
         foreign = open_session(http, headers=mallory)
         refused = call_tool(http, "place_order", {**ORDER, "confirmationToken": token}, headers=foreign)
@@ -538,7 +527,7 @@ def test_a_token_is_the_callers_in_any_of_its_sessions_and_no_one_elses(base_url
 def test_a_token_from_a_session_also_confirms_the_callers_stateless_call(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         session = open_session(http, headers={"authorization": "Bearer alice"})
-        token = call_tool(http, "place_order", ORDER, headers=session)["structuredContent"]["token"]
+        token = pending_of(call_tool(http, "place_order", ORDER, headers=session))["token"]
         done = stateless(http, "place_order", {**ORDER, "confirmationToken": token}, who="alice")
     assert done["structuredContent"]["shop"] == "north"
 
@@ -547,7 +536,7 @@ def test_a_2025_03_26_session_is_never_sent_an_elicitation(base_url: str) -> Non
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         old = open_session(http, version="2025-03-26", capabilities=CAPABLE)
         result = call_tool(http, "place_order", ORDER, headers=old)
-    assert result["structuredContent"]["pending"] is True
+    assert pending_of(result)["pending"] is True
 
 
 def test_the_stateless_question_is_audited_as_a_confirmation() -> None:

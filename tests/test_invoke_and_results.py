@@ -296,8 +296,9 @@ def test_undecodable_binary_is_an_embedded_resource() -> None:
     }
 
 
-def test_204_without_a_body_gives_empty_content() -> None:
-    assert tool_result(tool("log_in"), CapturedResponse(204, (), b"")) == {"content": []}
+def test_204_without_a_body_says_which_request_succeeded() -> None:
+    done = {"content": [{"type": "text", "text": "POST /login: 204 No Content"}]}
+    assert tool_result(tool("log_in"), CapturedResponse(204, (), b"")) == done
 
 
 @pytest.mark.anyio

@@ -30,7 +30,7 @@ from fastapi_mcp_routes.wire.errors import (
 )
 from fastapi_mcp_routes.wire.json import RawJSON, loads
 from fastapi_mcp_routes.wire.jsonrpc import Request
-from tests.helpers import one_process
+from tests.helpers import one_process, pending_of
 
 CALLER = Caller(headers=(), client=None, server=None, scheme="http", root_path="", http_version="1.1", state=None)
 JSON = ((b"content-type", b"application/json"),)
@@ -175,8 +175,8 @@ async def test_a_failing_call_is_an_error_result_the_model_can_read(behaviour: s
 async def test_a_gated_call_without_confirmation_runs_nothing_and_answers_a_plan() -> None:
     app, events = FakeApp(), []
     result = await pipeline(app, events)(call("place_order", {"name": "tea"}), session_channel())
-    assert result["structuredContent"]["pending"] is True
-    assert result["structuredContent"]["plan"] == {"method": "POST", "path": "/orders", "arguments": {"name": "tea"}}
+    assert pending_of(result)["pending"] is True
+    assert pending_of(result)["plan"] == {"method": "POST", "path": "/orders", "arguments": {"name": "tea"}}
     assert app.calls == []
     assert [event.outcome for event in events] == ["confirmation_required"]
 

@@ -30,6 +30,7 @@ from tests.helpers import (
     iter_sse_messages,
     notes_app,
     open_session,
+    pending_of,
     post_stateless,
     result_of,
     rpc,
@@ -192,7 +193,7 @@ def test_without_a_shared_store_a_token_of_another_process_is_refused_naming_sto
 ) -> None:
     first, second = two
     pending = call_tool(first, "add_note", {"text": "x"}, headers=open_session(first))
-    token = pending["structuredContent"]["token"]
+    token = pending_of(pending)["token"]
     refused = call_tool(second, "add_note", {"text": "x", "confirmationToken": token}, headers=open_session(second))
     kept = call_tool(first, "add_note", {"text": "x", "confirmationToken": token}, headers=open_session(first))
     assert refused["isError"] is True

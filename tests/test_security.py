@@ -26,6 +26,7 @@ from tests.helpers import (
     hs256_with_public_key,
     initialize,
     open_session,
+    pending_of,
     public_jwk,
     rpc,
     serve,
@@ -109,8 +110,7 @@ class Peer:
 
 
 def pending_token(peer: Peer, headers: dict[str, str], arguments: dict[str, Any]) -> str:
-    pending = peer.call(headers, "place_order", arguments)["structuredContent"]
-    assert pending["pending"] is True
+    pending = pending_of(peer.call(headers, "place_order", arguments))
     token: str = pending["token"]
     return token
 

@@ -27,7 +27,9 @@ from tests.helpers import (
     Context,
     call_tool,
     initialize,
+    is_pending,
     open_session,
+    pending_of,
     read_to_first_message,
     rpc,
     serve,
@@ -226,13 +228,13 @@ def last_event_id(body: str) -> str:
 def tokens_anonymous_flood(server: Server) -> None:
     http = server.client()
     alice = server.session(key="alice")
-    token = call_tool(http, "place_order", {"item": "tea"}, headers=alice)["structuredContent"]["token"]
+    token = pending_of(call_tool(http, "place_order", {"item": "tea"}, headers=alice))["token"]
     refusals = 0
     for n in range(2, 12):  # ten anonymous callers at other addresses, one token each
         anonymous = server.session(f"127.0.0.{n}")
         result = call_tool(server.client(f"127.0.0.{n}"), "place_order", {"item": "x"}, headers=anonymous)
-        refusals += bool(result.get("isError"))
-        if result.get("isError"):
+        if not is_pending(result):
+            refusals += 1
             assert "Limits.max_tokens" in result["content"][0]["text"]
     assert refusals == 0  # anonymous tokens push out anonymous ones: the total is never refused...
     confirmed = call_tool(http, "place_order", {"item": "tea", "confirmationToken": token}, headers=alice)
@@ -243,7 +245,7 @@ def tokens_claimed_full(server: Server) -> None:
     for n in range(3, 7):  # four credentialed callers at four addresses fill the total
         headers = server.session(f"127.0.0.{n}", key=f"k{n}")
         result = call_tool(server.client(f"127.0.0.{n}"), "place_order", {"item": "tea"}, headers=headers)
-        assert result["structuredContent"]["pending"]
+        assert pending_of(result)["pending"]
     anonymous = server.session("127.0.0.2")
     refused = call_tool(server.client("127.0.0.2"), "place_order", {"item": "x"}, headers=anonymous)
     assert refused["isError"] is True
@@ -292,11 +294,11 @@ def sessions_per_anonymous_caller(server: Server) -> None:
 
 def tokens_made_up_keys(server: Server) -> None:
     alice = server.session(key="alice")
-    token = call_tool(server.client(), "place_order", {"item": "tea"}, headers=alice)["structuredContent"]["token"]
+    token = pending_of(call_tool(server.client(), "place_order", {"item": "tea"}, headers=alice))["token"]
     http = server.client("127.0.0.2")
     for n in range(10):  # keys nobody checks count as one caller per address: its own tokens go
         headers = server.session("127.0.0.2", key=f"made-up-{n}")
-        assert call_tool(http, "place_order", {"item": "x"}, headers=headers)["structuredContent"]["pending"]
+        assert pending_of(call_tool(http, "place_order", {"item": "x"}, headers=headers))["pending"]
     confirmed = call_tool(server.client(), "place_order", {"item": "tea", "confirmationToken": token}, headers=alice)
     assert confirmed["structuredContent"] == {"placed": "tea"}
 

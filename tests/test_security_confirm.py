@@ -27,6 +27,7 @@ from tests.helpers import (
     WAIT_S,
     call_tool,
     open_session,
+    pending_of,
     post_stateless,
     public_jwk,
     rpc,
@@ -188,8 +189,7 @@ def assert_refused_without_asking(result: dict[str, Any], text: str) -> None:
 
 
 def pending_token(result: dict[str, Any]) -> str:
-    pending = result["structuredContent"]
-    assert pending["pending"] is True
+    pending = pending_of(result)
     found: str = pending["token"]
     return found
 
@@ -334,7 +334,7 @@ def arguments_too_many_to_show(peer: Peer) -> None:
     assert_refused_without_asking(refused, text_of(refused))
     assert "cannot all be shown to the user" in text_of(refused)
     # A client that cannot ask gets the plan, every argument in full, as for any call.
-    pending = peer.stateless("submit_form", crowd)["structuredContent"]
+    pending = pending_of(peer.stateless("submit_form", crowd))
     assert pending["plan"]["arguments"] == crowd
     assert ledger.take() == []
 

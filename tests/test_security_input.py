@@ -41,6 +41,7 @@ from tests.helpers import (
     initialize,
     one_process,
     open_session,
+    pending_of,
     rpc,
     serve,
     stateless_headers,
@@ -269,7 +270,7 @@ def argument_nested_past_the_limit(peer: Peer) -> None:
 def argument_at_the_limit_is_echoed_whole(peer: Peer) -> None:
     deep = nested(64)
     response = peer.http.post("/mcp", json=tool_call("place_order", {"item": deep}), headers=peer.open())
-    pending = answer(response)["result"]["structuredContent"]
+    pending = pending_of(answer(response)["result"])
     assert pending["plan"]["arguments"] == {"item": deep}
     pydantic_core.from_json(response.content)  # so does the parser of the official Python SDK
     asked = answer(peer.stateless("place_order", {"arguments": {"item": deep}}))["result"]

@@ -34,6 +34,7 @@ from tests.helpers import (
     notes_app,
     observed,
     open_session,
+    pending_of,
     post_stateless,
     read_to_first_message,
     rpc,
@@ -144,7 +145,7 @@ def test_a_token_issued_by_one_process_runs_once_in_any(notes: Pair) -> None:
     first, second = notes
     NOTES.clear()
     pending = call_tool(first, "add_note", {"text": "z"}, headers=open_session(first))
-    confirmed = {"text": "z", "confirmationToken": pending["structuredContent"]["token"]}
+    confirmed = {"text": "z", "confirmationToken": pending_of(pending)["token"]}
     ran = call_tool(second, "add_note", confirmed, headers=open_session(second))
     again = call_tool(first, "add_note", confirmed, headers=open_session(first))
     assert ran["structuredContent"] == {"added": "z"}

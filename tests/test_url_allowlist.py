@@ -21,7 +21,7 @@ from pydantic import AnyUrl, BaseModel, HttpUrl
 from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.url_policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.tools.urls import url_arguments
-from tests.helpers import WAIT_S, call_tool, open_session, post_stateless, serve, tool_of
+from tests.helpers import WAIT_S, call_tool, open_session, pending_of, post_stateless, serve, tool_of
 
 ALLOWED = "https://api.example.com/v1"
 GOOD = "https://api.example.com/v1/items?page=2"
@@ -376,8 +376,7 @@ def test_a_gated_call_with_allowed_urls_is_offered_for_confirmation_and_then_run
     ran.calls.clear()
     hook = {"target": GOOD, "links": [{"href": "https://cdn.example/x", "label": "x"}]}
     with session(allowed_server) as (http, headers):
-        pending = call_tool(http, "add_hook", hook, headers=headers)["structuredContent"]
-        assert pending["pending"] is True
+        pending = pending_of(call_tool(http, "add_hook", hook, headers=headers))
         done = call_tool(http, "add_hook", {**hook, "confirmationToken": pending["token"]}, headers=headers)
     assert done["structuredContent"] == {"target": GOOD}
     assert [name for name, _ in ran.calls] == ["add_hook"]
@@ -385,7 +384,7 @@ def test_a_gated_call_with_allowed_urls_is_offered_for_confirmation_and_then_run
 
 def test_a_confirmation_token_does_not_carry_a_refused_url_past_the_check(allowed_server: str) -> None:
     with session(allowed_server) as (http, headers):
-        token = call_tool(http, "add_hook", {"target": GOOD}, headers=headers)["structuredContent"]["token"]
+        token = pending_of(call_tool(http, "add_hook", {"target": GOOD}, headers=headers))["token"]
         result = call_tool(http, "add_hook", {"target": INTERNAL, "confirmationToken": token}, headers=headers)
     assert result["isError"] is True
     assert "The argument 'target' of add_hook was refused" in text_of(result)

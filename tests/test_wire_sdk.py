@@ -13,7 +13,15 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
-from tests.helpers import WAIT_S, mcp_client, serve, stateless_headers, stateless_meta, stateless_request
+from tests.helpers import (
+    WAIT_S,
+    mcp_client,
+    sdk_pending_of,
+    serve,
+    stateless_headers,
+    stateless_meta,
+    stateless_request,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -28,10 +36,7 @@ async def confirmed_call(client: Client, name: str, arguments: dict[str, Any], *
     """Call a tool that changes data: the first call returns a plan and a token, the second
     (same arguments plus the token) runs the route."""
     pending = await client.call_tool(name, arguments)
-    assert not pending.is_error, pending.content
-    assert pending.structured_content is not None
-    assert pending.structured_content["pending"] is True
-    token = pending.structured_content["token"]
+    token = sdk_pending_of(pending)["token"]  # nothing ran: an isError result with the plan
     return await client.call_tool(name, {**arguments, "confirmationToken": token}, **kwargs)
 
 
@@ -165,6 +170,7 @@ async def test_update_and_delete_run_their_routes(base_url: str) -> None:
             missing = await client.call_tool("get_note", {"note_id": created["id"]})
     assert updated.structured_content["revision"] == 2
     assert not deleted.is_error
+    assert deleted.content[0].text == f"DELETE /notes/{created['id']}: 204 No Content"  # not an empty result
     assert missing.is_error
     assert "404" in missing.content[0].text
     assert rest(base_url, "GET", f"/notes/{created['id']}").status_code == 404

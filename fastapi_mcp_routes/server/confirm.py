@@ -6,7 +6,10 @@ A gated tool's call is confirmed in one of three ways, tried in this order:
 2. the user, through the client, when the client can be asked: an elicitation on the call's
    stream in a session, or an `input_required` question in the stateless revision (the retry
    carries the answer and the sealed state of the question);
-3. otherwise the call runs nothing and answers with the plan and a new token.
+3. otherwise the call runs nothing and answers with the plan and a new token: an `isError`
+   result (the model reads "not run yet: retry with this token"), the plan and token also in its
+   `_meta` (`PENDING_META_KEY`), and no `structuredContent`, so the tool's `outputSchema` is the
+   route's own and clients that type results keep the route's type.
 
 The user's question shows every argument by name (server/summary.py), however the caller
 orders or pads them, and carries the whole plan in its `_meta` (`PLAN_META_KEY`) for clients
@@ -48,7 +51,7 @@ from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.seal import INSTANCE_BYTES
 from fastapi_mcp_routes.server.summary import MAX_SUMMARY, shorten, summarize
 from fastapi_mcp_routes.store.base import USED, Holder, StoreFull, Trust
-from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
+from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY, TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps
@@ -365,7 +368,8 @@ def pending_result(gated: GatedCall, token: str, ttl_s: float) -> dict[str, Any]
         f"within {ttl_s / 60:g} minutes."
     )
     text = [{"type": "text", "text": dumps(pending).decode()}, {"type": "text", "text": how}]
-    return {"content": text, "structuredContent": pending}
+    # Not the tool's structured result, so the tool's outputSchema stays the route's own.
+    return {"content": text, "isError": True, "_meta": {PENDING_META_KEY: pending}}
 
 
 def question(gated: GatedCall) -> InputRequest:

@@ -184,7 +184,7 @@ class ToolCallPipeline:
             raise CallCancelled(call.request_id)
         if isinstance(response, Sample):
             return Ran(sample_result(response), "ok", 200)
-        result = tool_result(parsed.tool, response)
+        result = tool_result(parsed.tool, response, parsed.arguments)
         return Ran(result, "error" if result.get("isError") else "ok", response.status)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:

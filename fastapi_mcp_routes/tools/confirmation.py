@@ -1,10 +1,13 @@
 """What a tool whose calls must be confirmed looks like to a client: its extra argument and
-its two possible results. The confirmation itself is decided in `server/confirm.py`."""
+where its pending answer carries the plan. The confirmation itself is decided in
+`server/confirm.py`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
+
+from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 
 # The argument a gated tool's inputSchema declares for the token.
 TOKEN_ARGUMENT: Final = "confirmationToken"
@@ -15,20 +18,12 @@ TOKEN_PROPERTY: Final[Mapping[str, Any]] = {
         "a token. Pass the token here, with the same arguments, to run it."
     ),
 }
-# What a pending call's structuredContent holds; gated tools' outputSchema admits it.
-PENDING_SCHEMA: Final[Mapping[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "pending": {"const": True},
-        "token": {"type": "string"},
-        "plan": {
-            "type": "object",
-            "properties": {"method": {"type": "string"}, "path": {"type": "string"}, "arguments": {"type": "object"}},
-            "required": ["method", "path", "arguments"],
-        },
-    },
-    "required": ["pending", "token", "plan"],
-}
+# Where a pending call's answer carries its plan and token for programs, beside the text the
+# model reads. The answer is an `isError` result, not a structured result of the tool: the tool's
+# `outputSchema` stays the route's own, so clients that type results (FastMCP's `.data`) keep the
+# route's type, and clients that validate `structuredContent` (the SDKs skip `isError` results)
+# accept the pending answer. Models read it as "not done yet: do this, then retry".
+PENDING_META_KEY: Final = RESERVED_KEY_PREFIX + "pending"
 
 
 def gated_input_schema(input_schema: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -40,11 +35,3 @@ def gated_input_schema(input_schema: Mapping[str, Any], where: str) -> dict[str,
             "route's parameter, or turn confirmation off for this tool with mcp_tool(confirm=False)"
         )
     return {**input_schema, "properties": {**properties, TOKEN_ARGUMENT: dict(TOKEN_PROPERTY)}}
-
-
-def gated_output_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A gated tool's outputSchema: the route's result, or a pending confirmation."""
-    own = {key: value for key, value in schema.items() if key not in ("$defs", "$schema")}
-    union: dict[str, Any] = {key: schema[key] for key in ("$schema", "$defs") if key in schema}
-    union.update({"type": "object", "anyOf": [own, dict(PENDING_SCHEMA)]})
-    return union

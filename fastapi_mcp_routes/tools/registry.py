@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
 from fastapi_mcp_routes.tools.access import access_of
 from fastapi_mcp_routes.tools.catalog import EMPTY_CATALOG, Catalog, FeatureMark, Kind, build_catalog
-from fastapi_mcp_routes.tools.confirmation import gated_input_schema, gated_output_schema
+from fastapi_mcp_routes.tools.confirmation import gated_input_schema
 from fastapi_mcp_routes.tools.feature_marks import (
     CompletionOptions,
     PromptOptions,
@@ -343,8 +343,8 @@ def _tool(
     definition["description"] = _description(entry, options)
     definition["inputSchema"] = gated_input_schema(schema.input_schema, entry.where) if confirm else schema.input_schema
     if schema.output_schema is not None:
-        output = schema.output_schema
-        definition["outputSchema"] = gated_output_schema(output) if confirm else output
+        # A gated tool's too: its pending answer is an `isError` result (tools/confirmation.py).
+        definition["outputSchema"] = schema.output_schema
     definition["annotations"] = annotations
     if options.meta:
         definition["_meta"] = dict(options.meta)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any, Final
 
 from fastapi_mcp_routes.tools.content import MEDIA_CONTENT
-from fastapi_mcp_routes.tools.invoke import CapturedResponse
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire.constants import MEDIA_JSON
@@ -26,10 +28,11 @@ _MAX_PROBLEMS: Final = 20
 _LOCATIONS: Final = frozenset({"path", "query", "header", "cookie"})
 
 
-def tool_result(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
-    """Map the route's response to a `CallToolResult`."""
+def tool_result(tool: Tool, response: CapturedResponse, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Map the route's response to a `CallToolResult`; `arguments` name the request an empty
+    answer reports."""
     if 200 <= response.status < 300:
-        return _success(tool, response)
+        return _success(tool, response, arguments)
     if response.status >= 500:
         reference = uuid.uuid4().hex[:12]
         logger.warning(
@@ -48,11 +51,11 @@ def _media_type(response: CapturedResponse) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
+def _success(tool: Tool, response: CapturedResponse, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
     media_type = _media_type(response)
     body = response.body
     if not body:
-        return {"content": []}
+        return {"content": [{"type": "text", "text": _done(tool, response.status, arguments)}]}
     if media_type == MEDIA_CONTENT:
         return _content_blocks(tool, body)
     if media_type == MEDIA_JSON or media_type.endswith("+json"):
@@ -85,6 +88,17 @@ def _success(tool: Tool, response: CapturedResponse) -> dict[str, Any]:
         blob = base64.b64encode(body).decode("ascii")
         resource = {"uri": tool.path_format, "mimeType": media_type or "application/octet-stream", "blob": blob}
         return {"content": [{"type": "resource", "resource": resource}]}
+
+
+def _done(tool: Tool, status: int, arguments: Mapping[str, Any] | None) -> str:
+    """What an empty answer (a 204 to a DELETE) tells the model: which request, and that it
+    succeeded. An empty `content` left models unsure whether anything happened."""
+    path = planned_path(tool, arguments) if arguments is not None else tool.path_format
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:  # a 2xx code HTTP does not name
+        phrase = "Success"
+    return f"{tool.method} {path}: {status} {phrase}"
 
 
 def _content_blocks(tool: Tool, body: bytes) -> dict[str, Any]:
