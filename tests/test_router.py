@@ -84,6 +84,32 @@ def test_duplicate_tool_names_stop_the_app_at_startup() -> None:
         pass
 
 
+def test_the_router_included_twice_stops_the_app_at_startup() -> None:
+    app = FastAPI()
+    router = mcp_routes(app)
+    app.include_router(router)
+    app.include_router(router, prefix="/v2")
+    with pytest.raises(RuntimeError, match=r"2 MCP endpoints \('/mcp', '/v2/mcp'\).*include it once"), TestClient(app):
+        pass
+
+
+def test_two_endpoints_on_one_app_stop_it_at_startup() -> None:
+    app = FastAPI()
+    app.include_router(mcp_routes(app))
+    app.include_router(mcp_routes(app, path="/agents"))
+    with pytest.raises(RuntimeError, match=r"2 MCP endpoints .*pass path= to mcp_routes"), TestClient(app):
+        pass
+
+
+def test_one_endpoint_under_a_prefix_starts_and_serves() -> None:
+    app = FastAPI()
+    app.include_router(mcp_routes(app), prefix="/api")
+    with TestClient(app) as client:
+        assert client.post("/api/mcp", json=initialize(), headers=HEADERS).status_code == 200
+    with TestClient(app) as client:  # and again after a restart: the plain route was put back
+        assert client.post("/api/mcp", json=initialize(), headers=HEADERS).status_code == 200
+
+
 def test_server_identity_defaults_to_the_app_and_can_be_set() -> None:
     app = FastAPI(title="Inventory", version="3.2.1")
     app.include_router(mcp_routes(app))
