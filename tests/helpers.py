@@ -1106,7 +1106,10 @@ def pending_of(result: Mapping[str, Any]) -> dict[str, Any]:
     assert "structuredContent" not in result, result
     pending: dict[str, Any] = result["_meta"][PENDING_META_KEY]
     assert pending["pending"] is True
-    assert json.loads(result["content"][0]["text"]) == pending  # what the model reads
+    (block,) = result["content"]  # what the model reads: what to do, then the plan as JSON
+    how, plan = block["text"].rsplit("\n", 1)
+    assert f"confirmationToken={pending['token']!r}" in how
+    assert json.loads(plan) == pending
     return pending
 
 

@@ -260,7 +260,7 @@ def test_a_first_call_runs_nothing_and_returns_the_plan_and_a_token(base_url: st
     pending = pending_of(result)  # an isError result with no structuredContent, the plan in _meta
     assert isinstance(pending["token"], str)
     assert pending["plan"] == {"method": "POST", "path": "/shops/north/orders", "arguments": ORDER}
-    assert "confirmationToken" in result["content"][1]["text"]
+    assert "confirmationToken" in result["content"][0]["text"]
 
 
 def test_the_token_runs_the_call_once(base_url: str) -> None:

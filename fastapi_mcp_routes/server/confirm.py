@@ -367,9 +367,12 @@ def pending_result(gated: GatedCall, token: str, ttl_s: float) -> dict[str, Any]
         f"again with the same arguments plus {TOKEN_ARGUMENT}={token!r}; the token works once, "
         f"within {ttl_s / 60:g} minutes."
     )
-    text = [{"type": "text", "text": dumps(pending).decode()}, {"type": "text", "text": how}]
-    # Not the tool's structured result, so the tool's outputSchema stays the route's own.
-    return {"content": text, "isError": True, "_meta": {PENDING_META_KEY: pending}}
+    # One block, what to do first: clients that raise on `isError` keep only the first block's
+    # text (FastMCP's ToolError), and a model must still find the token in it. The plan follows
+    # as JSON on the last line. Not the tool's structured result, so the tool's outputSchema
+    # stays the route's own.
+    text = f"{how}\n{dumps(pending).decode()}"
+    return {"content": [{"type": "text", "text": text}], "isError": True, "_meta": {PENDING_META_KEY: pending}}
 
 
 def question(gated: GatedCall) -> InputRequest:
