@@ -6,18 +6,22 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers bench-workers bench-writes soak clean
 
+# Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
+# this first installs the project.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "installing the project and its test tools into $(VENV) (pip install -e '.[test]')" >&2
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --upgrade pip >&2
+	@$(BIN)/pip install --quiet -e '.[test]' >&2
+	@touch $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/uvicorn example_app.main:app --host 127.0.0.1 --port 8000
 
-# A bearer token the example accepts (scope notes:stats), from its demo issuer key.
+# A bearer token the example accepts (scope notes:stats), from its demo issuer key. Only the
+# token is printed (no echo of the command), so `TOKEN=$(make token)` works as it reads.
 token: $(STAMP)
-	$(BIN)/python -m example_app.auth
+	@$(BIN)/python -m example_app.auth
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
