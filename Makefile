@@ -39,6 +39,8 @@ imports: $(STAMP)
 conformance: $(STAMP)
 	scripts/conformance.sh
 
+# The MCP Inspector CLI tests (tests/test_inspector_cli.py) install the Inspector, and Node 22
+# where the machine's is older, into .tools/ on first use (scripts/node_package.sh).
 unit: $(STAMP)
 	$(BIN)/pytest -q
 

@@ -3,7 +3,8 @@
 # on 127.0.0.1, three ways: 0.1.16 (the session era), and the 0.2.0-alpha line with
 # --requirements 2026-07-28 (the stateless revision) and --requirements 2025-11-25. Each run has
 # its own expected-failures file under conformance/. Installs Node 22 (the npm package node@22,
-# when the machine's Node is older) and the suites into .tools/, which git ignores.
+# when the machine's Node is older) and the suites into .tools/, which git ignores, through
+# scripts/node_package.sh.
 #
 # Two passes of the three runs: against one process, then through scripts/round_robin.py (each
 # request to the next process) over two single-worker processes that share a generated secret
@@ -14,27 +15,16 @@ cd "$(dirname "$0")/.."
 
 STABLE=0.1.16
 ALPHA=0.2.0-alpha.12
-TOOLS=.tools
 PYTHON=.venv/bin/python
 START_S=20  # how long a process may take to listen
 
-node_major() { node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || true; }
-if [ "$(node_major)" = "" ] || [ "$(node_major)" -lt 22 ]; then
-  if [ ! -x "$TOOLS/node22/node_modules/.bin/node" ]; then
-    npm install --prefix "$TOOLS/node22" --no-audit --no-fund --silent node@22
-  fi
-  export PATH="$PWD/$TOOLS/node22/node_modules/.bin:$PATH"
-fi
-suite() {  # prints the entry point of one suite version, installing it on first use
-  local dir="$TOOLS/conformance-$1"
-  local js="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-  if [ ! -f "$js" ]; then
-    npm install --prefix "$dir" --no-audit --no-fund --silent "@modelcontextprotocol/conformance@$1" >&2
-  fi
-  echo "$js"
-}
-stable_js=$(suite "$STABLE")
-alpha_js=$(suite "$ALPHA")
+# The suites, and Node 22 where the machine's is older, installed on first use (one helper
+# installs every npm tool the tests use): two lines each, the Node to run it with and its script.
+stable=$(scripts/node_package.sh @modelcontextprotocol/conformance "$STABLE" dist/index.js)
+alpha=$(scripts/node_package.sh @modelcontextprotocol/conformance "$ALPHA" dist/index.js)
+node=${stable%%$'\n'*}
+stable_js=${stable#*$'\n'}
+alpha_js=${alpha#*$'\n'}
 
 started=()  # every process started here, stopped on exit
 scratch=$(mktemp -d)
@@ -69,10 +59,10 @@ serve() {  # PORT: serves the fixtures with one worker, in the background, with 
 }
 run_suites() {  # URL LABEL: the three runs against one endpoint
   echo "== conformance $STABLE (session era)$2"
-  node "$stable_js" server --url "$1" --expected-failures conformance/expected-failures.yml
+  "$node" "$stable_js" server --url "$1" --expected-failures conformance/expected-failures.yml
   for revision in 2026-07-28 2025-11-25; do
     echo "== conformance $ALPHA --requirements $revision$2"
-    node "$alpha_js" server --url "$1" --requirements "$revision" \
+    "$node" "$alpha_js" server --url "$1" --requirements "$revision" \
       --expected-failures "conformance/expected-failures-$revision.yml" | tee "$scratch/run.log"
     # The extension scenarios (tasks-*) are run but not scored, so the suite's exit code ignores
     # them; their checks are in its total, which must hold no failure either.
