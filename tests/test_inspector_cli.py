@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from example_app.main import API_KEY
+from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
 from tests.helpers import ROOT, WAIT_S, serve_processes
 
 INSPECTOR: Final = "@modelcontextprotocol/inspector"
@@ -118,12 +119,16 @@ def _error_envelope(stderr: str) -> dict[str, Any] | None:
 
 
 def pending_token(outcome: Outcome) -> str:
-    """The token of a call that is waiting for confirmation, read from the first text block's
-    JSON (`{"pending": true, "token": ..., "plan": ...}`), which the result holds whether or not
-    it is marked isError."""
-    pending = json.loads(outcome.first_text())
+    """The token of a call that is waiting for confirmation: an isError result whose text tells
+    the model what to do, then holds the plan as JSON on its last line; programs read the same
+    plan from `_meta`, and the two must agree."""
+    assert outcome.result is not None
+    assert outcome.result.get("isError") is True, outcome.result
+    pending = outcome.result["_meta"][PENDING_META_KEY]
+    assert json.loads(outcome.first_text().rsplit("\n", 1)[-1]) == pending
     assert pending["pending"] is True, pending
     token: str = pending["token"]
+    assert f"confirmationToken={token!r}" in outcome.first_text()
     return token
 
 
