@@ -58,7 +58,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/tool_call_vs_rest.py
 
 # This library against fastapi-mcp and FastMCP (installs each peer into .tools/bench/ first).
+# Draws benchmarks/peers.png too (matplotlib, the `bench` extra).
 bench-peers: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/peers.py
 
 # One process, two workers sharing a secret, and two workers sharing a secret and Redis, side by

@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from _http import BenchmarkError, Connection, Pools, Process, http_request, send_batch, uvicorn_process
+from chart import write_ratio_chart
 from peer_app import API_KEY, CREDENTIAL_HEADER, ENDPOINTS, EXTRA_ROUTES_ENV, IMPL_ENV
 
 HERE: Final = Path(__file__).resolve().parent
+CHART: Final = HERE / "peers.png"  # shown at the top of benchmarks/README.md
 VENVS: Final = HERE.parent / ".tools" / "bench"
 FACTORY: Final = "peer_app:create_app"
 OURS: Final = "fastapi-mcp-routes"
@@ -419,8 +421,24 @@ async def measure(servers: Mapping[tuple[str, int], Server], options: argparse.N
 # -- the report --------------------------------------------------------------------------------
 
 
+NAMES: Final = {OURS: "fastapi-mcp-routes", "fastapi-mcp": "fastapi-mcp", "fastmcp": "FastMCP"}
+
+
+def chart_ratios(results: Results) -> dict[str, dict[str, float]]:
+    """The per-call figures the chart draws: sequential p50 and server CPU, against REST."""
+    by = {(c.figure, c.impl): c for c in results.calls}
+    ratios: dict[str, dict[str, float]] = {}
+    for method in ("GET", "POST"):
+        sequential = {impl: by[(f"{method}, sequential", impl)] for impl in results.impls}
+        ratios[f"{method} p50 latency"] = {NAMES[i]: ratio_of_rounds(c) for i, c in sequential.items()}
+        ratios[f"{method} server CPU"] = {
+            NAMES[i]: c.tallies[1].cpu_us / c.tallies[0].cpu_us for i, c in sequential.items()
+        }
+    return ratios
+
+
 def render(results: Results, options: argparse.Namespace) -> Iterator[str]:
-    names = {OURS: "fastapi-mcp-routes", "fastapi-mcp": "fastapi-mcp", "fastmcp": "FastMCP"}
+    names = NAMES
     yield "| figure | " + " | ".join(names[i] for i in results.impls) + " | target |"
     yield "|---|" + "--:|" * len(results.impls) + "---|"
 
@@ -506,6 +524,8 @@ def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sessions", type=int, help=f"sessions opened for RSS (default {SESSIONS}; 100 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--only", action="append", choices=IMPLS, help="measure only this implementation (repeatable)")
+    parser.add_argument("--chart", type=Path, default=CHART, help=f"where the chart goes (default {CHART.name} here)")
+    parser.add_argument("--no-chart", action="store_true", help="print the tables only")
     options = parser.parse_args(argv)
     quick = options.quick
     options.rounds = options.rounds if options.rounds is not None else (2 if quick else 5)
@@ -554,6 +574,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(mcp {installed_version('fastmcp', 'mcp')}); shared: {shared}; python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs. Total run time {time.monotonic() - started:.0f} s."
     )
+    if not options.no_chart:
+        caption = (
+            f"`{command}` at {commit}: {options.rounds} rounds x {options.requests} requests; "
+            f"fastapi-mcp {results.versions['fastapi-mcp']}, FastMCP {results.versions['fastmcp']}; "
+            f"one uvicorn worker, {os.cpu_count()} CPUs"
+        )
+        title = "One tool call against the same route over REST"
+        write_ratio_chart(options.chart, title, [NAMES[i] for i in results.impls], chart_ratios(results), caption)
+        print(f"Chart written to {os.path.relpath(options.chart)}.")
     return 0
 
 
