@@ -21,6 +21,7 @@ from starlette.types import Scope
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
 from fastapi_mcp_routes.options import Limits, Sessions, Tasks, check_seconds
+from fastapi_mcp_routes.served import ServedEndpoint, mark_served
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
@@ -308,6 +309,8 @@ def mcp_routes(
             return await endpoint(request)
 
         served_endpoint = authenticated_endpoint
+    # What the command line reads back from the app's route table (served.py).
+    mark_served(served_endpoint, ServedEndpoint(registry, urls, deployment, list_visible_only))
     # A FastAPI route, so the dependencies of the app, of parent routers and of the inclusion
     # guard the endpoint as they guard every other route.
     router.add_api_route(
