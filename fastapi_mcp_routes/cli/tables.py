@@ -1,0 +1,110 @@
+"""`list` on a terminal: the inventory as Rich tables, one per kind, under a one-line summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fastapi_mcp_routes.cli.inventory import Argument, Entry, Inventory
+
+# Annotation hints shown when true, in this order, by the word the table uses.
+_HINTS = (
+    ("readOnlyHint", "read-only"),
+    ("destructiveHint", "destructive"),
+    ("idempotentHint", "idempotent"),
+    ("openWorldHint", "open-world"),
+)
+_HIDDEN_NOTE = "hidden: not listed to a caller that sends no credential (calls still run the route's guards)"
+
+
+def summary(inventory: Inventory) -> str:
+    """`MCP endpoint /mcp: 9 tools, 1 resource, ...`: what the endpoint serves, counted."""
+    counts = (
+        (len(inventory.tools), "tool"),
+        (len(inventory.resources), "resource"),
+        (len(inventory.templates), "resource template"),
+        (len(inventory.prompts), "prompt"),
+        (inventory.completions, "completion"),
+    )
+    served = ", ".join(f"{count} {what}{'' if count == 1 else 's'}" for count, what in counts)
+    return f"MCP endpoint {inventory.path}: {served}"
+
+
+def print_inventory(console: Console, inventory: Inventory) -> None:
+    """The summary, then a table of each kind the endpoint serves."""
+    console.print(summary(inventory), highlight=False)
+    if inventory.tools:
+        console.print(_tools(inventory.tools))
+    if inventory.resources:
+        console.print(_features("Resources", "URI", "uri", inventory.resources, arguments=False))
+    if inventory.templates:
+        console.print(_features("Resource templates", "URI template", "uriTemplate", inventory.templates))
+    if inventory.prompts:
+        console.print(_features("Prompts", "Prompt", "name", inventory.prompts))
+    entries = (*inventory.tools, *inventory.resources, *inventory.templates, *inventory.prompts)
+    if any(entry.hidden_from_anonymous for entry in entries):
+        console.print(Text(_HIDDEN_NOTE, style="dim"))
+
+
+def _tools(tools: Sequence[Entry]) -> Table:
+    table = Table(title="Tools", title_justify="left", show_lines=True)
+    table.add_column("Tool", no_wrap=True)
+    table.add_column("Route", no_wrap=True)
+    table.add_column("Marks")
+    table.add_column("Arguments (* required)")
+    for tool in tools:
+        table.add_row(
+            _named(tool.name, tool.definition.get("title")), _route(tool), _marks(tool), _listed(tool.arguments)
+        )
+    return table
+
+
+def _features(title: str, heading: str, key: str, entries: Iterable[Entry], *, arguments: bool = True) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=True)
+    table.add_column(heading, no_wrap=True)
+    table.add_column("Route", no_wrap=True)
+    table.add_column("Marks")
+    if arguments:
+        table.add_column("Arguments (* required)")
+    for entry in entries:
+        label = _named(str(entry.definition.get(key, "")), entry.definition.get("title"))
+        cells: list[Text | str] = [label, _route(entry), _marks(entry)]
+        if arguments:
+            cells.append(_listed(entry.arguments))
+        table.add_row(*cells)
+    return table
+
+
+def _named(name: str, title: object) -> Text:
+    text = Text(name, style="bold")
+    if isinstance(title, str) and title:
+        text.append(f"\n{title}", style="dim")
+    return text
+
+
+def _route(entry: Entry) -> Text:
+    return Text(f"{entry.method} {entry.path}")
+
+
+def _marks(entry: Entry) -> str:
+    annotations = entry.definition.get("annotations") or {}
+    marks = [word for hint, word in _HINTS if annotations.get(hint) is True]
+    if entry.confirm:
+        marks.append("confirm")
+    if entry.task != "never":
+        marks.append(f"task:{entry.task}")
+    if entry.stream:
+        marks.append("stream")
+    if entry.hidden_from_anonymous:
+        marks.append("hidden")
+    mime = entry.definition.get("mimeType")
+    if isinstance(mime, str) and entry.kind != "tool":
+        marks.append(mime)
+    return "\n".join(marks)
+
+
+def _listed(arguments: Sequence[Argument]) -> Text:
+    return Text("\n".join(f"{a.name}{'*' if a.required else ''}: {a.type}" for a in arguments))
