@@ -42,14 +42,21 @@ async def running(app: ASGIApp) -> AsyncIterator[dict[str, Any]]:
             except Exception as exc:  # reported below, as the reason the startup failed
                 failures.append(exc)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(lifespan)
-        await _step(to_app, from_app, "startup", STARTUP_S, failures)
-        try:
-            yield state
-        finally:
-            with anyio.CancelScope(shield=True):
-                await _step(to_app, from_app, "shutdown", SHUTDOWN_S, failures)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lifespan)
+            await _step(to_app, from_app, "startup", STARTUP_S, failures)
+            try:
+                yield state
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _step(to_app, from_app, "shutdown", SHUTDOWN_S, failures)
+    except* CliError as failed:
+        # The task group wraps what its body raised; the user reads the sentence alone.
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
 
 
 async def _step(

@@ -11,6 +11,7 @@ call gets the library's plan and token instead of a question.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -51,13 +52,13 @@ class Answerer:
         if not self._terminal:
             return dict(DECLINE)
         typer.echo(str(params.get("message", "")), err=True)
-        return dict(ACCEPT) if typer.confirm("Run it?", default=False, err=True) else dict(DECLINE)
+        return dict(ACCEPT) if _yes_or_no("Run it?", default=False) else dict(DECLINE)
 
 
 def _form(params: Mapping[str, Any]) -> dict[str, Any]:
     """A route's question, asked on the terminal: its message, then each field of its schema."""
     typer.echo(str(params.get("message", "")), err=True)
-    if not typer.confirm("Answer it?", default=True, err=True):
+    if not _yes_or_no("Answer it?", default=True):
         return dict(DECLINE)
     schema = params.get("requestedSchema")
     schema = schema if isinstance(schema, Mapping) else {}
@@ -78,20 +79,34 @@ def _field(name: str, field: Mapping[str, Any], required: bool) -> Any:
     kind = field.get("type")
     default = field.get("default")
     if kind == "boolean":
-        return typer.confirm(label, default=bool(default), err=True)
+        return _yes_or_no(label, default=bool(default))
     choices = _choices(field)
     if choices:
         label += f" [{'/'.join(choices)}]"
+    shown = f"{label} [{default}]: " if default is not None else f"{label}: "
     while True:
-        typed: str = typer.prompt(
-            label, default="" if default is None else str(default), show_default=default is not None, err=True
-        )
+        typed = _line(shown) or ("" if default is None else str(default))
         if not typed and not required:
             return None
         value = _typed(typed, kind)
         if value is not None and (not choices or typed in choices):
             return value
         typer.echo(f"Please enter {'one of ' + ', '.join(choices) if choices else f'a {kind}'}.", err=True)
+
+
+def _yes_or_no(question: str, *, default: bool) -> bool:
+    typed = _line(f"{question} {'[Y/n]' if default else '[y/N]'}: ").strip().lower()
+    return default if not typed else typed in ("y", "yes")
+
+
+def _line(prompt: str) -> str:
+    """One line typed on the terminal, the prompt on stderr (stdout carries only the result)."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise CliError("The terminal closed before the question was answered.")
+    return line.rstrip("\r\n")
 
 
 def _choices(field: Mapping[str, Any]) -> list[str]:

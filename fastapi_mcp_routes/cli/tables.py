@@ -29,7 +29,9 @@ def summary(inventory: Inventory) -> str:
         (len(inventory.prompts), "prompt"),
         (inventory.completions, "completion"),
     )
-    served = ", ".join(f"{count} {what}{'' if count == 1 else 's'}" for count, what in counts)
+    # The tools always, the rest where there are some (as the endpoint's startup line counts).
+    shown = [counts[0], *(entry for entry in counts[1:] if entry[0])]
+    served = ", ".join(f"{count} {what}{'' if count == 1 else 's'}" for count, what in shown)
     return f"MCP endpoint {inventory.path}: {served}"
 
 

@@ -1,0 +1,103 @@
+"""Small apps the command-line tests point `fastapi-mcp-routes` at (`tests.cli_apps:<name>`),
+each imported by a command run in a process of its own, never by a test module: one that is
+served well (a prefix, a tool taking a header-mirrored argument, a route that asks its user), and
+one for each way an app can fail `check` or not be an MCP app at all."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query
+
+from fastapi_mcp_routes import ToolContext, mcp_resource, mcp_routes, mcp_tool
+
+# -- served well -------------------------------------------------------------------------------
+
+app = FastAPI(title="CLI")
+app.include_router(mcp_routes(app, path="/agents"), prefix="/v1")
+
+
+@mcp_tool()
+@app.get("/regions/{zone}")
+def region(zone: str, name: Annotated[str, Query(json_schema_extra={"x-mcp-header": "Region"})]) -> dict[str, str]:
+    """Echo a region, whose name a 2026-07-28 client also sends as the Mcp-Param-Region header."""
+    return {"zone": zone, "name": name}
+
+
+@mcp_tool(confirm=False)
+@app.post("/ask")
+async def ask(ctx: Annotated[ToolContext, Depends()]) -> dict[str, Any]:
+    """Ask the user for a colour and how many, and say what they answered."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "colour": {"type": "string", "enum": ["teal", "plum"]},
+            "count": {"type": "integer", "title": "How many"},
+        },
+        "required": ["colour"],
+    }
+    answer = await ctx.elicit("Which colour?", schema)
+    return {"action": answer.action, "content": answer.content}
+
+
+def build() -> FastAPI:
+    """A factory: `--factory` calls it."""
+    built = FastAPI(title="Built")
+    built.include_router(mcp_routes(built))
+
+    @mcp_tool()
+    @built.get("/ping")
+    def ping() -> dict[str, bool]:
+        """Answer pong."""
+        return {"pong": True}
+
+    return built
+
+
+# -- each fails check --------------------------------------------------------------------------
+
+same_names = FastAPI()
+same_names.include_router(mcp_routes(same_names))
+
+
+@mcp_tool(name="lookup")
+@same_names.get("/users/{user_id}")
+def find_user(user_id: int) -> dict[str, int]:
+    """Look a user up."""
+    return {"id": user_id}
+
+
+@mcp_tool(name="lookup")
+@same_names.get("/teams/{team_id}")
+def find_team(team_id: int) -> dict[str, int]:
+    """Look a team up."""
+    return {"id": team_id}
+
+
+unknown_variable = FastAPI()
+unknown_variable.include_router(mcp_routes(unknown_variable))
+
+
+@mcp_resource("files://{name}")
+@unknown_variable.get("/files/{file_id}")
+def read_file(file_id: int) -> dict[str, int]:
+    """A resource whose URI variable names no parameter of its route."""
+    return {"id": file_id}
+
+
+without_router = FastAPI()
+
+
+@without_router.get("/plain")
+def plain() -> dict[str, bool]:
+    return {"plain": True}
+
+
+included_twice = FastAPI()
+_twice = mcp_routes(included_twice)
+included_twice.include_router(_twice)
+_versioned = APIRouter(prefix="/v2")
+_versioned.include_router(_twice)
+included_twice.include_router(_versioned)
+
+not_an_app = {"routes": []}
