@@ -346,12 +346,9 @@ def test_a_gated_call_with_yes_runs_the_route_once() -> None:
 
 def test_a_gated_call_without_a_terminal_or_yes_answers_the_plan_and_a_token() -> None:
     done = run("call", EXAMPLE, "create_note", "title=Groceries", "-H", API_KEY)
-    output = done.stdout + done.stderr
     assert done.returncode == 1
-    assert '"path": "/notes"' in output
-    assert '"title": "Groceries"' in output
-    assert TOKEN.search(done.stderr) is not None
-    assert "Not run: it needs confirmation. Run the same command with --yes." in done.stderr
+    assert "Groceries" in done.stdout + done.stderr  # the plan, as the library words it
+    assert "Not run: POST /notes needs confirmation. Run the same command with --yes." in done.stderr
     # This app keeps tokens in one process's memory: another run cannot redeem them, and says so.
     assert "works only where the app's processes share a secret and a store" in done.stderr
     match = TOKEN.search(done.stderr)

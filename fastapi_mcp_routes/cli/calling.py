@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import difflib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
@@ -34,6 +34,7 @@ from fastapi_mcp_routes.server.envelope import (
     MODERN_VERSIONS,
 )
 from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.tools.registry import ToolTable
 from fastapi_mcp_routes.tools.streams import SseParser
 from fastapi_mcp_routes.wire import constants as c
 
@@ -208,6 +209,11 @@ def notification_line(message: Message) -> str | None:
     return None
 
 
-def close_names(name: str, known: Sequence[str]) -> list[str]:
-    """Tool names like `name`, for the message about an unknown tool."""
-    return difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+def tool_named(table: ToolTable, name: str) -> Tool:
+    """The tool called `name`; `CliError` naming the closest names for one the table lacks."""
+    found = table.by_name.get(name)
+    if found is None:
+        close = difflib.get_close_matches(name, list(table.by_name), n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else " `list` shows the tools."
+        raise CliError(f"The endpoint has no tool named {name!r}.{hint}")
+    return found

@@ -18,14 +18,14 @@ from rich.console import Console
 
 from fastapi_mcp_routes.cli.arguments import caller_headers, tool_arguments
 from fastapi_mcp_routes.cli.asgi import running
-from fastapi_mcp_routes.cli.calling import CallRequest, call_tool, close_names, notification_line
+from fastapi_mcp_routes.cli.calling import CallRequest, call_tool, notification_line, tool_named
 from fastapi_mcp_routes.cli.checking import check_endpoint
 from fastapi_mcp_routes.cli.clients import CLIENTS, snippet
 from fastapi_mcp_routes.cli.endpoints import Endpoint, find_endpoint
 from fastapi_mcp_routes.cli.errors import CliError
 from fastapi_mcp_routes.cli.inventory import take_inventory
 from fastapi_mcp_routes.cli.loading import load_app
-from fastapi_mcp_routes.cli.progress import progress_line
+from fastapi_mcp_routes.cli.progress import Progress, progress_line
 from fastapi_mcp_routes.cli.questions import Answerer
 from fastapi_mcp_routes.cli.results import FAILED, print_answer
 from fastapi_mcp_routes.cli.tables import print_inventory
@@ -39,6 +39,7 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # a docstring's paragraphs are joined, as in the module docs
 )
 
 App = Annotated[
@@ -62,8 +63,11 @@ class Client(StrEnum):
 
 @cli.command("list")
 def list_command(target: App, as_json: AsJson = False, app_dir: AppDir = Path(), factory: Factory = False) -> None:
-    """List the tools, resources, resource templates and prompts the app's MCP endpoint serves,
-    with the route behind each (every entry, whoever may see it)."""
+    """List what the app's MCP endpoint serves, with the route behind each.
+
+    Every tool, resource, resource template and prompt, whoever may see it; --json prints them
+    as the lists give them, each with its route.
+    """
     endpoint, table = _discover(target, app_dir, factory)
     inventory = take_inventory(endpoint, table)
     if as_json:
@@ -74,8 +78,10 @@ def list_command(target: App, as_json: AsJson = False, app_dir: AppDir = Path(),
 
 @cli.command("check")
 def check_command(target: App, app_dir: AppDir = Path(), factory: Factory = False) -> None:
-    """Run the endpoint's startup validation without serving the app: status 0 and a summary,
-    or status 1 and every error (for CI)."""
+    """Check that the app's MCP endpoint would start, without serving it.
+
+    Status 0 and a one-line summary, or status 1 and the error that would stop the app (for CI).
+    """
     endpoint = _find(target, app_dir, factory)
     report = check_endpoint(endpoint)
     for warning in report.warnings:
@@ -103,15 +109,17 @@ def call_command(
     app_dir: AppDir = Path(),
     factory: Factory = False,
 ) -> None:
-    """Call one tool through the app's MCP endpoint, in process (the app's lifespan runs): its
-    guards, validation, confirmation and exception handlers apply as for any client."""
+    """Call one tool through the app's MCP endpoint, in process.
+
+    The app's lifespan runs, and the call is a real MCP request to the endpoint: the route's
+    guards, validation, confirmation and exception handlers apply as for any client. A tool that
+    changes data asks for confirmation on a terminal; --yes confirms it without asking.
+    """
+    if not timeout > 0:
+        raise CliError(f"--timeout must be a positive number of seconds, got {timeout:g}.")
     headers = caller_headers(header or [])
     endpoint, table = _discover(target, app_dir, factory)
-    found = table.by_name.get(tool)
-    if found is None:
-        close = close_names(tool, list(table.by_name))
-        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else " `list` shows the tools."
-        raise CliError(f"The endpoint has no tool named {tool!r}.{hint}")
+    found = tool_named(table, tool)
     arguments = tool_arguments(pairs or [], json_args, found.definition.get("inputSchema", {}))
     terminal = sys.stdin.isatty()
     request = CallRequest(found, arguments, headers, can_ask=terminal or yes)
@@ -132,11 +140,15 @@ def call_command(
 def config_command(
     client: Annotated[Client, typer.Argument(metavar="CLIENT", help=f"One of {', '.join(CLIENTS)}.")],
     url: Annotated[str, typer.Argument(metavar="URL", help="The running endpoint: http://127.0.0.1:8000/mcp.")],
-    name: Annotated[str | None, typer.Option("--name", help="The server's name in the client; its host name.")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The server's name in the client; by default the URL's host name.")
+    ] = None,
     header: Headers = None,
 ) -> None:
-    """Print what connects a client to a running endpoint over Streamable HTTP (stdout), and
-    where it goes (stderr)."""
+    """Print what connects an MCP client to a running endpoint.
+
+    The snippet goes to stdout, and one line on stderr says where it goes.
+    """
     made = snippet(client.value, url, name, caller_headers(header or []))
     typer.echo(made.text)
     typer.echo(made.where, err=True)
@@ -160,20 +172,23 @@ def _tell(message: Any) -> None:
 
 def _find(target: str, app_dir: Path, factory: bool) -> Endpoint:
     with progress_line(f"Importing {target}…") as progress:
-        app = load_app(target, app_dir, factory)
-        progress.update(f"Discovering routes… {_count_routes(app):,} routes")
-        return find_endpoint(app, target)
+        return _found(target, app_dir, factory, progress)
 
 
 def _discover(target: str, app_dir: Path, factory: bool) -> tuple[Endpoint, ToolTable]:
+    """The app's endpoint and its tool table, built as the endpoint builds it at startup."""
     with progress_line(f"Importing {target}…") as progress:
-        app = load_app(target, app_dir, factory)
-        progress.update(f"Discovering routes… {_count_routes(app):,} routes")
-        endpoint = find_endpoint(app, target)
+        endpoint = _found(target, app_dir, factory, progress)
         try:
             return endpoint, endpoint.served.registry.table()
         except ValueError as exc:
             raise CliError(f"The app's MCP endpoint would not start: {exc}") from None
+
+
+def _found(target: str, app_dir: Path, factory: bool, progress: Progress) -> Endpoint:
+    app = load_app(target, app_dir, factory)
+    progress.update(f"Discovering routes… {_count_routes(app):,} routes")
+    return find_endpoint(app, target)
 
 
 def _count_routes(app: FastAPI) -> int:

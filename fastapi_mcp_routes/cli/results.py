@@ -13,8 +13,8 @@ import typer
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 
-# Where a held call's result carries its plan and token (its `_meta`, `tools/confirmation.py`);
-# results that keep them in `structuredContent` instead are read too (`pending`).
+# A held call's plan and token: its `structuredContent`, or where the gate keeps them outside
+# the tool's own result, its `_meta` under this key (the library's `fastapi-mcp-routes/` prefix).
 _PENDING_META_KEY: Final = RESERVED_KEY_PREFIX + "pending"
 OK: Final = 0
 FAILED: Final = 1
@@ -52,13 +52,16 @@ def pending(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _not_run(held: Mapping[str, Any], tokens_outlive_a_run: bool) -> str:
+    plan = held.get("plan")
+    plan = plan if isinstance(plan, Mapping) else {}
+    held_for = f"Not run: {plan.get('method')} {plan.get('path')} needs confirmation."
     token = f"{TOKEN_ARGUMENT}={held['token']}"
     if tokens_outlive_a_run:
-        return f"Not run: it needs confirmation. Run the same command with --yes, or add {token}."
+        return f"{held_for} Run the same command with --yes, or add {token}."
     return (
-        f"Not run: it needs confirmation. Run the same command with --yes. (Adding {token} works only where the "
-        "app's processes share a secret and a store, mcp_routes(secret=..., store=...): this app keeps its "
-        "tokens in one process's memory, and each run is a new process.)"
+        f"{held_for} Run the same command with --yes. (Adding {token} works only where the app's processes "
+        "share a secret and a store, mcp_routes(secret=..., store=...): this app keeps its tokens in one "
+        "process's memory, and each run is a new process.)"
     )
 
 
