@@ -186,7 +186,7 @@ def test_list_json_names_the_endpoint_under_its_prefix() -> None:
 def test_a_progress_line_shows_on_a_terminal_and_is_erased() -> None:
     done, terminal = run_watched("list", EXAMPLE, "--json")
     assert done.returncode == 0
-    assert "Discovering routes… 21 routes" in terminal
+    assert re.search(r"Discovering routes… \d+ routes", terminal) is not None
     assert "\x1b[2K" in terminal  # the line erased once discovery is done
     assert json.loads(done.stdout)["endpoint"] == "/mcp"  # stdout untouched
 
