@@ -10,12 +10,8 @@ from typing import Any, Final
 
 import typer
 
-from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
+from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY, TOKEN_ARGUMENT
 
-# A held call's plan and token: its `structuredContent`, or where the gate keeps them outside
-# the tool's own result, its `_meta` under this key (the library's `fastapi-mcp-routes/` prefix).
-_PENDING_META_KEY: Final = RESERVED_KEY_PREFIX + "pending"
 OK: Final = 0
 FAILED: Final = 1
 
@@ -41,11 +37,10 @@ def print_answer(message: Mapping[str, Any], *, raw: bool, gated: bool, tokens_o
 
 
 def pending(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The plan and token of a call held for confirmation, or None for any other result."""
+    """The plan and token of a call held for confirmation (the result's `_meta`), or None for
+    any other result."""
     meta = result.get("_meta")
-    held = meta.get(_PENDING_META_KEY) if isinstance(meta, Mapping) else None
-    if held is None:
-        held = result.get("structuredContent")
+    held = meta.get(PENDING_META_KEY) if isinstance(meta, Mapping) else None
     if isinstance(held, Mapping) and held.get("pending") is True and isinstance(held.get("token"), str):
         return held
     return None
