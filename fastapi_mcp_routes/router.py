@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, params
-from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -21,7 +21,7 @@ from starlette.types import Scope
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
 from fastapi_mcp_routes.options import Limits, Sessions, Tasks, check_seconds
-from fastapi_mcp_routes.served import ServedEndpoint, mark_served
+from fastapi_mcp_routes.served import ServedEndpoint, check_served_once, mark_served
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
@@ -271,7 +271,7 @@ def mcp_routes(
     @asynccontextmanager
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
         try:
-            _check_served_once(app)
+            check_served_once(app)
             # First the route, then the tools: moving the route changes the route table.
             if plain_guards_only and not served_first:
                 swap = _serve_plainly(app, route, guards, mcp_endpoint)
@@ -320,31 +320,10 @@ def mcp_routes(
         include_in_schema=False,
         dependencies=guards,
         name="mcp",
-        route_class_override=EndpointRoute,
     )
     route = router.routes[-1]
     plain_guards_only = auth is None and not dependencies
     return router
-
-
-class EndpointRoute(APIRoute):
-    """The route of an MCP endpoint `mcp_routes` built: how the app's route table tells it
-    from the app's own routes, wherever it was included."""
-
-
-def _check_served_once(app: FastAPI) -> None:
-    """One endpoint per app, included once. A second one would serve the same routes with
-    sessions, tokens and subscriptions of its own, and the routes' writes would notify both;
-    the same router included twice would start its background work twice."""
-    paths = [
-        context.path for context in iter_route_contexts(app.routes) if isinstance(context.original_route, EndpointRoute)
-    ]
-    if len(paths) > 1:
-        raise RuntimeError(
-            f"the app serves {len(paths)} MCP endpoints ({', '.join(map(repr, paths))}): one endpoint serves "
-            "every marked route, so build it once with mcp_routes(app, ...) and include it once, "
-            "app.include_router(mcp_routes(app)); to serve it under another path, pass path= to mcp_routes"
-        )
 
 
 class _PlainRoute(Route):

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from fastapi import FastAPI
+from fastapi.routing import iter_route_contexts
+
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.url_policy import UrlPolicy
 from fastapi_mcp_routes.tools.registry import ToolRegistry
@@ -42,3 +45,27 @@ def served_by(route: Any) -> ServedEndpoint | None:
     """The record of the MCP endpoint this route serves, or None for any other route."""
     served = getattr(getattr(route, "endpoint", None), _ATTRIBUTE, None)
     return served if isinstance(served, ServedEndpoint) else None
+
+
+def served_endpoints(app: FastAPI) -> list[tuple[str, ServedEndpoint]]:
+    """Every MCP endpoint in the app's route table: the path it answers on (with the prefixes of
+    its inclusions) and what it serves."""
+    return [
+        (context.path, served)
+        for context in iter_route_contexts(app.routes)
+        if (served := served_by(context.original_route)) is not None and isinstance(context.path, str)
+    ]
+
+
+def check_served_once(app: FastAPI) -> None:
+    """One endpoint per app, included once; `ValueError` otherwise. A second endpoint would
+    serve the same routes with sessions, tokens and subscriptions of its own, and the routes'
+    writes would notify both; the same router included twice would start its background work
+    twice. Checked at startup (router.py) and by `fastapi-mcp-routes check`."""
+    paths = [path for path, _ in served_endpoints(app)]
+    if len(paths) > 1:
+        raise ValueError(
+            f"the app serves {len(paths)} MCP endpoints ({', '.join(map(repr, paths))}): one endpoint serves "
+            "every marked route, so build it once with mcp_routes(app, ...) and include it once, "
+            "app.include_router(mcp_routes(app)); to serve it under another path, pass path= to mcp_routes"
+        )

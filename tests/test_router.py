@@ -89,7 +89,7 @@ def test_the_router_included_twice_stops_the_app_at_startup() -> None:
     router = mcp_routes(app)
     app.include_router(router)
     app.include_router(router, prefix="/v2")
-    with pytest.raises(RuntimeError, match=r"2 MCP endpoints \('/mcp', '/v2/mcp'\).*include it once"), TestClient(app):
+    with pytest.raises(ValueError, match=r"2 MCP endpoints \('/mcp', '/v2/mcp'\).*include it once"), TestClient(app):
         pass
 
 
@@ -97,7 +97,7 @@ def test_two_endpoints_on_one_app_stop_it_at_startup() -> None:
     app = FastAPI()
     app.include_router(mcp_routes(app))
     app.include_router(mcp_routes(app, path="/agents"))
-    with pytest.raises(RuntimeError, match=r"2 MCP endpoints .*pass path= to mcp_routes"), TestClient(app):
+    with pytest.raises(ValueError, match=r"2 MCP endpoints .*pass path= to mcp_routes"), TestClient(app):
         pass
 
 

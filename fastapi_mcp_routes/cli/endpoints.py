@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from fastapi import FastAPI
-from fastapi.routing import iter_route_contexts
 
 from fastapi_mcp_routes.cli.errors import CliError
-from fastapi_mcp_routes.served import ServedEndpoint, served_by
+from fastapi_mcp_routes.served import ServedEndpoint, check_served_once, served_endpoints
 
 _HOW_TO_SERVE: Final = "app.include_router(mcp_routes(app))"
 
@@ -28,20 +27,14 @@ class Endpoint:
 def find_endpoint(app: FastAPI, target: str) -> Endpoint:
     """The one MCP endpoint of `app` (`target` names the app in messages); `CliError` when it
     has none, or more than one."""
-    found = [
-        Endpoint(app, context.path, served)
-        for context in iter_route_contexts(app.routes)
-        if (served := served_by(context.original_route)) is not None and isinstance(context.path, str)
-    ]
+    found = [Endpoint(app, path, served) for path, served in served_endpoints(app)]
     if not found:
         raise CliError(
             f"{target!r} serves no MCP endpoint: add {_HOW_TO_SERVE} after creating the app "
             "(from fastapi_mcp_routes import mcp_routes)."
         )
-    if len(found) > 1:
-        paths = ", ".join(repr(endpoint.path) for endpoint in found)
-        raise CliError(
-            f"{target!r} serves {len(found)} MCP endpoints ({paths}), and an app serves one: build the router "
-            f"once and include it once, {_HOW_TO_SERVE} (pass path= to mcp_routes for another path)."
-        )
+    try:
+        check_served_once(app)
+    except ValueError as twice:
+        raise CliError(f"{target!r}: {twice}.") from None
     return found[0]
