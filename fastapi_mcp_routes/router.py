@@ -20,6 +20,10 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
+from fastapi_mcp_routes.explorer.about import About
+from fastapi_mcp_routes.explorer.docs_link import link_docs_to
+from fastapi_mcp_routes.explorer.facts import ServerFacts, auth_name
+from fastapi_mcp_routes.explorer.pages import add_explorer_routes, serves_explorer
 from fastapi_mcp_routes.options import Limits, Sessions, Tasks, check_seconds
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
@@ -96,6 +100,7 @@ def mcp_routes(
     default_subscribe_ms: int = 5000,
     max_subscribe_ms: int = 30000,
     max_subscribe_frames: int = 200,
+    explorer: bool | None = None,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools, resources, prompts
     and completions (`mcp_tool`, `mcp_resource`, `mcp_prompt`, `mcp_completion`).
@@ -175,8 +180,14 @@ def mcp_routes(
             JSON Lines) called as a tool is sampled for `durationMs` (by default
             `default_subscribe_ms`, at most `max_subscribe_ms`) and returns at most `maxFrames`
             frames (at most `max_subscribe_frames`).
+        explorer: serve the MCP explorer at `{path}/explorer`, a page beside `/docs` that shows
+            each viewer what the endpoint shows them (tools with their routes, resources,
+            prompts, the server's options) and calls tools from a form, and link it from the
+            OpenAPI description; `None` (the default) serves it where the app serves its docs
+            (`docs_url`), `True` always, `False` never.
     """
     _check_options(path, max_stream_seconds)
+    with_explorer = serves_explorer(app, explorer)
     check_seconds("confirmation_ttl_s", confirmation_ttl_s)
     session_options = _session_options(sessions)
     limits = limits if limits is not None else Limits()
@@ -321,6 +332,23 @@ def mcp_routes(
     )
     route = router.routes[-1]
     plain_guards_only = auth is None and not dependencies
+    if with_explorer:
+        facts = ServerFacts(
+            name=identity.name,
+            version=identity.version,
+            instructions=identity.instructions,
+            protocol_versions=(*c.SESSION_ERA_VERSIONS, *MODERN_VERSIONS),
+            sessions=session_options,
+            auth=auth_name(auth),
+            protected_resource=protected_resource is not None,
+            list_visible_only=list_visible_only,
+            confirm_mutations=require_confirmation_for_mutations,
+            confirmation_ttl_s=confirmation_ttl_s,
+            rate_limit=rate_limit,
+            limits=limits,
+        )
+        about = About(app=app, registry=registry, lists=lists, facts=facts)
+        link_docs_to(app, add_explorer_routes(router, app, path, about, guards, auth))
     return router
 
 
