@@ -14,14 +14,23 @@ from fastapi import Depends, FastAPI, HTTPException, Security
 from fastapi.security import APIKeyHeader
 from fastapi.testclient import TestClient
 
-from fastapi_mcp_routes import JWTBearer, PromptMessage, PromptResponse, mcp_prompt, mcp_resource, mcp_routes, mcp_tool
+from fastapi_mcp_routes import (
+    JWTBearer,
+    PromptMessage,
+    PromptResponse,
+    mcp_completion,
+    mcp_prompt,
+    mcp_resource,
+    mcp_routes,
+    mcp_tool,
+)
 from fastapi_mcp_routes import text_content as text_block
 from tests.helpers import AUDIENCE, ISSUER, PUBLIC, post_stateless, token
 
 api_key = APIKeyHeader(name="x-api-key")
 KEY = {"x-api-key": "k"}
 # The names and paths a caller without the key must not learn anything of.
-HIDDEN = ("guarded_secret_tool", "/vault/entries", "vault://secrets", "vault_prompt", "/vault/prompt")
+HIDDEN = ("guarded_secret_tool", "/vault/entries", "vault://secrets", "vault_prompt", "/vault/prompt", "/vault/shelves")
 
 
 def require_key(key: Annotated[str, Security(api_key)]) -> None:
@@ -53,8 +62,13 @@ def make_app(app: FastAPI | None = None, prefix: str = "", **options: Any) -> Fa
 
     @mcp_prompt(name="vault_prompt")
     @app.get("/vault/prompt", response_model=PromptResponse, dependencies=[Depends(require_key)])
-    def prompt() -> PromptResponse:
-        return PromptResponse(messages=[PromptMessage(role="user", content=text_block("Hi"))])
+    def prompt(shelf: str = "top") -> PromptResponse:
+        return PromptResponse(messages=[PromptMessage(role="user", content=text_block(f"Hi {shelf}"))])
+
+    @mcp_completion(prompt="vault_prompt", argument="shelf")
+    @app.get("/vault/shelves")
+    def shelves(value: str = "") -> list[str]:
+        return [shelf for shelf in ("top", "bottom") if shelf.startswith(value)]
 
     return app
 

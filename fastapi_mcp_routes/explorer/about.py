@@ -21,6 +21,7 @@ from starlette.requests import Request
 from fastapi_mcp_routes.explorer.facts import ServerFacts
 from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.catalog import PROMPT_REF, RESOURCE_REF
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire import constants as c
@@ -53,6 +54,11 @@ class About:
         docs = self._docs_url(request)
         route = _RouteLinks(self._operations(), docs)
         resources = sorted(catalog.resources.values(), key=lambda entry: entry.template.text)
+        templates = [entry for entry in catalog.templates if shown(entry.access)]
+        prompts = [prompt for prompt in catalog.prompts.values() if shown(prompt.access)]
+        # A completion names its prompt or template: listed only with what it completes.
+        completed = {(PROMPT_REF, prompt.name) for prompt in prompts}
+        completed |= {(RESOURCE_REF, entry.template.text) for entry in templates}
         return {
             **self._facts.as_json(),
             "docs": docs,
@@ -73,14 +79,13 @@ class About:
                 if shown(entry.access)
             ],
             "resourceTemplates": [
-                {"uriTemplate": entry.definition["uriTemplate"], "route": route(entry.call)}
-                for entry in catalog.templates
-                if shown(entry.access)
+                {"uriTemplate": entry.definition["uriTemplate"], "route": route(entry.call)} for entry in templates
             ],
-            "prompts": [
-                {"name": prompt.name, "route": route(prompt.call)}
-                for prompt in catalog.prompts.values()
-                if shown(prompt.access)
+            "prompts": [{"name": prompt.name, "route": route(prompt.call)} for prompt in prompts],
+            "completions": [
+                {"ref": {"type": kind, "name": target}, "argument": argument, "route": route(call)}
+                for (kind, target, argument), call in catalog.completions.items()
+                if (kind, target) in completed
             ],
         }
 

@@ -371,7 +371,8 @@ function setStatus(text, problem) {
 
 // What the explorer's JSON says about each tool, resource, template and prompt's route.
 function routeIndex(about) {
-  const index = { tools: new Map(), resources: new Map(), templates: new Map(), prompts: new Map(), mcp: new Map() };
+  // By name (or URI), and what each route serves ("GET /notes" -> "tool").
+  const index = { tools: new Map(), resources: new Map(), templates: new Map(), prompts: new Map(), completions: new Map(), mcp: new Map() };
   if (!about) return index;
   const note = (map, key, entry, kind) => {
     map.set(key, entry);
@@ -381,6 +382,7 @@ function routeIndex(about) {
   for (const entry of about.resources) note(index.resources, entry.uri, entry, "resource");
   for (const entry of about.resourceTemplates) note(index.templates, entry.uriTemplate, entry, "resource template");
   for (const entry of about.prompts) note(index.prompts, entry.name, entry, "prompt");
+  for (const entry of about.completions) note(index.completions, `${entry.ref.name} ${entry.argument}`, entry, "completion");
   return index;
 }
 
@@ -474,15 +476,14 @@ function toolCard(tool, about) {
       badges(annotations, about),
     ),
   );
-  card.append(
+  return append(card, [
     el("p", { className: "description" }, tool.description || ""),
     route ? routeLine(route) : null,
     jsonBlock("Input schema", tool.inputSchema),
     tool.outputSchema ? jsonBlock("Output schema", tool.outputSchema) : null,
-    annotations && Object.keys(annotations).length ? jsonBlock("Annotations", annotations) : null,
+    Object.keys(annotations).length ? jsonBlock("Annotations", annotations) : null,
     tryIt(tool, about),
-  );
-  return card;
+  ]);
 }
 
 function badges(annotations, about) {
@@ -1078,15 +1079,17 @@ function promptForm(prompt) {
 
 // -- the app's other routes -------------------------------------------------------------------
 
-// The OpenAPI document's operations that are not MCP features for this caller, unmarked.
+// The OpenAPI document's operations that are not tools, resources or prompts for this caller:
+// completions marked as such, the others as REST only.
 function renderOtherRoutes(routes) {
   const paths = (page.openapi && page.openapi.paths) || {};
   const cards = [];
   for (const [path, item] of Object.entries(paths)) {
     for (const method of HTTP_METHODS) {
       const operation = item[method];
-      if (!operation || routes.mcp.has(`${method.toUpperCase()} ${path}`)) continue;
-      cards.push(otherRoute(method.toUpperCase(), path, operation));
+      const kind = routes.mcp.get(`${method.toUpperCase()} ${path}`);
+      if (!operation || (kind && kind !== "completion")) continue;
+      cards.push(otherRoute(method.toUpperCase(), path, operation, kind));
     }
   }
   byId("routes-section").hidden = cards.length === 0;
@@ -1094,13 +1097,13 @@ function renderOtherRoutes(routes) {
   byId("routes").replaceChildren(...cards);
 }
 
-function otherRoute(method, path, operation) {
+function otherRoute(method, path, operation, kind) {
   const tag = (operation.tags && operation.tags[0]) || "default";
   const docs = page.docsUrl && operation.operationId ? `${page.docsUrl}#/${encodeURIComponent(tag)}/${encodeURIComponent(operation.operationId)}` : null;
   return el(
     "div",
     { className: "card route-only", "data-search": searchText(path, operation.summary, operation.description) },
-    el("span", { className: "mark rest-mark" }, "REST only"),
+    kind ? el("span", { className: "mark tool-mark" }, kind) : el("span", { className: "mark rest-mark" }, "REST only"),
     el("span", { className: `method method-${method.toLowerCase()}` }, method),
     el("code", { className: "path" }, path),
     operation.summary ? el("span", { className: "title" }, operation.summary) : null,
