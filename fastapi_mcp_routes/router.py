@@ -6,9 +6,9 @@ import logging
 import operator
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -277,6 +277,9 @@ def mcp_routes(
         endpoint.refuse_foreign_origin(request)
 
     served_first: list[_Swap] = []
+    # The endpoint's router's other FastAPI routes (by id: routes are not hashable), served as
+    # these where the Origin check is all that guards them (`_serve_plainly`).
+    plain_endpoints: dict[int, Callable[[Request], Awaitable[Response]]] = {}
 
     @asynccontextmanager
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
@@ -284,7 +287,7 @@ def mcp_routes(
             _check_served_once(app)
             # First the route, then the tools: moving the route changes the route table.
             if plain_guards_only and not served_first:
-                swap = _serve_plainly(app, route, guards, mcp_endpoint)
+                swap = _serve_plainly(app, route, guards, mcp_endpoint, plain_endpoints)
                 if swap is not None:
                     served_first.append(swap)
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
@@ -348,7 +351,9 @@ def mcp_routes(
             limits=limits,
         )
         about = About(app=app, registry=registry, lists=lists, facts=facts)
-        link_docs_to(app, add_explorer_routes(router, app, path, about, guards, auth))
+        explorer_routes = add_explorer_routes(router, app, path, about, guards, auth, origin_first)
+        plain_endpoints[id(explorer_routes.about)] = explorer_routes.plain_about
+        link_docs_to(app)
     return router
 
 
@@ -397,15 +402,22 @@ class _Swap:
     plain: Route
     inclusion: Any = None  # the inclusion's own entry, taken out while the plain route serves
     index: int = 0
+    others: list[Route] = field(default_factory=list)  # its other routes, served plainly in its place
 
     def undo(self, app: FastAPI) -> None:
         app.router.routes.remove(self.plain)
+        for other in self.others:
+            app.router.routes.remove(other)
         if self.inclusion is not None:
             app.router.routes.insert(self.index, self.inclusion)
 
 
 def _serve_plainly(
-    app: FastAPI, route: Any, guards: list[params.Depends], endpoint: Callable[[Request], Awaitable[Response]]
+    app: FastAPI,
+    route: Any,
+    guards: list[params.Depends],
+    endpoint: Callable[[Request], Awaitable[Response]],
+    plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
 ) -> _Swap | None:
     """Serve the endpoint as a plain Starlette route, where nothing but the Origin check guards it.
 
@@ -414,30 +426,67 @@ def _serve_plainly(
     itself and caps its body by `Limits.max_body_bytes`. So when the inclusion (and the app and the
     routers around it) added neither, a plain route with the same path and endpoint is put at
     the front, or just before the inclusion when a route ahead could take its path: routes match
-    in the same order as before. An inclusion that holds nothing else is taken out meanwhile, so
-    the REST requests matched after it do not test it (about 40 Python calls each). It is done
-    at startup, so an app that never includes the router never serves it, and undone at
-    shutdown."""
+    in the same order as before. An inclusion that holds nothing else it cannot serve plainly too
+    is taken out meanwhile, so the REST requests matched after it do not test it (about 40 Python
+    calls each): its other routes (the explorer's, the RFC 9728 metadata) take its place as plain
+    routes, each turning a REST request away with one string test. It is done at startup, so an
+    app that never includes the router never serves it, and undone at shutdown."""
     for index, top in enumerate(app.routes):
         contexts = list(iter_route_contexts([top]))
         for context in contexts:
             if context.original_route is not route or not isinstance(context.path, str):
                 continue
-            dependencies = list(getattr(context, "dependencies", None) or ())
-            own = len(dependencies) == len(guards) and all(map(operator.is_, dependencies, guards))
-            if not own or getattr(context, "max_body_size", None) is not None:
+            if not _guarded_plainly(context, guards):
                 return None
             plain = _PlainRoute(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
             swap = _Swap(plain)
-            if len(contexts) == 1 and top is not route:
-                swap.inclusion, swap.index = top, index
-                app.router.routes.remove(top)
+            others = _plain_others(contexts, route, guards, plain_endpoints)
+            if others is not None and top is not route:
+                swap.inclusion, swap.index, swap.others = top, index, others
+                app.router.routes[index : index + 1] = others
             # At the very front when no route ahead could take a request for it: the same
             # order of matching, without testing those routes on every MCP request.
             ahead = app.routes[:index]
             app.router.routes.insert(0 if not _any_takes(ahead, context.path) else index, plain)
             return swap
     return None
+
+
+def _guarded_plainly(context: Any, guards: list[params.Depends]) -> bool:
+    """Whether nothing but the endpoint's own guards and no body limit apply to a route here."""
+    dependencies = list(getattr(context, "dependencies", None) or ())
+    own = len(dependencies) == len(guards) and all(map(operator.is_, dependencies, guards))
+    return own and getattr(context, "max_body_size", None) is None
+
+
+def _plain_others(
+    contexts: list[Any],
+    route: Any,
+    guards: list[params.Depends],
+    plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
+) -> list[Route] | None:
+    """The inclusion's routes besides the endpoint as plain routes at their paths, in order: a
+    Starlette route as it is, a FastAPI route guarded by the endpoint's guards alone as the
+    endpoint `plain_endpoints` gives it; None when one of them cannot be served plainly."""
+    others: list[Route] = []
+    for context in contexts:
+        original = context.original_route
+        if original is route:
+            continue
+        if isinstance(original, APIRoute):
+            plain_endpoint = plain_endpoints.get(id(original))
+            if plain_endpoint is None or not _guarded_plainly(context, guards):
+                return None
+        elif type(original) is Route:
+            plain_endpoint = original.endpoint
+        else:
+            return None
+        if not isinstance(context.path, str):
+            return None
+        methods = sorted(original.methods or ())
+        plain = _PlainRoute(context.path, plain_endpoint, methods=methods, include_in_schema=False, name=original.name)
+        others.append(plain)
+    return others
 
 
 def _any_takes(routes: Sequence[Any], path: str) -> bool:

@@ -106,11 +106,11 @@ def test_the_page_and_its_files_are_served_beside_the_endpoint_under_a_strict_po
         assert "frame-ancestors 'none'" in policy
         # Its files are its own, relative to it: nothing comes from elsewhere, nothing inline.
         sources = re.findall(r'(?:src|href)="([^"]*)"', page.text)
-        assert sorted(sources) == ["data:,", "explorer/explorer.css", "explorer/explorer.js"]
+        assert sorted(sources) == ["data:,", "explorer?file=explorer.css", "explorer?file=explorer.js"]
         assert "<script>" not in page.text
         assert 'data-docs="/docs" data-openapi="/openapi.json"' in page.text
         for name, media_type in (("explorer.js", "text/javascript"), ("explorer.css", "text/css")):
-            served = client.get(f"/mcp/explorer/{name}")
+            served = client.get(f"/mcp/explorer?file={name}")
             assert served.status_code == 200
             assert served.headers["content-type"].startswith(media_type)
             assert served.headers["content-security-policy"] == policy
@@ -133,7 +133,7 @@ def test_the_page_is_served_where_the_app_serves_its_docs_unless_told(
     app: FastAPI, explorer: bool | None, served: bool
 ) -> None:
     with TestClient(make_app(app, explorer=explorer)) as client:
-        for path in ("/mcp/explorer", "/mcp/explorer/explorer.js", "/mcp/explorer/about"):
+        for path in ("/mcp/explorer", "/mcp/explorer?file=explorer.js", "/mcp/explorer/about"):
             assert client.get(path).status_code == (200 if served else 404)
         if app.openapi_url:
             description = client.get("/openapi.json").json()["info"].get("description", "")
@@ -159,6 +159,31 @@ def test_the_page_follows_the_include_prefix_the_endpoint_path_and_the_root_path
         description = client.get("/openapi.json").json()["info"]["description"]
         # Relative to /docs, so it holds behind the root path (and any proxy) too.
         assert "[MCP explorer](./api/agents/explorer)" in description
+
+
+def test_guarded_by_the_origin_check_alone_it_is_served_plainly_in_the_inclusions_place() -> None:
+    app = FastAPI()
+    app.include_router(mcp_routes(app))
+    inclusion = app.router.routes[-1]
+    place = app.router.routes.index(inclusion)
+
+    @app.get("/items")
+    def items() -> list[int]:
+        return [1]
+
+    with TestClient(app) as client:
+        # REST requests do not test the inclusion: the endpoint is at the front, and the
+        # explorer's two routes where the inclusion was, each turning other paths away at once.
+        assert inclusion not in app.router.routes
+        plain = [route.path for route in app.router.routes if type(route).__name__ == "_PlainRoute"]
+        assert plain == ["/mcp", "/mcp/explorer", "/mcp/explorer/about"]
+        assert client.get("/items").json() == [1]
+        assert client.get("/mcp/explorer").status_code == 200
+        assert client.get("/mcp/explorer/about").status_code == 200
+        foreign = client.get("/mcp/explorer/about", headers={"origin": "https://evil.example"})
+        assert foreign.status_code == 403
+        assert "[MCP explorer](./mcp/explorer)" in client.get("/openapi.json").json()["info"]["description"]
+    assert app.router.routes[place] is inclusion  # put back at shutdown
 
 
 # -- the link from /docs ----------------------------------------------------------------------

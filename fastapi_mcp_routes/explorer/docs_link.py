@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from fastapi import FastAPI
-from fastapi.routing import iter_route_contexts
-from starlette.routing import BaseRoute
+from starlette.routing import NoMatchFound
+
+from fastapi_mcp_routes.explorer.pages import PAGE_ROUTE
 
 LINK_TEXT: Final = "MCP explorer"
 # What the link leads to, said after it: a reader of /docs may not know what MCP is.
@@ -28,14 +29,13 @@ LINK_NOTE: Final = (
 )
 
 
-def link_docs_to(app: FastAPI, page: BaseRoute) -> None:
-    """Append a Markdown link to the page served by the route `page` to the app's OpenAPI
-    `info.description`."""
+def link_docs_to(app: FastAPI) -> None:
+    """Append a Markdown link to the explorer's page to the app's OpenAPI `info.description`."""
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi_with_link() -> dict[str, Any]:
         schema = generate()
-        where = served_path(app, page)
+        where = served_path(app)
         if where is None:
             return schema
         info = dict(schema.get("info") or {})
@@ -47,13 +47,14 @@ def link_docs_to(app: FastAPI, page: BaseRoute) -> None:
     app.openapi = openapi_with_link  # type: ignore[method-assign]
 
 
-def served_path(app: FastAPI, page: BaseRoute) -> str | None:
-    """The path the page is served at in the app now; None when it is not included, or its
-    path holds a parameter (a tenant's prefix), which no one link fills."""
-    for context in iter_route_contexts(app.routes):
-        if context.original_route is page and isinstance(context.path, str):
-            return None if "{" in context.path else context.path
-    return None
+def served_path(app: FastAPI) -> str | None:
+    """The path the page is served at in the app now (wherever the router was included, and
+    however the route table was arranged at startup); None when it is not served, or its path
+    holds a parameter (a tenant's prefix), which no one link fills."""
+    try:
+        return str(app.url_path_for(PAGE_ROUTE))
+    except NoMatchFound:
+        return None
 
 
 def link_from_docs(app: FastAPI, page_path: str) -> str:

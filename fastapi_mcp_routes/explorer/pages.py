@@ -13,6 +13,10 @@ Deliberate choices:
 - The page finds the endpoint from its own address (`…/explorer` without `/explorer`), so it
   follows include prefixes, `root_path` and a proxy's path; only the docs' address, which the
   page cannot guess, is written into it, as data attributes.
+- Two paths in all: the page and its files at `{path}/explorer` (a file by `?file=`), the JSON
+  at `{path}/explorer/about`. Each route beside the endpoint's is one more route a REST request
+  may be tested against; served plainly (router.py, `_serve_plainly`), each costs that request
+  one string test.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from fastapi_mcp_routes.wire import constants as c
 
 PAGE: Final = "/explorer"
 ABOUT: Final = "/about"
+FILE_PARAMETER: Final = "file"  # `{path}/explorer?file=explorer.js`
+# The page's route name, by which the app finds where it is served (`app.url_path_for`).
+PAGE_ROUTE: Final = "mcp_explorer"
 CONTENT_SECURITY_POLICY: Final = "; ".join(
     (
         "default-src 'none'",
@@ -56,6 +63,17 @@ _SECURITY_HEADERS: Final = {
 # What the JSON says is this caller's alone: no cache keeps it for anyone else.
 _PRIVATE: Final = {"cache-control": "no-store"}
 _ASSETS: Final = (("explorer.js", "text/javascript; charset=utf-8"), ("explorer.css", "text/css; charset=utf-8"))
+_HTML: Final = "text/html; charset=utf-8"
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class ExplorerRoutes:
+    """The explorer's routes in the endpoint's router, and how to serve its JSON without
+    FastAPI's request handling where the Origin check is its only guard."""
+
+    about: BaseRoute  # the JSON, behind the endpoint's guards
+    plain_about: Endpoint  # the JSON behind the Origin check alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,22 +111,22 @@ def add_explorer_routes(
     about: About,
     guards: Sequence[params.Depends],
     auth: Callable[..., Any] | params.Depends | None,
-) -> BaseRoute:
-    """Add the page, its files and its JSON to the endpoint's router; the page's route."""
+    check_origin: Callable[[Request], None],
+) -> ExplorerRoutes:
+    """Add the page, its files and its JSON to the endpoint's router, behind `guards` and
+    `auth` as the endpoint is; `check_origin` is the endpoint's Origin check."""
     where = page_path(endpoint_path)
     template = _read("explorer.html").decode()
+    assets = {name: Asset(_read(name), media_type) for name, media_type in _ASSETS}
 
     async def page(request: Request) -> Response:
-        return Response(
-            _render(template, app, request), media_type="text/html; charset=utf-8", headers=_SECURITY_HEADERS
-        )
+        name = request.query_params.get(FILE_PARAMETER)
+        if name is None:
+            return Response(_render(template, app, request), media_type=_HTML, headers=_SECURITY_HEADERS)
+        asset = assets.get(name)
+        return asset.response() if asset is not None else Response(status_code=404)
 
-    router.add_route(where, page, methods=["GET"], include_in_schema=False, name="mcp_explorer")
-    page_route = router.routes[-1]
-    for name, media_type in _ASSETS:
-        router.add_route(
-            f"{where}/{name}", _serve(Asset(_read(name), media_type)), methods=["GET"], include_in_schema=False
-        )
+    router.add_route(where, page, methods=["GET"], include_in_schema=False, name=PAGE_ROUTE)
     router.add_api_route(
         where + ABOUT,
         _about_endpoint(about, auth),
@@ -117,14 +135,12 @@ def add_explorer_routes(
         dependencies=list(guards),
         name="mcp_explorer_about",
     )
-    return page_route
 
+    async def plain_about(request: Request) -> Response:
+        check_origin(request)
+        return JSONResponse(about.document(request), headers=_PRIVATE)
 
-def _serve(asset: Asset) -> Callable[[Request], Awaitable[Response]]:
-    async def serve(request: Request) -> Response:
-        return asset.response()
-
-    return serve
+    return ExplorerRoutes(router.routes[-1], plain_about)
 
 
 def _about_endpoint(
