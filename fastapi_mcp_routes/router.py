@@ -8,7 +8,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -16,8 +16,8 @@ from fastapi import APIRouter, Depends, FastAPI, params
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Match, Route
-from starlette.types import Scope
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route
+from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
 from fastapi_mcp_routes.explorer.about import About
@@ -395,6 +395,49 @@ class _PlainRoute(Route):
         return super().matches(scope)
 
 
+class _PlainRoutes(BaseRoute):
+    """Plain routes standing in for an inclusion's other routes (the explorer's, the metadata):
+    a request for a path none of them ends with is turned away by one string test, however
+    many they are (two routes tested one by one cost a REST request 8 Python calls, together 4:
+    `count_calls` in benchmarks/rest_writes.py)."""
+
+    def __init__(self, routes: list[_PlainRoute]) -> None:
+        self.routes = routes
+        self.literal_ends = tuple(route.literal_end for route in routes)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        path = scope.get("path")
+        if isinstance(path, str) and not path.endswith(self.literal_ends):
+            return Match.NONE, {}
+        found = self._route(scope)
+        return found.matches(scope) if found is not None else (Match.NONE, {})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = self._route(scope)
+        if found is not None:  # the router hands over only what `matches` took
+            await found.handle(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+        for route in self.routes:
+            try:
+                return route.url_path_for(name, **path_params)
+            except NoMatchFound:
+                pass
+        raise NoMatchFound(name, path_params)
+
+    def _route(self, scope: Scope) -> _PlainRoute | None:
+        """The route that takes the request: the first that fully matches, else the first that
+        matches but for the method (which answers 405)."""
+        partial = None
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return route
+            if match is Match.PARTIAL and partial is None:
+                partial = route
+        return partial
+
+
 @dataclass(slots=True)
 class _Swap:
     """What serving the endpoint plainly changed in the app's route table, undone at shutdown."""
@@ -402,12 +445,12 @@ class _Swap:
     plain: Route
     inclusion: Any = None  # the inclusion's own entry, taken out while the plain route serves
     index: int = 0
-    others: list[Route] = field(default_factory=list)  # its other routes, served plainly in its place
+    others: _PlainRoutes | None = None  # its other routes, served plainly in its place
 
     def undo(self, app: FastAPI) -> None:
         app.router.routes.remove(self.plain)
-        for other in self.others:
-            app.router.routes.remove(other)
+        if self.others is not None:
+            app.router.routes.remove(self.others)
         if self.inclusion is not None:
             app.router.routes.insert(self.index, self.inclusion)
 
@@ -429,7 +472,7 @@ def _serve_plainly(
     in the same order as before. An inclusion that holds nothing else it cannot serve plainly too
     is taken out meanwhile, so the REST requests matched after it do not test it (about 40 Python
     calls each): its other routes (the explorer's, the RFC 9728 metadata) take its place as plain
-    routes, each turning a REST request away with one string test. It is done at startup, so an
+    routes, which turn a REST request away with one string test. It is done at startup, so an
     app that never includes the router never serves it, and undone at shutdown."""
     for index, top in enumerate(app.routes):
         contexts = list(iter_route_contexts([top]))
@@ -442,8 +485,11 @@ def _serve_plainly(
             swap = _Swap(plain)
             others = _plain_others(contexts, route, guards, plain_endpoints)
             if others is not None and top is not route:
-                swap.inclusion, swap.index, swap.others = top, index, others
-                app.router.routes[index : index + 1] = others
+                swap.inclusion, swap.index = top, index
+                app.router.routes.remove(top)
+                if others:
+                    swap.others = _PlainRoutes(others)
+                    app.router.routes.insert(index, swap.others)
             # At the very front when no route ahead could take a request for it: the same
             # order of matching, without testing those routes on every MCP request.
             ahead = app.routes[:index]
@@ -464,11 +510,11 @@ def _plain_others(
     route: Any,
     guards: list[params.Depends],
     plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
-) -> list[Route] | None:
+) -> list[_PlainRoute] | None:
     """The inclusion's routes besides the endpoint as plain routes at their paths, in order: a
     Starlette route as it is, a FastAPI route guarded by the endpoint's guards alone as the
     endpoint `plain_endpoints` gives it; None when one of them cannot be served plainly."""
-    others: list[Route] = []
+    others: list[_PlainRoute] = []
     for context in contexts:
         original = context.original_route
         if original is route:
