@@ -4,6 +4,7 @@ screenshot in .artifacts/explorer/."""
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from example_app.auth import mint
 from example_app.main import app as example_app
 from example_app.main import store as example_notes
 from fastapi_mcp_routes import ContentResponse, audio_content, image_content, mcp_routes, mcp_tool, text_content
-from tests.helpers import WAIT_S, ExplorerPage, post_stateless, serve, streaming_app
+from tests.helpers import WAIT_S, ExplorerPage, observed, post_stateless, serve, streaming_app
 
 API_KEY = "demo-key"  # the example's (header x-api-key)
 
@@ -177,6 +178,47 @@ def test_the_filter_narrows_the_page_to_what_matches(explorer: ExplorerPage) -> 
     visible = explorer.page.locator(".card:visible")
     assert visible.count() == 1
     assert visible.get_attribute("data-name") == "follow_notes"
+
+
+def test_arguments_can_be_written_as_json(explorer: ExplorerPage) -> None:
+    explorer.open()
+    card = explorer.tool("get_note")
+    card.locator("select.mode").select_option("json")
+    card.locator("textarea.raw").last.fill('{"note_id": 1}')
+    card.locator("button.call").click()
+    card.locator(".call-result").wait_for()
+    assert '"title": "Welcome"' in card.locator(".call-result").inner_text()
+
+
+def test_a_resource_is_read_and_a_prompt_rendered_from_the_page(explorer: ExplorerPage) -> None:
+    explorer.open()
+    resource = explorer.page.locator("#resources .card", has_text="notes://recent")
+    resource.locator(":scope > summary").click()
+    resource.get_by_role("button", name="Read").click()
+    shown = json.loads(resource.locator(".resource-block pre").first.inner_text())
+    assert shown == httpx.get(f"{explorer.url}/notes/recent", timeout=WAIT_S).json()  # the route's answer
+    prompt = explorer.page.locator("#prompts .card", has_text="summarize_note")
+    prompt.locator(":scope > summary").click()
+    prompt.locator("input[name='note_id']").fill("1")
+    prompt.get_by_role("button", name="Get").click()
+    messages = prompt.locator(".output .message")
+    messages.last.wait_for()
+    assert "Summarize the note above in one sentence." in messages.last.inner_text()
+
+
+def test_progress_shows_as_it_arrives_while_the_call_runs(browser: Browser) -> None:
+    observed.gate.clear()  # the route reports step 1, then waits for the test
+    with serve(streaming_app()) as url, tab(browser, url, "progress_as_it_arrives") as explorer:
+        explorer.open()
+        card = explorer.tool("gated")
+        card.locator("button.call").click()
+        progress = card.locator(".progress-text")
+        progress.filter(has_text="1").wait_for()
+        assert card.locator(".call-result").count() == 0  # read from the stream, before the end
+        observed.gate.set()
+        card.locator(".call-result").wait_for()
+        assert progress.inner_text() == "2"
+        assert '"opened": true' in card.locator(".call-result").inner_text()
 
 
 def test_a_question_a_route_asks_of_its_own_is_shown_as_a_form(browser: Browser) -> None:
