@@ -149,8 +149,11 @@ function openAuthorize() {
 function readAuthorize() {
   const headers = {};
   for (const input of byId("credential-fields").querySelectorAll("input[data-header]")) {
-    const value = input.value.trim();
-    if (value) headers[input.dataset.header] = input.dataset.prefix + value;
+    const prefix = input.dataset.prefix;
+    // A token pasted with its "Bearer " is taken as the token.
+    let value = input.value.trim();
+    if (prefix && value.toLowerCase().startsWith(prefix.toLowerCase())) value = value.slice(prefix.length).trim();
+    if (value) headers[input.dataset.header] = prefix + value;
   }
   const name = byId("custom-name").value.trim().toLowerCase();
   const value = byId("custom-value").value.trim();
