@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server conformance unit bench bench-peers bench-workers bench-writes soak clean
+.PHONY: run token test lint typecheck imports redis-server chromium conformance unit bench bench-peers bench-workers bench-writes soak clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -51,8 +51,16 @@ redis-server:
 		{ apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || \
 		{ echo "the tests need redis-server: apt install redis-server, or set FASTAPI_MCP_ROUTES_TEST_REDIS_URL"; exit 1; }
 
+# The explorer's page is tested in a headless Chromium (tests/test_explorer_browser.py), the
+# system's, driven by Playwright, which downloads no browser: install Debian's when the machine
+# has none and no FASTAPI_MCP_ROUTES_CHROMIUM names one to use.
+chromium:
+	@command -v chromium >/dev/null || [ -n "$${FASTAPI_MCP_ROUTES_CHROMIUM:-}" ] || \
+		{ apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+		{ echo "the tests need Chromium: apt install chromium, or set FASTAPI_MCP_ROUTES_CHROMIUM"; exit 1; }
+
 # pytest runs last so its summary closes the output.
-test: lint typecheck imports redis-server conformance unit
+test: lint typecheck imports redis-server chromium conformance unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tool_call_vs_rest.py

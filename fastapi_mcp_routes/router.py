@@ -6,20 +6,24 @@ import logging
 import operator
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, params
-from fastapi.routing import iter_route_contexts
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Match, Route
-from starlette.types import Scope
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route
+from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
+from fastapi_mcp_routes.explorer.about import About
+from fastapi_mcp_routes.explorer.docs_link import link_docs_to
+from fastapi_mcp_routes.explorer.facts import ServerFacts, auth_name
+from fastapi_mcp_routes.explorer.pages import add_explorer_routes, serves_explorer
 from fastapi_mcp_routes.options import Limits, Sessions, Tasks, check_seconds
 from fastapi_mcp_routes.served import ServedEndpoint, check_served_once, mark_served
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
@@ -97,6 +101,7 @@ def mcp_routes(
     default_subscribe_ms: int = 5000,
     max_subscribe_ms: int = 30000,
     max_subscribe_frames: int = 200,
+    explorer: bool | None = None,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools, resources, prompts
     and completions (`mcp_tool`, `mcp_resource`, `mcp_prompt`, `mcp_completion`).
@@ -176,8 +181,14 @@ def mcp_routes(
             JSON Lines) called as a tool is sampled for `durationMs` (by default
             `default_subscribe_ms`, at most `max_subscribe_ms`) and returns at most `maxFrames`
             frames (at most `max_subscribe_frames`).
+        explorer: serve the MCP explorer at `{path}/explorer`, a page beside `/docs` that shows
+            each viewer what the endpoint shows them (tools with their routes, resources,
+            prompts, the server's options) and calls tools from a form, and link it from the
+            OpenAPI description; `None` (the default) serves it where the app serves its docs
+            (`docs_url`), `True` always, `False` never.
     """
     _check_options(path, max_stream_seconds)
+    with_explorer = serves_explorer(app, explorer)
     check_seconds("confirmation_ttl_s", confirmation_ttl_s)
     session_options = _session_options(sessions)
     limits = limits if limits is not None else Limits()
@@ -267,6 +278,9 @@ def mcp_routes(
         endpoint.refuse_foreign_origin(request)
 
     served_first: list[_Swap] = []
+    # The endpoint's router's other FastAPI routes (by id: routes are not hashable), served as
+    # these where the Origin check is all that guards them (`_serve_plainly`).
+    plain_endpoints: dict[int, Callable[[Request], Awaitable[Response]]] = {}
 
     @asynccontextmanager
     async def discover_at_startup(_: Any) -> AsyncIterator[None]:
@@ -274,7 +288,7 @@ def mcp_routes(
             check_served_once(app)
             # First the route, then the tools: moving the route changes the route table.
             if plain_guards_only and not served_first:
-                swap = _serve_plainly(app, route, guards, mcp_endpoint)
+                swap = _serve_plainly(app, route, guards, mcp_endpoint, plain_endpoints)
                 if swap is not None:
                     served_first.append(swap)
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
@@ -323,6 +337,25 @@ def mcp_routes(
     )
     route = router.routes[-1]
     plain_guards_only = auth is None and not dependencies
+    if with_explorer:
+        facts = ServerFacts(
+            name=identity.name,
+            version=identity.version,
+            instructions=identity.instructions,
+            protocol_versions=(*c.SESSION_ERA_VERSIONS, *MODERN_VERSIONS),
+            sessions=session_options,
+            auth=auth_name(auth),
+            protected_resource=protected_resource is not None,
+            list_visible_only=list_visible_only,
+            confirm_mutations=require_confirmation_for_mutations,
+            confirmation_ttl_s=confirmation_ttl_s,
+            rate_limit=rate_limit,
+            limits=limits,
+        )
+        about = About(app=app, registry=registry, lists=lists, facts=facts)
+        explorer_routes = add_explorer_routes(router, app, path, about, guards, auth, origin_first)
+        plain_endpoints[id(explorer_routes.about)] = explorer_routes.plain_about
+        link_docs_to(app)
     return router
 
 
@@ -344,6 +377,49 @@ class _PlainRoute(Route):
         return super().matches(scope)
 
 
+class _PlainRoutes(BaseRoute):
+    """Plain routes standing in for an inclusion's other routes (the explorer's, the metadata):
+    a request for a path none of them ends with is turned away by one string test, however
+    many they are (two routes tested one by one cost a REST request 8 Python calls, together 4:
+    `count_calls` in benchmarks/rest_writes.py)."""
+
+    def __init__(self, routes: list[_PlainRoute]) -> None:
+        self.routes = routes
+        self.literal_ends = tuple(route.literal_end for route in routes)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        path = scope.get("path")
+        if isinstance(path, str) and not path.endswith(self.literal_ends):
+            return Match.NONE, {}
+        found = self._route(scope)
+        return found.matches(scope) if found is not None else (Match.NONE, {})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = self._route(scope)
+        if found is not None:  # the router hands over only what `matches` took
+            await found.handle(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+        for route in self.routes:
+            try:
+                return route.url_path_for(name, **path_params)
+            except NoMatchFound:
+                pass
+        raise NoMatchFound(name, path_params)
+
+    def _route(self, scope: Scope) -> _PlainRoute | None:
+        """The route that takes the request: the first that fully matches, else the first that
+        matches but for the method (which answers 405)."""
+        partial = None
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return route
+            if match is Match.PARTIAL and partial is None:
+                partial = route
+        return partial
+
+
 @dataclass(slots=True)
 class _Swap:
     """What serving the endpoint plainly changed in the app's route table, undone at shutdown."""
@@ -351,15 +427,22 @@ class _Swap:
     plain: Route
     inclusion: Any = None  # the inclusion's own entry, taken out while the plain route serves
     index: int = 0
+    others: _PlainRoutes | None = None  # its other routes, served plainly in its place
 
     def undo(self, app: FastAPI) -> None:
         app.router.routes.remove(self.plain)
+        if self.others is not None:
+            app.router.routes.remove(self.others)
         if self.inclusion is not None:
             app.router.routes.insert(self.index, self.inclusion)
 
 
 def _serve_plainly(
-    app: FastAPI, route: Any, guards: list[params.Depends], endpoint: Callable[[Request], Awaitable[Response]]
+    app: FastAPI,
+    route: Any,
+    guards: list[params.Depends],
+    endpoint: Callable[[Request], Awaitable[Response]],
+    plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
 ) -> _Swap | None:
     """Serve the endpoint as a plain Starlette route, where nothing but the Origin check guards it.
 
@@ -368,30 +451,70 @@ def _serve_plainly(
     itself and caps its body by `Limits.max_body_bytes`. So when the inclusion (and the app and the
     routers around it) added neither, a plain route with the same path and endpoint is put at
     the front, or just before the inclusion when a route ahead could take its path: routes match
-    in the same order as before. An inclusion that holds nothing else is taken out meanwhile, so
-    the REST requests matched after it do not test it (about 40 Python calls each). It is done
-    at startup, so an app that never includes the router never serves it, and undone at
-    shutdown."""
+    in the same order as before. An inclusion that holds nothing else it cannot serve plainly too
+    is taken out meanwhile, so the REST requests matched after it do not test it (about 40 Python
+    calls each): its other routes (the explorer's, the RFC 9728 metadata) take its place as plain
+    routes, which turn a REST request away with one string test. It is done at startup, so an
+    app that never includes the router never serves it, and undone at shutdown."""
     for index, top in enumerate(app.routes):
         contexts = list(iter_route_contexts([top]))
         for context in contexts:
             if context.original_route is not route or not isinstance(context.path, str):
                 continue
-            dependencies = list(getattr(context, "dependencies", None) or ())
-            own = len(dependencies) == len(guards) and all(map(operator.is_, dependencies, guards))
-            if not own or getattr(context, "max_body_size", None) is not None:
+            if not _guarded_plainly(context, guards):
                 return None
             plain = _PlainRoute(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
             swap = _Swap(plain)
-            if len(contexts) == 1 and top is not route:
+            others = _plain_others(contexts, route, guards, plain_endpoints)
+            if others is not None and top is not route:
                 swap.inclusion, swap.index = top, index
                 app.router.routes.remove(top)
+                if others:
+                    swap.others = _PlainRoutes(others)
+                    app.router.routes.insert(index, swap.others)
             # At the very front when no route ahead could take a request for it: the same
             # order of matching, without testing those routes on every MCP request.
             ahead = app.routes[:index]
             app.router.routes.insert(0 if not _any_takes(ahead, context.path) else index, plain)
             return swap
     return None
+
+
+def _guarded_plainly(context: Any, guards: list[params.Depends]) -> bool:
+    """Whether nothing but the endpoint's own guards and no body limit apply to a route here."""
+    dependencies = list(getattr(context, "dependencies", None) or ())
+    own = len(dependencies) == len(guards) and all(map(operator.is_, dependencies, guards))
+    return own and getattr(context, "max_body_size", None) is None
+
+
+def _plain_others(
+    contexts: list[Any],
+    route: Any,
+    guards: list[params.Depends],
+    plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
+) -> list[_PlainRoute] | None:
+    """The inclusion's routes besides the endpoint as plain routes at their paths, in order: a
+    Starlette route as it is, a FastAPI route guarded by the endpoint's guards alone as the
+    endpoint `plain_endpoints` gives it; None when one of them cannot be served plainly."""
+    others: list[_PlainRoute] = []
+    for context in contexts:
+        original = context.original_route
+        if original is route:
+            continue
+        if isinstance(original, APIRoute):
+            plain_endpoint = plain_endpoints.get(id(original))
+            if plain_endpoint is None or not _guarded_plainly(context, guards):
+                return None
+        elif type(original) is Route:
+            plain_endpoint = original.endpoint
+        else:
+            return None
+        if not isinstance(context.path, str):
+            return None
+        methods = sorted(original.methods or ())
+        plain = _PlainRoute(context.path, plain_endpoint, methods=methods, include_in_schema=False, name=original.name)
+        others.append(plain)
+    return others
 
 
 def _any_takes(routes: Sequence[Any], path: str) -> bool:

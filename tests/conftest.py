@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from playwright.sync_api import Browser
 
-from tests.helpers import Stores, redis_missing, redis_server
+from tests.helpers import Stores, chromium, chromium_missing, redis_missing, redis_server
 
 
 @pytest.fixture
@@ -43,3 +44,14 @@ async def redis_stores(redis_url: str) -> AsyncIterator[Stores]:
         yield made
     finally:
         await made.aclose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium for one module's tests (see `chromium`); the run fails, never skips,
+    without one."""
+    missing = chromium_missing()
+    if missing is not None:
+        pytest.fail(missing, pytrace=False)
+    with chromium() as launched:
+        yield launched

@@ -87,13 +87,19 @@ class Lists:
 
     def shows(self, access: Access | None, channel: ClientChannel) -> bool:
         """Whether lists show this caller what `access` guards."""
+        return self.shown_to(access, channel.principal, channel.caller.headers)
+
+    def shown_to(self, access: Access | None, principal: Any, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether lists show what `access` guards to a caller with this principal (what the
+        endpoint's `auth` returned, or None) and these request headers (lower-case names): the
+        one rule for the lists and for whatever else tells a caller what it may see."""
         if access is None or not self._visible_only:
             return True
 
         def presents_credential() -> bool:
-            return any(name in self._credential_headers for name, _ in channel.caller.headers)
+            return any(name in self._credential_headers for name, _ in headers)
 
-        return access.shown_to(channel.principal, presents_credential)
+        return access.shown_to(principal, presents_credential)
 
 
 def _list(table: ToolTable, method: str) -> _List:

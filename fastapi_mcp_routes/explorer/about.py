@@ -1,0 +1,137 @@
+"""The explorer's JSON (`{path}/explorer/about`): what `tools/list` does not carry, for the
+caller asking.
+
+A tool's definition does not say which route runs it, nor where that route is documented; the
+lists do not say how the server is configured. This document does, for the tools, resources,
+templates and prompts the lists show this caller, and no others: each entry passes the lists'
+own rule (`Lists.shown_to`) for the request's principal and headers, so it tells a caller
+nothing of what the lists hide from it. It is served behind the endpoint's guards (the Origin
+check, `auth=`, `dependencies=`), as the endpoint is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI
+from starlette.requests import Request
+
+from fastapi_mcp_routes.explorer.facts import ServerFacts
+from fastapi_mcp_routes.server.listing import Lists
+from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.catalog import PROMPT_REF, RESOURCE_REF
+from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.tools.registry import ToolRegistry
+from fastapi_mcp_routes.wire import constants as c
+
+# The tag Swagger UI files an operation without tags under, in its deep links too.
+UNTAGGED = "default"
+
+_Operations = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+class About:
+    """Builds the explorer's JSON for one request."""
+
+    def __init__(self, *, app: FastAPI, registry: ToolRegistry, lists: Lists, facts: ServerFacts) -> None:
+        self._app = app
+        self._registry = registry
+        self._lists = lists
+        self._facts = facts
+
+    def document(self, request: Request) -> dict[str, Any]:
+        """The server's options, and the routes behind what the lists show this caller."""
+        principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+        headers = request.scope["headers"]
+
+        def shown(access: Access | None) -> bool:
+            return self._lists.shown_to(access, principal, headers)
+
+        table = self._registry.table()
+        catalog = table.catalog
+        docs = self._docs_url(request)
+        route = _RouteLinks(self._operations(), docs)
+        resources = sorted(catalog.resources.values(), key=lambda entry: entry.template.text)
+        templates = [entry for entry in catalog.templates if shown(entry.access)]
+        prompts = [prompt for prompt in catalog.prompts.values() if shown(prompt.access)]
+        # A completion names its prompt or template: listed only with what it completes.
+        completed = {(PROMPT_REF, prompt.name) for prompt in prompts}
+        completed |= {(RESOURCE_REF, entry.template.text) for entry in templates}
+        return {
+            **self._facts.as_json(),
+            "docs": docs,
+            "tools": [
+                {
+                    "name": tool.name,
+                    "route": route(tool),
+                    "confirm": tool.confirm,
+                    "task": tool.task,
+                    "stream": tool.stream,
+                }
+                for tool in table.by_name.values()
+                if shown(tool.access)
+            ],
+            "resources": [
+                {"uri": entry.definition["uri"], "route": route(entry.call)}
+                for entry in resources
+                if shown(entry.access)
+            ],
+            "resourceTemplates": [
+                {"uriTemplate": entry.definition["uriTemplate"], "route": route(entry.call)} for entry in templates
+            ],
+            "prompts": [{"name": prompt.name, "route": route(prompt.call)} for prompt in prompts],
+            "completions": [
+                {"ref": {"type": kind, "name": target}, "argument": argument, "route": route(call)}
+                for (kind, target, argument), call in catalog.completions.items()
+                if (kind, target) in completed
+            ],
+        }
+
+    def _docs_url(self, request: Request) -> str | None:
+        """Where the app's Swagger UI is, as the browser reaches it (behind `root_path` too)."""
+        if not self._app.docs_url or not self._app.openapi_url:
+            return None
+        return str(request.scope.get("root_path", "")).rstrip("/") + self._app.docs_url
+
+    def _operations(self) -> _Operations:
+        """The app's OpenAPI operations by (method, path): where a route's operationId and tags are."""
+        if not self._app.openapi_url:
+            return {}
+        paths = self._app.openapi().get("paths", {})
+        return {
+            (method.upper(), path): operation
+            for path, item in paths.items()
+            for method, operation in item.items()
+            if isinstance(operation, Mapping)
+        }
+
+
+class _RouteLinks:
+    """A recipe's route as the explorer shows it: method, path, and its entry in the docs."""
+
+    def __init__(self, operations: _Operations, docs: str | None) -> None:
+        self._operations = operations
+        self._docs = docs
+
+    def __call__(self, tool: Tool) -> dict[str, Any]:
+        operation = self._operations.get((tool.method, tool.path_format), {})
+        operation_id = operation.get("operationId")
+        tags = [str(tag) for tag in operation.get("tags", ())]
+        return {
+            "method": tool.method,
+            "path": tool.path_format,
+            "operationId": operation_id,
+            "tags": tags,
+            "docs": _deep_link(self._docs, tags, operation_id),
+        }
+
+
+def _deep_link(docs: str | None, tags: list[str], operation_id: object) -> str | None:
+    """Swagger UI's link to one operation: `#/{tag}/{operationId}`, under its first tag (the one
+    it is shown under first), each part percent-encoded as Swagger UI writes them."""
+    if docs is None or not isinstance(operation_id, str):
+        return None
+    tag = tags[0] if tags else UNTAGGED
+    return f"{docs}#/{quote(tag, safe='')}/{quote(operation_id, safe='')}"
