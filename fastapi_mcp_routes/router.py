@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import logging
-import operator
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, params
-from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, NoMatchFound, Route
-from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource, add_metadata_routes
 from fastapi_mcp_routes.explorer.about import About
@@ -50,6 +45,7 @@ from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable
 from fastapi_mcp_routes.tools.streams import Sampling
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
+from fastapi_mcp_routes.transport.plain_routes import ENDPOINT_METHODS, Swap, serve_plainly
 from fastapi_mcp_routes.transport.writes import ResourceWrites
 from fastapi_mcp_routes.wire import constants as c
 
@@ -64,10 +60,6 @@ _ALWAYS_CREDENTIALS = (c.HEADER_AUTHORIZATION, "proxy-authorization", c.HEADER_C
 _CONTEXT_HEADERS = (c.HEADER_HOST, "user-agent", "accept-language")
 # Set by the library for the route's request; a model cannot set them either.
 _REQUEST_HEADERS = (c.HEADER_CONTENT_TYPE, c.HEADER_CONTENT_LENGTH, c.HEADER_ACCEPT)
-# The endpoint takes every method HTTP defines (RFC 9110 section 9, and PATCH), so those it does
-# not serve get its own 405: a JSON-RPC error and an Allow header, not the framework's
-# {"detail": ...}. A CORS middleware still answers preflights first: it runs before routing.
-_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"]
 
 
 def mcp_routes(
@@ -277,9 +269,9 @@ def mcp_routes(
         # reaches an auth check, a rate limit or an audit record.
         endpoint.refuse_foreign_origin(request)
 
-    served_first: list[_Swap] = []
+    served_first: list[Swap] = []
     # The endpoint's router's other FastAPI routes (by id: routes are not hashable), served as
-    # these where the Origin check is all that guards them (`_serve_plainly`).
+    # these where the Origin check is all that guards them (`serve_plainly`, transport/plain_routes.py).
     plain_endpoints: dict[int, Callable[[Request], Awaitable[Response]]] = {}
 
     @asynccontextmanager
@@ -288,7 +280,7 @@ def mcp_routes(
             check_served_once(app)
             # First the route, then the tools: moving the route changes the route table.
             if plain_guards_only and not served_first:
-                swap = _serve_plainly(app, route, guards, mcp_endpoint, plain_endpoints)
+                swap = serve_plainly(app, route, guards, mcp_endpoint, plain_endpoints)
                 if swap is not None:
                     served_first.append(swap)
             table = registry.table()  # a misnamed or duplicate tool stops the app here, not on a call
@@ -330,7 +322,7 @@ def mcp_routes(
     router.add_api_route(
         path,
         served_endpoint,
-        methods=_METHODS,
+        methods=ENDPOINT_METHODS,
         include_in_schema=False,
         dependencies=guards,
         name="mcp",
@@ -357,179 +349,6 @@ def mcp_routes(
         plain_endpoints[id(explorer_routes.about)] = explorer_routes.plain_about
         link_docs_to(app)
     return router
-
-
-class _PlainRoute(Route):
-    """The endpoint's plain route: a request for any other path is turned away by one string
-    test, so the REST requests matched after it pay almost nothing for it (`make bench-writes`:
-    the Python calls of a REST request with and without the library)."""
-
-    def __init__(self, path: str, *args: Any, **kwargs: Any) -> None:
-        super().__init__(path, *args, **kwargs)
-        # What every path it serves ends with: the text after its last parameter (all of it
-        # when it has none; nothing when it ends with one, say a tenant under a prefix).
-        self.literal_end = path[path.rfind("}") + 1 :]
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        path = scope.get("path")
-        if isinstance(path, str) and not path.endswith(self.literal_end):
-            return Match.NONE, {}
-        return super().matches(scope)
-
-
-class _PlainRoutes(BaseRoute):
-    """Plain routes standing in for an inclusion's other routes (the explorer's, the metadata):
-    a request for a path none of them ends with is turned away by one string test, however
-    many they are (two routes tested one by one cost a REST request 8 Python calls, together 4:
-    `count_calls` in benchmarks/rest_writes.py)."""
-
-    def __init__(self, routes: list[_PlainRoute]) -> None:
-        self.routes = routes
-        self.literal_ends = tuple(route.literal_end for route in routes)
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        path = scope.get("path")
-        if isinstance(path, str) and not path.endswith(self.literal_ends):
-            return Match.NONE, {}
-        found = self._route(scope)
-        return found.matches(scope) if found is not None else (Match.NONE, {})
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = self._route(scope)
-        if found is not None:  # the router hands over only what `matches` took
-            await found.handle(scope, receive, send)
-
-    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
-        for route in self.routes:
-            try:
-                return route.url_path_for(name, **path_params)
-            except NoMatchFound:
-                pass
-        raise NoMatchFound(name, path_params)
-
-    def _route(self, scope: Scope) -> _PlainRoute | None:
-        """The route that takes the request: the first that fully matches, else the first that
-        matches but for the method (which answers 405)."""
-        partial = None
-        for route in self.routes:
-            match, _ = route.matches(scope)
-            if match is Match.FULL:
-                return route
-            if match is Match.PARTIAL and partial is None:
-                partial = route
-        return partial
-
-
-@dataclass(slots=True)
-class _Swap:
-    """What serving the endpoint plainly changed in the app's route table, undone at shutdown."""
-
-    plain: Route
-    inclusion: Any = None  # the inclusion's own entry, taken out while the plain route serves
-    index: int = 0
-    others: _PlainRoutes | None = None  # its other routes, served plainly in its place
-
-    def undo(self, app: FastAPI) -> None:
-        app.router.routes.remove(self.plain)
-        if self.others is not None:
-            app.router.routes.remove(self.others)
-        if self.inclusion is not None:
-            app.router.routes.insert(self.index, self.inclusion)
-
-
-def _serve_plainly(
-    app: FastAPI,
-    route: Any,
-    guards: list[params.Depends],
-    endpoint: Callable[[Request], Awaitable[Response]],
-    plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
-) -> _Swap | None:
-    """Serve the endpoint as a plain Starlette route, where nothing but the Origin check guards it.
-
-    FastAPI's request handler and inclusion layer cost about a fifth of a tool call, and have
-    nothing to do when no dependency and no body limit applies: the endpoint checks the Origin
-    itself and caps its body by `Limits.max_body_bytes`. So when the inclusion (and the app and the
-    routers around it) added neither, a plain route with the same path and endpoint is put at
-    the front, or just before the inclusion when a route ahead could take its path: routes match
-    in the same order as before. An inclusion that holds nothing else it cannot serve plainly too
-    is taken out meanwhile, so the REST requests matched after it do not test it (about 40 Python
-    calls each): its other routes (the explorer's, the RFC 9728 metadata) take its place as plain
-    routes, which turn a REST request away with one string test. It is done at startup, so an
-    app that never includes the router never serves it, and undone at shutdown."""
-    for index, top in enumerate(app.routes):
-        contexts = list(iter_route_contexts([top]))
-        for context in contexts:
-            if context.original_route is not route or not isinstance(context.path, str):
-                continue
-            if not _guarded_plainly(context, guards):
-                return None
-            plain = _PlainRoute(context.path, endpoint, methods=_METHODS, include_in_schema=False, name="mcp")
-            swap = _Swap(plain)
-            others = _plain_others(contexts, route, guards, plain_endpoints)
-            if others is not None and top is not route:
-                swap.inclusion, swap.index = top, index
-                app.router.routes.remove(top)
-                if others:
-                    swap.others = _PlainRoutes(others)
-                    app.router.routes.insert(index, swap.others)
-            # At the very front when no route ahead could take a request for it: the same
-            # order of matching, without testing those routes on every MCP request.
-            ahead = app.routes[:index]
-            app.router.routes.insert(0 if not _any_takes(ahead, context.path) else index, plain)
-            return swap
-    return None
-
-
-def _guarded_plainly(context: Any, guards: list[params.Depends]) -> bool:
-    """Whether nothing but the endpoint's own guards and no body limit apply to a route here."""
-    dependencies = list(getattr(context, "dependencies", None) or ())
-    own = len(dependencies) == len(guards) and all(map(operator.is_, dependencies, guards))
-    return own and getattr(context, "max_body_size", None) is None
-
-
-def _plain_others(
-    contexts: list[Any],
-    route: Any,
-    guards: list[params.Depends],
-    plain_endpoints: Mapping[int, Callable[[Request], Awaitable[Response]]],
-) -> list[_PlainRoute] | None:
-    """The inclusion's routes besides the endpoint as plain routes at their paths, in order: a
-    Starlette route as it is, a FastAPI route guarded by the endpoint's guards alone as the
-    endpoint `plain_endpoints` gives it; None when one of them cannot be served plainly."""
-    others: list[_PlainRoute] = []
-    for context in contexts:
-        original = context.original_route
-        if original is route:
-            continue
-        if isinstance(original, APIRoute):
-            plain_endpoint = plain_endpoints.get(id(original))
-            if plain_endpoint is None or not _guarded_plainly(context, guards):
-                return None
-        elif type(original) is Route:
-            plain_endpoint = original.endpoint
-        else:
-            return None
-        if not isinstance(context.path, str):
-            return None
-        methods = sorted(original.methods or ())
-        plain = _PlainRoute(context.path, plain_endpoint, methods=methods, include_in_schema=False, name=original.name)
-        others.append(plain)
-    return others
-
-
-def _any_takes(routes: Sequence[Any], path: str) -> bool:
-    """Whether one of these routes fully matches a request for `path` with one of our methods
-    (a partial match, another method, never wins over a full one). In doubt: yes."""
-    for method in _METHODS:
-        scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": [], "query_string": b""}
-        for route in routes:
-            try:
-                match, _ = route.matches(scope)
-            except Exception:
-                return True
-            if match is Match.FULL:
-                return True
-    return False
 
 
 def _watch_writes(app: FastAPI, updates: ResourceUpdates) -> None:

@@ -175,10 +175,10 @@ def test_guarded_by_the_origin_check_alone_it_is_served_plainly_in_the_inclusion
         # REST requests do not test the inclusion: the endpoint is at the front, and the
         # explorer's two routes where the inclusion was, each turning other paths away at once.
         assert inclusion not in app.router.routes
-        assert type(app.router.routes[0]).__name__ == "_PlainRoute"
+        assert type(app.router.routes[0]).__name__ == "PlainRoute"
         assert app.router.routes[0].path == "/mcp"  # type: ignore[attr-defined]
         stand_in = app.router.routes[place + 1]  # where the inclusion was, the endpoint now ahead
-        assert type(stand_in).__name__ == "_PlainRoutes"
+        assert type(stand_in).__name__ == "PlainRoutes"
         assert [route.path for route in stand_in.routes] == ["/mcp/explorer", "/mcp/explorer/about"]  # type: ignore[attr-defined]
         assert client.get("/items").json() == [1]
         assert client.get("/mcp/explorer").status_code == 200

@@ -15,7 +15,7 @@ Deliberate choices:
   page cannot guess, is written into it, as data attributes.
 - Two paths in all: the page and its files at `{path}/explorer` (a file by `?file=`), the JSON
   at `{path}/explorer/about`. Each route beside the endpoint's is one more route a REST request
-  may be tested against; served plainly (router.py, `_serve_plainly`), each costs that request
+  may be tested against; served plainly (transport/plain_routes.py, `serve_plainly`), each costs that request
   one string test.
 """
 
