@@ -163,7 +163,7 @@ def test_deprecated_parameter_is_flagged() -> None:
     assert properties["old"]["deprecated"] is True
 
 
-def test_top_level_additional_properties_are_refused() -> None:
+def test_top_level_additional_properties_are_refused_and_required_is_listed_even_when_empty() -> None:
     app = parameters_app()
 
     @mcp_tool()
@@ -172,7 +172,12 @@ def test_top_level_additional_properties_are_refused() -> None:
         return None
 
     assert input_schema(app, "find_items")["additionalProperties"] is False
-    assert input_schema(app, "ping") == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert input_schema(app, "ping") == {
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": False,
+    }
 
 
 def test_credential_headers_are_not_arguments() -> None:
@@ -190,7 +195,7 @@ def test_credential_headers_are_not_arguments() -> None:
 
     default = input_schema(app, "who_am_i")
     assert sorted(default["properties"]) == ["x-tenant-secret", "x-trace"]
-    assert "required" not in default
+    assert default["required"] == []
 
     custom = input_schema(app, "who_am_i", CREDENTIALS | {"x-tenant-secret"})
     assert sorted(custom["properties"]) == ["x-trace"]
@@ -241,7 +246,7 @@ def test_optional_body_model_is_kept_whole_under_body_and_not_required() -> None
 
     schema = input_schema(app, "create_item")
     assert list(schema["properties"]) == ["body"]
-    assert "required" not in schema
+    assert schema["required"] == []
 
 
 def test_embedded_body_is_a_named_argument() -> None:

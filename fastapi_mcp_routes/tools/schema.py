@@ -120,9 +120,9 @@ def build_tool_schema(
             if body_required:
                 required.append(BODY_ARGUMENT)
 
-    input_schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        input_schema["required"] = required
+    # `required` even when empty: pydantic-ai sends a tool to OpenAI as strict only when its
+    # schema lists every property there, and an absent list is not an empty one to it.
+    input_schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
     input_schema["additionalProperties"] = False
     # A hand-written body schema (openapi_extra) may use all of JSON Schema 2020-12: its
     # $schema, $defs, allOf/anyOf and if/then/else stay with the fields they constrain.
