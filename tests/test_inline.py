@@ -319,6 +319,24 @@ def test_a_schema_that_would_pass_the_limit_keeps_its_defs_and_discovery_warns_n
     assert f"{INLINED_SCHEMA_LIMIT} bytes" in warnings[0]
 
 
+def test_a_streamed_item_that_would_pass_the_limit_keeps_its_defs_and_discovery_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = FastAPI()
+    item = doubling_chain(12)
+
+    async def ticks() -> AsyncIterable[BaseModel]:
+        yield item()  # pragma: no cover - never served
+
+    ticks.__annotations__["return"] = AsyncIterable[item]  # a type made at run time, as in chained_app
+    app.add_api_route("/ticks", mcp_tool()(ticks), methods=["GET"], response_class=EventSourceResponse)
+    with caplog.at_level(logging.WARNING, logger="fastapi_mcp_routes"):
+        output = tool_of(app, "ticks").definition["outputSchema"]
+    assert "Level0" in output["$defs"]
+    (warning,) = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert "the outputSchema of the tool 'ticks' keeps its models in $defs" in warning
+
+
 def test_a_schema_just_under_the_limit_is_written_out() -> None:
     schema = {
         "type": "object",
