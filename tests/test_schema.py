@@ -61,6 +61,24 @@ class Node(BaseModel):
     children: list[Node] = []
 
 
+# The models as a tool's schema writes them out where they are used.
+ITEM = {
+    "properties": {
+        "name": {"type": "string", "title": "Name"},
+        "price": {"type": "number", "title": "Price", "default": 0.0},
+    },
+    "type": "object",
+    "required": ["name"],
+    "title": "Item",
+}
+ADDRESS = {
+    "properties": {"city": {"type": "string", "title": "City"}},
+    "type": "object",
+    "required": ["city"],
+    "title": "Address",
+}
+
+
 def parameters_app() -> FastAPI:
     app = FastAPI()
 
@@ -111,10 +129,15 @@ def test_parameter_defaults_are_kept() -> None:
     assert "default" not in properties["q"]
 
 
-def test_enum_parameter_keeps_its_values() -> None:
+def test_enum_parameter_keeps_its_values_written_out_in_place() -> None:
     schema = input_schema(parameters_app(), "find_items")
-    assert schema["properties"]["colour"]["$ref"] == "#/$defs/Colour"
-    assert schema["$defs"]["Colour"]["enum"] == ["red", "blue"]
+    assert schema["properties"]["colour"] == {
+        "type": "string",
+        "enum": ["red", "blue"],
+        "title": "Colour",
+        "default": "red",
+    }
+    assert "$defs" not in schema
 
 
 def test_parameter_constraints_are_kept() -> None:
@@ -140,7 +163,7 @@ def test_deprecated_parameter_is_flagged() -> None:
     assert properties["old"]["deprecated"] is True
 
 
-def test_top_level_additional_properties_are_refused() -> None:
+def test_top_level_additional_properties_are_refused_and_required_is_listed_even_when_empty() -> None:
     app = parameters_app()
 
     @mcp_tool()
@@ -149,7 +172,12 @@ def test_top_level_additional_properties_are_refused() -> None:
         return None
 
     assert input_schema(app, "find_items")["additionalProperties"] is False
-    assert input_schema(app, "ping") == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert input_schema(app, "ping") == {
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": False,
+    }
 
 
 def test_credential_headers_are_not_arguments() -> None:
@@ -167,7 +195,7 @@ def test_credential_headers_are_not_arguments() -> None:
 
     default = input_schema(app, "who_am_i")
     assert sorted(default["properties"]) == ["x-tenant-secret", "x-trace"]
-    assert "required" not in default
+    assert default["required"] == []
 
     custom = input_schema(app, "who_am_i", CREDENTIALS | {"x-tenant-secret"})
     assert sorted(custom["properties"]) == ["x-trace"]
@@ -203,9 +231,8 @@ def test_body_field_named_like_a_parameter_puts_the_whole_body_under_body() -> N
     tool = tool_of(app, "replace_item")
     schema = tool.definition["inputSchema"]
     assert sorted(schema["properties"]) == ["body", "name"]
-    assert schema["properties"]["body"] == {"$ref": "#/$defs/Item"}
+    assert schema["properties"]["body"] == ITEM
     assert sorted(schema["required"]) == ["body", "name"]
-    assert sorted(schema["$defs"]["Item"]["properties"]) == ["name", "price"]
     assert tool.schema.body_mode is BodyMode.WHOLE
 
 
@@ -219,7 +246,7 @@ def test_optional_body_model_is_kept_whole_under_body_and_not_required() -> None
 
     schema = input_schema(app, "create_item")
     assert list(schema["properties"]) == ["body"]
-    assert "required" not in schema
+    assert schema["required"] == []
 
 
 def test_embedded_body_is_a_named_argument() -> None:
@@ -232,7 +259,7 @@ def test_embedded_body_is_a_named_argument() -> None:
 
     tool = tool_of(app, "create_item")
     schema = tool.definition["inputSchema"]
-    assert schema["properties"] == {"item": {"$ref": "#/$defs/Item"}}
+    assert schema["properties"] == {"item": ITEM}
     assert schema["required"] == ["item"]
     assert tool.schema.arguments["item"] == Argument("body", "item")
 
@@ -246,8 +273,8 @@ def test_two_body_parameters_are_named_arguments() -> None:
         return None
 
     schema = input_schema(app, "place_order")
-    assert schema["properties"]["item"] == {"$ref": "#/$defs/Item"}
-    assert schema["properties"]["buyer"] == {"$ref": "#/$defs/Person"}
+    assert schema["properties"]["item"] == ITEM
+    assert schema["properties"]["buyer"]["properties"]["home"] == ADDRESS
     assert schema["properties"]["quantity"]["exclusiveMinimum"] == 0
     assert sorted(schema["required"]) == ["buyer", "item", "quantity"]
 
@@ -287,7 +314,7 @@ def test_recursive_model_is_described_through_defs() -> None:
     assert node_def["properties"]["children"]["items"]["$ref"].startswith("#/$defs/Node")
 
 
-def test_shared_nested_model_is_defined_once() -> None:
+def test_shared_nested_model_is_written_out_wherever_it_is_used() -> None:
     app = FastAPI()
 
     @mcp_tool()
@@ -296,9 +323,11 @@ def test_shared_nested_model_is_defined_once() -> None:
         return None
 
     schema = input_schema(app, "register")
-    assert sorted(schema["$defs"]) == ["Address", "Person", "Shop"]
-    assert schema["$defs"]["Shop"]["properties"]["address"] == {"$ref": "#/$defs/Address"}
-    assert schema["$defs"]["Person"]["properties"]["home"] == {"$ref": "#/$defs/Address"}
+    assert "$defs" not in schema
+    assert not list(refs_in(schema))
+    assert schema["properties"]["shop"]["properties"]["address"] == ADDRESS
+    assert schema["properties"]["person"]["properties"]["home"] == ADDRESS
+    assert schema["properties"]["person"]["properties"]["work"]["anyOf"] == [ADDRESS, {"type": "null"}]
 
 
 def test_object_response_model_is_the_output_schema_as_is() -> None:
@@ -341,7 +370,7 @@ def test_non_object_response_is_wrapped_under_result(returns: Any, result_schema
     assert tool.schema.output_wrapped is True
 
 
-def test_list_of_models_response_carries_its_defs() -> None:
+def test_list_of_models_response_has_the_model_written_out_under_result() -> None:
     app = FastAPI()
 
     @mcp_tool()
@@ -350,8 +379,8 @@ def test_list_of_models_response_carries_its_defs() -> None:
         return []
 
     output = tool_of(app, "list_items").definition["outputSchema"]
-    assert output["properties"]["result"]["items"] == {"$ref": "#/$defs/Item"}
-    assert list(output["$defs"]) == ["Item"]
+    assert output["properties"]["result"]["items"] == ITEM
+    assert "$defs" not in output
 
 
 def test_route_without_response_model_has_no_output_schema() -> None:

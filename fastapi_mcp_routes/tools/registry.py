@@ -33,6 +33,7 @@ from fastapi_mcp_routes.tools.feature_marks import (
     read_prompt_options,
     read_resource_options,
 )
+from fastapi_mcp_routes.tools.inline import INLINED_SCHEMA_LIMIT, inline_models
 from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
 from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, recipe, route_description
@@ -332,6 +333,16 @@ def _tool(
     streamed = stream_of(route, options.stream)
     if streamed is not None:
         schema = _sampled(schema, streamed, sampling, entry.where)
+    for which in schema.oversized:
+        logger.warning(
+            "%s: the %s of the tool %r keeps its models in $defs, because written out where each is used "
+            "it would pass %d bytes of JSON; a client that needs a strict schema (OpenAI's strict tool "
+            "calls) may refuse it",
+            entry.where,
+            which,
+            entry.name,
+            INLINED_SCHEMA_LIMIT,
+        )
     annotations = _annotations(entry.method, options)
     confirm = options.confirm
     if confirm is None:
@@ -374,7 +385,18 @@ def _sampled(schema: ToolSchema, streamed: Streamed, sampling: Sampling, where: 
         )
     input_schema = {**schema.input_schema, "properties": {**properties, **sampling.input_properties()}}
     output = output_schema(streamed.sse, streamed.item)
-    return dataclasses.replace(schema, input_schema=input_schema, output_schema=output, output_wrapped=False)
+    # The item's models, from pydantic, are written out as the route's are (tools/inline.py).
+    inlined = inline_models(output, output.get("$defs", ()))
+    oversized = tuple(which for which in schema.oversized if which != "outputSchema")
+    if inlined is None:
+        oversized += ("outputSchema",)
+    return dataclasses.replace(
+        schema,
+        input_schema=input_schema,
+        output_schema=output if inlined is None else inlined,
+        output_wrapped=False,
+        oversized=oversized,
+    )
 
 
 def _description(entry: _Marked, options: ToolOptions) -> str:

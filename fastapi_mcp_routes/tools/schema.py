@@ -2,8 +2,9 @@
 
 The route's OpenAPI operation is FastAPI's public description of what the route takes and
 returns, so a tool's schema is exactly what the REST docs promise. Component references
-(`#/components/schemas/X`) become `#/$defs/X`, carrying every definition they reach, so shared
-and recursive models work.
+(`#/components/schemas/X`) become `#/$defs/X`, carrying every definition they reach; then each
+model is written out where it is used, but for recursive ones, which stay in `$defs`
+(tools/inline.py: strict clients refuse a bare reference).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from fastapi_mcp_routes.tools.inline import DEFS_PREFIX, inline_models
 from fastapi_mcp_routes.wire import constants as c
 
 _COMPONENT_PREFIX: Final = "#/components/schemas/"
-_DEFS_PREFIX: Final = "#/$defs/"
 # The property that holds the whole request body when its fields cannot sit at the top level.
 BODY_ARGUMENT: Final = "body"
 
@@ -47,6 +48,9 @@ class ToolSchema:
     arguments: Mapping[str, Argument]
     body_mode: BodyMode
     body_media_type: str | None
+    # The schemas ("inputSchema", "outputSchema") whose models stay in `$defs` because written
+    # out in place they would be too large (tools/inline.py); discovery warns of each.
+    oversized: tuple[str, ...] = ()
 
 
 # Component schemas rewritten to `$defs` form, with the names they reference, by name. One per
@@ -116,15 +120,16 @@ def build_tool_schema(
             if body_required:
                 required.append(BODY_ARGUMENT)
 
-    input_schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        input_schema["required"] = required
+    # `required` even when empty: pydantic-ai sends a tool to OpenAI as strict only when its
+    # schema lists every property there, and an absent list is not an empty one to it.
+    input_schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
     input_schema["additionalProperties"] = False
     # A hand-written body schema (openapi_extra) may use all of JSON Schema 2020-12: its
     # $schema, $defs, allOf/anyOf and if/then/else stay with the fields they constrain.
-    input_schema = _with_defs({**keywords, **input_schema}, components, definitions)
-    output_schema, wrapped = _output_schema(operation, components, definitions)
-    return ToolSchema(input_schema, output_schema, wrapped, arguments, body_mode, media_type)
+    input_schema, inlined = _with_models({**keywords, **input_schema}, components, definitions)
+    output_schema, wrapped, output_inlined = _output_schema(operation, components, definitions)
+    oversized = tuple(which for which, ok in (("inputSchema", inlined), ("outputSchema", output_inlined)) if not ok)
+    return ToolSchema(input_schema, output_schema, wrapped, arguments, body_mode, media_type, oversized)
 
 
 def _parameter_schema(parameter: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,15 +195,18 @@ def _refuse_file_fields(schema: Mapping[str, Any], components: Mapping[str, Any]
 
 def _output_schema(
     operation: Mapping[str, Any], components: Mapping[str, Any], definitions: Definitions
-) -> tuple[dict[str, Any] | None, bool]:
+) -> tuple[dict[str, Any] | None, bool, bool]:
+    """The output schema, whether the result is wrapped under `result`, and whether its models
+    were written out."""
     schema = _success_json_schema(operation.get("responses", {}))
     if not schema:
-        return None, False
+        return None, False, True
     resolved = _resolve(schema, components)
-    if resolved.get("type") == "object":
-        return _with_defs(dict(resolved), components, definitions), False
-    wrapped = {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}
-    return _with_defs(wrapped, components, definitions), True
+    wrapped = resolved.get("type") != "object"
+    if wrapped:
+        resolved = {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}
+    output, inlined = _with_models(dict(resolved), components, definitions)
+    return output, wrapped, inlined
 
 
 def _success_json_schema(responses: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -210,12 +218,26 @@ def _success_json_schema(responses: Mapping[str, Any]) -> Mapping[str, Any] | No
     return None
 
 
-def _with_defs(schema: dict[str, Any], components: Mapping[str, Any], definitions: Definitions) -> dict[str, Any]:
-    """Rewrite component references to `$defs` and attach every definition they reach."""
+def _with_models(
+    schema: dict[str, Any], components: Mapping[str, Any], definitions: Definitions
+) -> tuple[dict[str, Any], bool]:
+    """The schema with the models it references: written out where each is used, or, where that
+    would make it too large, in `$defs`; and whether they were written out."""
+    with_defs, models = _with_defs(schema, components, definitions)
+    inlined = inline_models(with_defs, models)
+    return (with_defs, False) if inlined is None else (inlined, True)
+
+
+def _with_defs(
+    schema: dict[str, Any], components: Mapping[str, Any], definitions: Definitions
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """Rewrite component references to `$defs` and attach every definition they reach; the
+    names of those definitions (the models, not the `$defs` the schema brings itself)."""
     rewritten: dict[str, Any] = _rewrite_refs(schema)
     own = rewritten.get("$defs", {})  # definitions the schema brings itself, not components
     pending = [name for name in _referenced_names(rewritten) if name not in own]
     defs: dict[str, Any] = dict(own)
+    models: set[str] = set()
     while pending:
         name = pending.pop()
         if name in defs:
@@ -224,22 +246,23 @@ def _with_defs(schema: dict[str, Any], components: Mapping[str, Any], definition
             definition = _rewrite_refs(components[name])
             definitions[name] = (definition, tuple(_referenced_names(definition)))
         defs[name], references = definitions[name]
+        models.add(name)
         pending.extend(n for n in references if n not in own)
     if defs:
         rewritten["$defs"] = {name: defs[name] for name in sorted(defs)}
-    return rewritten
+    return rewritten, frozenset(models)
 
 
 def _rewrite_refs(node: Any, in_mapping: bool = False) -> Any:
     if in_mapping and isinstance(node, Mapping):  # a discriminator's mapping holds bare refs
         return {
-            key: _DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :] if str(value).startswith(_COMPONENT_PREFIX) else value
+            key: DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :] if str(value).startswith(_COMPONENT_PREFIX) else value
             for key, value in node.items()
         }
     if isinstance(node, Mapping):
         return {
             key: (
-                _DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :]
+                DEFS_PREFIX + value[len(_COMPONENT_PREFIX) :]
                 if key == "$ref" and isinstance(value, str) and value.startswith(_COMPONENT_PREFIX)
                 else _rewrite_refs(value, in_mapping=key == "mapping")
             )
@@ -253,10 +276,10 @@ def _rewrite_refs(node: Any, in_mapping: bool = False) -> Any:
 def _referenced_names(node: Any) -> Iterable[str]:
     if isinstance(node, Mapping):
         for key, value in node.items():
-            if key == "$ref" and isinstance(value, str) and value.startswith(_DEFS_PREFIX):
-                yield value[len(_DEFS_PREFIX) :]
+            if key == "$ref" and isinstance(value, str) and value.startswith(DEFS_PREFIX):
+                yield value[len(DEFS_PREFIX) :]
             elif key == "mapping" and isinstance(value, Mapping):  # a discriminator's mapping
-                yield from (v[len(_DEFS_PREFIX) :] for v in value.values() if str(v).startswith(_DEFS_PREFIX))
+                yield from (v[len(DEFS_PREFIX) :] for v in value.values() if str(v).startswith(DEFS_PREFIX))
             else:
                 yield from _referenced_names(value)
     elif isinstance(node, list):
