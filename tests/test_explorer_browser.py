@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from playwright.sync_api import Browser
+from pydantic import BaseModel
 
 from example_app.auth import mint
 from example_app.main import app as example_app
@@ -248,6 +249,48 @@ def test_images_are_shown_and_audio_is_playable(browser: Browser) -> None:
         audio = card.locator("audio.audio-block")
         assert audio.get_attribute("src", timeout=WAIT_S * 1000).startswith("data:audio/wav;base64,")
         assert audio.evaluate("audio => audio.controls") is True
+
+
+def test_a_tool_taking_a_recursive_model_is_shown_and_edits_the_recursion_as_json(browser: Browser) -> None:
+    with serve(recursive_app()) as url, tab(browser, url, "recursive_model") as explorer:
+        explorer.open()
+        assert explorer.tool_names() == ["chain", "ping"]
+        card = explorer.tool("chain")
+        # The model's fields, then the same model inside itself, where its form would never end.
+        card.locator("input[name='value']").fill("1")
+        card.locator("input[name='next.value']").fill("2")
+        card.locator("textarea[name='next.next']").fill('{"value": 3}')
+        card.locator("button.call").click()
+        card.locator(".call-result").wait_for()
+        assert '"length": 3' in card.locator(".call-result").inner_text()
+
+
+class Link(BaseModel):
+    """A linked list: a model that holds itself."""
+
+    value: int
+    next: Link | None = None
+
+
+def recursive_app() -> FastAPI:
+    """An app whose tool takes a recursive model, beside one that takes nothing."""
+    app = FastAPI(title="Recursive")
+    app.include_router(mcp_routes(app))
+
+    @mcp_tool(confirm=False)
+    @app.post("/chain")
+    def chain(link: Link) -> dict[str, int]:
+        length, current = 0, link
+        while current is not None:
+            length, current = length + 1, current.next
+        return {"length": length}
+
+    @mcp_tool()
+    @app.get("/ping")
+    def ping() -> dict[str, bool]:
+        return {"pong": True}
+
+    return app
 
 
 def media_app() -> FastAPI:
