@@ -479,14 +479,27 @@ function toolCard(tool, about) {
       badges(annotations, about),
     ),
   );
-  return append(card, [
-    el("p", { className: "description" }, tool.description || ""),
-    route ? routeLine(route) : null,
+  append(card, [el("p", { className: "description" }, tool.description || ""), route ? routeLine(route) : null]);
+  // The schemas and the form are built when the card is first opened: they are most of a
+  // tool's elements, so a page of thousands of tools stays light until one is looked at.
+  return onFirstOpen(card, () => [
     jsonBlock("Input schema", tool.inputSchema),
     tool.outputSchema ? jsonBlock("Output schema", tool.outputSchema) : null,
     Object.keys(annotations).length ? jsonBlock("Annotations", annotations) : null,
     tryIt(tool, about),
   ]);
+}
+
+// Append what `build` returns to a card (a <details>) the first time it is opened.
+function onFirstOpen(card, build) {
+  let built = false;
+  card.addEventListener("toggle", () => {
+    if (card.open && !built) {
+      built = true;
+      append(card, [build()]);
+    }
+  });
+  return card;
 }
 
 function badges(annotations, about) {
@@ -1038,15 +1051,7 @@ function featureCard(kind, key, title, description, about, body) {
     el("p", { className: "description" }, description || ""),
     route ? routeLine(route) : null,
   );
-  // The form is built when the card is first opened.
-  let built = false;
-  card.addEventListener("toggle", () => {
-    if (card.open && !built) {
-      built = true;
-      card.append(body());
-    }
-  });
-  return card;
+  return onFirstOpen(card, body);
 }
 
 function readForm(uri, template) {
