@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 
 from fastapi_mcp_routes.cli.asgi import post
 from fastapi_mcp_routes.cli.errors import CliError
+from fastapi_mcp_routes.cli.printable import printable
 from fastapi_mcp_routes.server.envelope import (
     HEADER_METHOD,
     HEADER_NAME,
@@ -193,7 +194,12 @@ def _json(body: bytes) -> Any:
 
 
 def notification_line(message: Message) -> str | None:
-    """A progress or log notification as one line for stderr; None for any other."""
+    """A progress or log notification as one printable line for stderr; None for any other."""
+    line = _notification_text(message)
+    return None if line is None else printable(line)
+
+
+def _notification_text(message: Message) -> str | None:
     params = message.get("params")
     params = params if isinstance(params, Mapping) else {}
     if message.get("method") == "notifications/progress":
