@@ -315,6 +315,12 @@ def test_an_unknown_tool_is_named_with_the_close_ones() -> None:
         (["--json-args", "{1"], "--json-args is not valid JSON ("),
         (["note_id=1", "--header", "X-API-Key"], "A header must be 'Name: value' (say 'X-API-Key: demo'); got"),
         (["note_id=1", "--header", "Mcp-Name: other"], "--header cannot set 'Mcp-Name'"),
+        # JSON no peer reads: a number beyond a 64-bit float, nesting deeper than a parser goes.
+        (["note_id=1e999"], "note_id=1e999 cannot be sent: 1e999 is a number beyond a 64-bit float (RFC 7493)."),
+        (["--json-args", '{"note_id": -1e999}'], "--json-args cannot be sent: -1e999 is a number beyond a 64-bit"),
+        ([f"note_id={'[' * 5000}"], "note_id=[[[[[[[[[[[[[[[[…(5000 chars) cannot be sent: it is nested too deeply"),
+        (["--json-args", '{"note_id": ' * 5000], "--json-args cannot be sent: it is nested too deeply to read."),
+        (["note_id=1", "--header", "X-API-Key: \u2603"], "The value of the header 'X-API-Key' holds '\u2603', which a"),
     ],
 )
 def test_bad_arguments_and_headers_are_refused_with_a_sentence(args: list[str], message: str) -> None:
