@@ -31,7 +31,8 @@ API_KEY = "X-API-Key: demo-key"
 TOKEN = re.compile(r"confirmationToken=([A-Za-z0-9_\-]+)")
 # What a terminal obeys rather than shows (newlines and tabs aside), and bidirectional overrides.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-# What the routes of tests/cli_apps.py put in their text (an OSC 52 clipboard write, a screen
+CONTROLS_APP = "tests.cli_apps:controls_app"
+# What its routes put in their text (an OSC 52 clipboard write, a screen
 # clear, a C1 control sequence introducer, a right-to-left override).
 CONTROLS = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\u202e"
 # No secret or Redis from the environment the tests run in: each app decides for itself.
@@ -419,11 +420,11 @@ def test_a_routes_question_is_declined_without_a_terminal() -> None:
 
 
 def test_a_routes_control_characters_are_shown_as_escapes_never_sent_to_the_terminal() -> None:
-    text = run("call", "tests.cli_apps:app", "controls")
-    failed = run("call", "tests.cli_apps:app", "controls", "fail=true")
-    structured = run("call", "tests.cli_apps:app", "structured_controls")
-    raw = run("call", "tests.cli_apps:app", "structured_controls", "--json")
-    asked = run_typing("call", "tests.cli_apps:app", "controls_question", typed="y\nfine\n")
+    text = run("call", CONTROLS_APP, "controls")
+    failed = run("call", CONTROLS_APP, "controls", "fail=true")
+    structured = run("call", CONTROLS_APP, "structured_controls")
+    raw = run("call", CONTROLS_APP, "structured_controls", "--json")
+    asked = run_typing("call", CONTROLS_APP, "controls_question", typed="y\nfine\n")
     shown = "\\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\u009b31m\\u202e"
     assert text.returncode == 0, text.stderr
     assert text.stdout == f"text {shown}\nsecond line\n"
