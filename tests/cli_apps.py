@@ -55,8 +55,10 @@ controls_app.include_router(mcp_routes(controls_app))
 @controls_app.get("/controls", response_class=PlainTextResponse)
 async def controls(ctx: Annotated[ToolContext, Depends()], fail: bool = False) -> str:
     """Answer text holding a terminal's control sequences (or fail with them), after a progress
-    message holding them too."""
+    message and log messages holding them too."""
     await ctx.report_progress(1, 1, f"progress {CONTROLS}")
+    await ctx.log("debug", "detail the command does not ask for")
+    await ctx.log("info", f"log {CONTROLS}", logger="controls")
     if fail:
         raise HTTPException(404, f"detail {CONTROLS}")
     return f"text {CONTROLS}\nsecond line"

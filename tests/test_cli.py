@@ -428,7 +428,8 @@ def test_a_routes_control_characters_are_shown_as_escapes_never_sent_to_the_term
     shown = "\\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\u009b31m\\u202e"
     assert text.returncode == 0, text.stderr
     assert text.stdout == f"text {shown}\nsecond line\n"
-    assert text.stderr == f"progress 1/1: progress {shown}\n"
+    # Log messages from info up, as they arrive.
+    assert text.stderr == f"progress 1/1: progress {shown}\nlog info controls: log {shown}\n"
     assert failed.returncode == 1
     assert f"HTTP 404: detail {shown}" in failed.stderr
     assert structured.returncode == 0, structured.stderr
