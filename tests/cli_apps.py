@@ -1,13 +1,15 @@
 """Small apps the command-line tests point `fastapi-mcp-routes` at (`tests.cli_apps:<name>`),
 each imported by a command run in a process of its own, never by a test module: one that is
-served well (a prefix, a tool taking a header-mirrored argument, a route that asks its user), and
-one for each way an app can fail `check` or not be an MCP app at all."""
+served well (a prefix, a tool taking a header-mirrored argument, a route that asks its user), one
+whose routes' text holds a terminal's control sequences, and one for each way an app can fail
+`check` or not be an MCP app at all."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
+from fastapi.responses import PlainTextResponse
 
 from fastapi_mcp_routes import ToolContext, mcp_resource, mcp_routes, mcp_tool
 
@@ -38,6 +40,47 @@ async def ask(ctx: Annotated[ToolContext, Depends()]) -> dict[str, Any]:
     }
     answer = await ctx.elicit("Which colour?", schema)
     return {"action": answer.action, "content": answer.content}
+
+
+# -- routes whose text holds a terminal's control sequences ------------------------------------
+
+# A route's text is data someone else may have chosen: an OSC 52 clipboard write, a screen
+# clear, a C1 control sequence introducer and a right-to-left override.
+CONTROLS = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\u202e"
+controls_app = FastAPI(title="Controls")
+controls_app.include_router(mcp_routes(controls_app))
+
+
+@mcp_tool()
+@controls_app.get("/controls", response_class=PlainTextResponse)
+async def controls(ctx: Annotated[ToolContext, Depends()], fail: bool = False) -> str:
+    """Answer text holding a terminal's control sequences (or fail with them), after a progress
+    message and log messages holding them too."""
+    await ctx.report_progress(1, 1, f"progress {CONTROLS}")
+    await ctx.log("debug", "detail the command does not ask for")
+    await ctx.log("info", f"log {CONTROLS}", logger="controls")
+    if fail:
+        raise HTTPException(404, f"detail {CONTROLS}")
+    return f"text {CONTROLS}\nsecond line"
+
+
+@mcp_tool()
+@controls_app.get("/controls/structured")
+def structured_controls() -> dict[str, str]:
+    """Answer a structured result whose text holds a terminal's control sequences."""
+    return {"title": CONTROLS}
+
+
+@mcp_tool(confirm=False)
+@controls_app.post("/controls/question")
+async def controls_question(ctx: Annotated[ToolContext, Depends()]) -> dict[str, Any]:
+    """Ask a question whose message and field hold a terminal's control sequences."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "description": CONTROLS}}}
+    answer = await ctx.elicit(f"question {CONTROLS}", schema)
+    return {"action": answer.action}
+
+
+# -- a factory ---------------------------------------------------------------------------------
 
 
 def build() -> FastAPI:

@@ -1013,10 +1013,11 @@ class ExplorerPage:
         self.loaded()
 
     def tool(self, name: str) -> Locator:
-        """A tool's card, opened."""
+        """A tool's card, opened, with its form (built when the card is first opened)."""
         card = self.page.locator(f"#tools .card[data-name='{name}']")
         if card.get_attribute("open") is None:
             card.locator(":scope > summary").click()
+        card.locator(":scope > .try").wait_for()
         return card
 
     def screenshot(self, name: str) -> Path:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request, Security
+from fastapi.security import SecurityScopes
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, auth_guard, mcp_routes, mcp_tool
@@ -129,6 +130,37 @@ def test_tools_list_hides_what_the_principal_statically_cannot_use() -> None:
     with TestClient(scoped_app()) as client:
         assert listed(client, "alice", "notes:read") == ["alice_only", "open_to_all", "read"]
         assert listed(client, "bob", "notes:read notes:admin") == ["admin", "open_to_all", "read"]
+
+
+def test_scopes_declared_above_the_scheme_hide_the_tool_as_the_schemes_own_do() -> None:
+    # FastAPI's documented pattern: the route asks Security(current_user, scopes=[...]) of a
+    # function that reads the scheme, so the scopes are the function's, not the scheme's.
+    app = FastAPI()
+    jwt_bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC)
+    app.include_router(mcp_routes(app, auth=jwt_bearer))
+
+    def current_user(scopes: SecurityScopes, who: Principal = Depends(jwt_bearer)) -> Principal:  # noqa: B008
+        if not set(scopes.scopes) <= set(who.scopes):
+            raise HTTPException(403, "Not enough permissions.")
+        return who
+
+    @mcp_tool()
+    @app.get("/report")
+    def report(who: Principal = Security(current_user, scopes=["notes:admin"])) -> dict[str, str]:  # noqa: B008
+        return {"who": who.subject}
+
+    @mcp_tool()
+    @app.get("/open")
+    def open_to_all() -> dict[str, str]:
+        return {"open": "yes"}
+
+    with TestClient(app) as client:
+        assert listed(client, "alice", "notes:read") == ["open_to_all"]
+        assert listed(client, "bob", "notes:read notes:admin") == ["open_to_all", "report"]
+        # What the explorer's JSON names follows the same rule.
+        credential = {"authorization": f"Bearer {token(scope='notes:read')}"}
+        about = client.get("/mcp/explorer/about", headers=credential).json()
+    assert [tool["name"] for tool in about["tools"]] == ["open_to_all"]
 
 
 def test_a_hidden_tool_called_by_name_is_refused_by_its_own_guard() -> None:

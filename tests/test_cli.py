@@ -29,6 +29,12 @@ RUNNERS = pytest.mark.parametrize("runner", [MODULE, SCRIPT], ids=["python -m", 
 EXAMPLE = "example_app.main:app"
 API_KEY = "X-API-Key: demo-key"
 TOKEN = re.compile(r"confirmationToken=([A-Za-z0-9_\-]+)")
+# What a terminal obeys rather than shows (newlines and tabs aside), and bidirectional overrides.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROLS_APP = "tests.cli_apps:controls_app"
+# What its routes put in their text (an OSC 52 clipboard write, a screen
+# clear, a C1 control sequence introducer, a right-to-left override).
+CONTROLS = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\u202e"
 # No secret or Redis from the environment the tests run in: each app decides for itself.
 CLEAN = {"FASTAPI_MCP_ROUTES_SECRET": "", "FASTAPI_MCP_ROUTES_REDIS_URL": ""}
 
@@ -310,6 +316,12 @@ def test_an_unknown_tool_is_named_with_the_close_ones() -> None:
         (["--json-args", "{1"], "--json-args is not valid JSON ("),
         (["note_id=1", "--header", "X-API-Key"], "A header must be 'Name: value' (say 'X-API-Key: demo'); got"),
         (["note_id=1", "--header", "Mcp-Name: other"], "--header cannot set 'Mcp-Name'"),
+        # JSON no peer reads: a number beyond a 64-bit float, nesting deeper than a parser goes.
+        (["note_id=1e999"], "note_id=1e999 cannot be sent: 1e999 is a number beyond a 64-bit float (RFC 7493)."),
+        (["--json-args", '{"note_id": -1e999}'], "--json-args cannot be sent: -1e999 is a number beyond a 64-bit"),
+        ([f"note_id={'[' * 5000}"], "note_id=[[[[[[[[[[[[[[[[…(5000 chars) cannot be sent: it is nested too deeply"),
+        (["--json-args", '{"note_id": ' * 5000], "--json-args cannot be sent: it is nested too deeply to read."),
+        (["note_id=1", "--header", "X-API-Key: \u2603"], "The value of the header 'X-API-Key' holds '\u2603', which a"),
     ],
 )
 def test_bad_arguments_and_headers_are_refused_with_a_sentence(args: list[str], message: str) -> None:
@@ -405,6 +417,28 @@ def test_a_routes_question_is_declined_without_a_terminal() -> None:
     # Without --yes the command does not declare elicitation, so the route cannot ask at all.
     assert unasked.returncode == 1
     assert "Error -32021: This tool needs the client's elicitation capability." in unasked.stderr
+
+
+def test_a_routes_control_characters_are_shown_as_escapes_never_sent_to_the_terminal() -> None:
+    text = run("call", CONTROLS_APP, "controls")
+    failed = run("call", CONTROLS_APP, "controls", "fail=true")
+    structured = run("call", CONTROLS_APP, "structured_controls")
+    raw = run("call", CONTROLS_APP, "structured_controls", "--json")
+    asked = run_typing("call", CONTROLS_APP, "controls_question", typed="y\nfine\n")
+    shown = "\\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\u009b31m\\u202e"
+    assert text.returncode == 0, text.stderr
+    assert text.stdout == f"text {shown}\nsecond line\n"
+    # Log messages from info up, as they arrive.
+    assert text.stderr == f"progress 1/1: progress {shown}\nlog info controls: log {shown}\n"
+    assert failed.returncode == 1
+    assert f"HTTP 404: detail {shown}" in failed.stderr
+    assert structured.returncode == 0, structured.stderr
+    assert json.loads(structured.stdout) == {"title": CONTROLS}  # JSON escapes: the same value
+    assert json.loads(raw.stdout)["structuredContent"] == {"title": CONTROLS}
+    assert asked.returncode == 0, asked.stderr
+    assert f"question {shown}" in asked.stderr
+    for done in (text, failed, structured, raw, asked):
+        assert not CONTROL.search(done.stdout + done.stderr), done
 
 
 def test_arguments_a_tool_mirrors_in_headers_travel_in_both() -> None:

@@ -9,11 +9,13 @@ import struct
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 from playwright.sync_api import Browser
+from pydantic import BaseModel, create_model
 
 from example_app.auth import mint
 from example_app.main import app as example_app
@@ -248,6 +250,85 @@ def test_images_are_shown_and_audio_is_playable(browser: Browser) -> None:
         audio = card.locator("audio.audio-block")
         assert audio.get_attribute("src", timeout=WAIT_S * 1000).startswith("data:audio/wav;base64,")
         assert audio.evaluate("audio => audio.controls") is True
+
+
+def test_a_tool_taking_a_recursive_model_is_shown_and_edits_the_recursion_as_json(browser: Browser) -> None:
+    with serve(recursive_app()) as url, tab(browser, url, "recursive_model") as explorer:
+        explorer.open()
+        assert explorer.tool_names() == ["chain", "ping"]
+        card = explorer.tool("chain")
+        # The model's fields, then the same model inside itself, where its form would never end.
+        card.locator("input[name='value']").fill("1")
+        card.locator("input[name='next.value']").fill("2")
+        card.locator("textarea[name='next.next']").fill('{"value": 3}')
+        card.locator("button.call").click()
+        card.locator(".call-result").wait_for()
+        assert '"length": 3' in card.locator(".call-result").inner_text()
+
+
+def test_with_many_tools_a_tools_schemas_and_form_are_built_when_its_card_is_opened(browser: Browser) -> None:
+    with serve(many_tools_app(MANY_TOOLS)) as url, tab(browser, url, "many_tools") as explorer:
+        explorer.open()
+        assert len(explorer.tool_names()) == MANY_TOOLS
+        page = explorer.page
+        assert page.locator("#tools .try").count() == 0
+        # A few elements a card, whatever the size of its schema.
+        assert page.evaluate("document.getElementsByTagName('*').length") < ELEMENTS_PER_CLOSED_CARD * MANY_TOOLS
+        card = explorer.tool("tool_7")
+        assert card.locator("input[name='field_29']").count() == 1
+        assert page.locator("#tools .try").count() == 1
+
+
+MANY_TOOLS = 400
+ELEMENTS_PER_CLOSED_CARD = 20  # the summary's marks, name, title, method, path, badges, description, route
+
+
+def many_tools_app(count: int) -> FastAPI:
+    """An app of `count` tools, each taking a body of thirty fields."""
+    app = FastAPI(title="Many")
+    app.include_router(mcp_routes(app))
+    fields: dict[str, Any] = {f"field_{index}": (str, "") for index in range(30)}
+    body = create_model("Form", **fields)
+
+    def add(index: int) -> None:
+        def endpoint(item_id: int, form: Any) -> dict[str, int]:
+            return {"tool": index}
+
+        endpoint.__name__ = f"tool_{index}"
+        endpoint.__annotations__ = {**endpoint.__annotations__, "form": body}  # a model made at run time
+        app.post(f"/items{index}/{{item_id}}", summary=f"Tool {index}")(mcp_tool(confirm=False)(endpoint))
+
+    for index in range(count):
+        add(index)
+    return app
+
+
+class Link(BaseModel):
+    """A linked list: a model that holds itself."""
+
+    value: int
+    next: Link | None = None
+
+
+def recursive_app() -> FastAPI:
+    """An app whose tool takes a recursive model, beside one that takes nothing."""
+    app = FastAPI(title="Recursive")
+    app.include_router(mcp_routes(app))
+
+    @mcp_tool(confirm=False)
+    @app.post("/chain")
+    def chain(link: Link) -> dict[str, int]:
+        length, current = 0, link
+        while current is not None:
+            length, current = length + 1, current.next
+        return {"length": length}
+
+    @mcp_tool()
+    @app.get("/ping")
+    def ping() -> dict[str, bool]:
+        return {"pong": True}
+
+    return app
 
 
 def media_app() -> FastAPI:

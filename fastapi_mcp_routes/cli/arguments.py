@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -14,6 +15,13 @@ from fastapi_mcp_routes.wire import constants as c
 _DEFINITIONS_REF: Final = "#/$defs/"
 _HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # RFC 9110 field-value octets
+_SHOWN_CHARS: Final = 16  # of a value named in a refusal: it may be megabytes
+
+
+class _Unsendable(ValueError):
+    """JSON that parses, but that the command cannot send as it reads: a number beyond a 64-bit
+    float (Python reads 1e999 as infinity, which JSON has not), or nesting deeper than the
+    parser goes."""
 
 
 def tool_arguments(pairs: Sequence[str], json_args: str | None, input_schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -27,15 +35,23 @@ def tool_arguments(pairs: Sequence[str], json_args: str | None, input_schema: Ma
         key, equals, value = pair.partition("=")
         if not equals or not key:
             raise CliError(f"An argument must be key=value (say note_id=1, or title=Groceries); got {pair!r}.")
-        arguments[key] = value if _is_text(properties.get(key), definitions) else _json_or_text(value)
+        if _is_text(properties.get(key), definitions):
+            arguments[key] = value
+            continue
+        try:
+            arguments[key] = _json_or_text(value)
+        except _Unsendable as exc:
+            raise CliError(f"{key}={_shown(value)} cannot be sent: {exc}.") from None
     return arguments
 
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text, parse_constant=_not_json)
+        value = _loads(text)
+    except _Unsendable as exc:
+        raise CliError(f"--json-args cannot be sent: {exc}.") from None
     except ValueError as exc:
-        raise CliError(f"--json-args is not valid JSON ({exc}); got {text!r}.") from None
+        raise CliError(f"--json-args is not valid JSON ({exc}); got {_shown(text)!r}.") from None
     if not isinstance(value, dict):
         raise CliError(f"--json-args must be a JSON object of arguments, got {type(value).__name__} {text!r}.")
     return value
@@ -43,14 +59,34 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _json_or_text(value: str) -> Any:
     try:
-        return json.loads(value, parse_constant=_not_json)
+        return _loads(value)
+    except _Unsendable:
+        raise
     except ValueError:
         return value
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    except RecursionError:
+        raise _Unsendable("it is nested too deeply to read") from None
 
 
 def _not_json(constant: str) -> Any:
     # Python's json reads NaN and Infinity, which JSON has not: such a value stays text.
     raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise _Unsendable(f"{literal} is a number beyond a 64-bit float (RFC 7493)")
+    return number
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}…({len(value)} chars)"
 
 
 def _is_text(node: Any, definitions: Mapping[str, Any]) -> bool:
@@ -80,7 +116,11 @@ def caller_headers(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
         if not colon or not _HEADER_NAME.fullmatch(name):
             raise CliError(f"A header must be 'Name: value' (say 'X-API-Key: demo'); got {given!r}.")
         if not _HEADER_VALUE.fullmatch(value):
-            raise CliError(f"The value of the header {name!r} holds a control character.")
+            held = next(char for char in value if not _HEADER_VALUE.fullmatch(char))
+            raise CliError(
+                f"The value of the header {name!r} holds {held!r}, which a header value cannot carry "
+                "(tabs, spaces, visible ASCII and Latin-1 letters only)."
+            )
         lowered = name.lower()
         if lowered in c.TRANSPORT_HEADERS or lowered.startswith(c.PARAM_HEADER_PREFIX):
             raise CliError(f"--header cannot set {name!r}: the command sets it on each request itself.")

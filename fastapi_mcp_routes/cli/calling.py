@@ -25,11 +25,13 @@ from starlette.types import ASGIApp
 
 from fastapi_mcp_routes.cli.asgi import post
 from fastapi_mcp_routes.cli.errors import CliError
+from fastapi_mcp_routes.cli.printable import printable
 from fastapi_mcp_routes.server.envelope import (
     HEADER_METHOD,
     HEADER_NAME,
     META_CAPABILITIES,
     META_CLIENT_INFO,
+    META_LOG_LEVEL,
     META_VERSION,
     MODERN_VERSIONS,
 )
@@ -45,6 +47,9 @@ MAX_ROUNDS: Final = 20
 _REQUEST_ID: Final = 1
 # Asking for progress lets the endpoint answer on an SSE stream, so it shows while the call runs.
 _PROGRESS_TOKEN: Final = "call"
+# The route's log messages shown on stderr: from info up (debug is for the route's author, who
+# reads the server's log).
+LOG_LEVEL: Final = "info"
 # Form-mode elicitation only: a terminal can show a message and ask for typed values.
 ELICITATION: Final[Mapping[str, Any]] = {"elicitation": {"form": {}}}
 _ACCEPT: Final = f"{c.MEDIA_JSON}, {c.MEDIA_SSE}"
@@ -109,6 +114,7 @@ def _meta(request: CallRequest) -> dict[str, Any]:
         META_VERSION: PROTOCOL_VERSION,
         META_CAPABILITIES: dict(ELICITATION) if request.can_ask else {},
         META_CLIENT_INFO: {"name": "fastapi-mcp-routes", "version": _version()},
+        META_LOG_LEVEL: LOG_LEVEL,
         "progressToken": _PROGRESS_TOKEN,
     }
 
@@ -193,7 +199,12 @@ def _json(body: bytes) -> Any:
 
 
 def notification_line(message: Message) -> str | None:
-    """A progress or log notification as one line for stderr; None for any other."""
+    """A progress or log notification as one printable line for stderr; None for any other."""
+    line = _notification_text(message)
+    return None if line is None else printable(line)
+
+
+def _notification_text(message: Message) -> str | None:
     params = message.get("params")
     params = params if isinstance(params, Mapping) else {}
     if message.get("method") == "notifications/progress":

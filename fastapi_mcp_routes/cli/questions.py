@@ -18,6 +18,7 @@ from typing import Any, Final
 import typer
 
 from fastapi_mcp_routes.cli.errors import CliError
+from fastapi_mcp_routes.cli.printable import printable
 from fastapi_mcp_routes.server.call import QUESTION_KEY
 
 _ELICIT: Final = "elicitation/create"
@@ -51,13 +52,13 @@ class Answerer:
             return dict(ACCEPT)
         if not self._terminal:
             return dict(DECLINE)
-        typer.echo(str(params.get("message", "")), err=True)
+        typer.echo(printable(str(params.get("message", ""))), err=True)
         return dict(ACCEPT) if _yes_or_no("Run it?", default=False) else dict(DECLINE)
 
 
 def _form(params: Mapping[str, Any]) -> dict[str, Any]:
     """A route's question, asked on the terminal: its message, then each field of its schema."""
-    typer.echo(str(params.get("message", "")), err=True)
+    typer.echo(printable(str(params.get("message", ""))), err=True)
     if not _yes_or_no("Answer it?", default=True):
         return dict(DECLINE)
     schema = params.get("requestedSchema")
@@ -91,7 +92,7 @@ def _field(name: str, field: Mapping[str, Any], required: bool) -> Any:
         value = _typed(typed, kind)
         if value is not None and (not choices or typed in choices):
             return value
-        typer.echo(f"Please enter {'one of ' + ', '.join(choices) if choices else f'a {kind}'}.", err=True)
+        typer.echo(printable(f"Please enter {'one of ' + ', '.join(choices) if choices else f'a {kind}'}."), err=True)
 
 
 def _yes_or_no(question: str, *, default: bool) -> bool:
@@ -100,8 +101,9 @@ def _yes_or_no(question: str, *, default: bool) -> bool:
 
 
 def _line(prompt: str) -> str:
-    """One line typed on the terminal, the prompt on stderr (stdout carries only the result)."""
-    sys.stderr.write(prompt)
+    """One line typed on the terminal, the prompt on stderr (stdout carries only the result); the
+    prompt names the route's fields, so it is made printable."""
+    sys.stderr.write(printable(prompt))
     sys.stderr.flush()
     line = sys.stdin.readline()
     if not line:

@@ -1,6 +1,7 @@
 """What `call` prints: the result's content blocks and its structured content on stdout (an
 error result's on stderr), a JSON-RPC error on stderr, and for a call held for confirmation its
-plan and token with what to do next. Each returns the command's exit status."""
+plan and token with what to do next. Each returns the command's exit status. Everything printed
+here is the endpoint's text, so it goes through `printable`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Final
 
 import typer
 
+from fastapi_mcp_routes.cli.printable import printable
 from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY, TOKEN_ARGUMENT
 
 OK: Final = 0
@@ -27,11 +29,11 @@ def print_answer(message: Mapping[str, Any], *, raw: bool, gated: bool, tokens_o
         return FAILED
     held = pending(result) if gated else None
     if raw:
-        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        _echo(json.dumps(result, indent=2, ensure_ascii=False))
     else:
         _print_content(result)
     if held is not None:
-        typer.echo(_not_run(held, tokens_outlive_a_run), err=True)
+        _echo(_not_run(held, tokens_outlive_a_run), err=True)
         return FAILED
     return FAILED if result.get("isError") else OK
 
@@ -62,13 +64,13 @@ def _not_run(held: Mapping[str, Any], tokens_outlive_a_run: bool) -> str:
 
 def _print_error(error: Mapping[str, Any], raw: bool) -> None:
     if raw:
-        typer.echo(json.dumps({"error": dict(error)}, indent=2, ensure_ascii=False))
+        _echo(json.dumps({"error": dict(error)}, indent=2, ensure_ascii=False))
         return
     code = error.get("code")
     line = f"Error {code}: {error.get('message')}" if code is not None else f"Error: {error.get('message')}"
     if error.get("data") is not None:
         line += f" {json.dumps(error['data'], ensure_ascii=False)}"
-    typer.echo(line, err=True)
+    _echo(line, err=True)
 
 
 def _print_content(result: Mapping[str, Any]) -> None:
@@ -77,9 +79,13 @@ def _print_content(result: Mapping[str, Any]) -> None:
     for block in result.get("content") or ():
         shown = _block(block, structured)
         if shown is not None:
-            typer.echo(shown, err=failed)
+            _echo(shown, err=failed)
     if structured is not None:
-        typer.echo(json.dumps(structured, indent=2, ensure_ascii=False), err=failed)
+        _echo(json.dumps(structured, indent=2, ensure_ascii=False), err=failed)
+
+
+def _echo(text: str, *, err: bool = False) -> None:
+    typer.echo(printable(text), err=err)
 
 
 def _block(block: Any, structured: Any) -> str | None:

@@ -3,8 +3,9 @@
 Two readers need it, and need different strengths of it:
 - `tools/list` may hide a tool its caller statically cannot use (`Access.shown_to`): a hint,
   allowed to be wrong, since visibility is never authorization (DESIGN.md, decision 4). A
-  route behind any security scheme, `JWTBearer` or `@auth_guard` "needs auth"; `Security`
-  scopes and a `visible` predicate narrow it further.
+  route behind any security scheme, `JWTBearer` or `@auth_guard` "needs auth"; the `Security`
+  scopes such a scheme is handed (its own, or asked of a dependency above it) and a `visible`
+  predicate narrow it further.
 - the confirmation gate must not ask a user to approve a call its route will refuse, nor hand
   such a caller a token; and it must never let a call run unconfirmed. That needs certainty,
   which those facts do not give: a scheme with `auto_error=False` or an `@auth_guard` may let
@@ -112,7 +113,9 @@ def access_of(route: Any, visible: Callable[[Any], bool] | None) -> Access | Non
         call = node.call
         if isinstance(call, (SecurityBase, JWTBearer)) or is_auth_guard(call):
             needs_auth = True
-            scopes.update(node.own_oauth_scopes or ())
+            # Its own scopes and those of the dependencies it sits under: FastAPI's documented
+            # pattern asks `Security(current_user, scopes=[...])` of a function reading the scheme.
+            scopes.update(_security_scopes(node))
         if type(call) in _PURE_SCHEMES:
             guards.append(Guard(call, _security_scopes(node), above))
         below = (*above, call) if call is not None else above

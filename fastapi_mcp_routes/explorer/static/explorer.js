@@ -479,14 +479,27 @@ function toolCard(tool, about) {
       badges(annotations, about),
     ),
   );
-  return append(card, [
-    el("p", { className: "description" }, tool.description || ""),
-    route ? routeLine(route) : null,
+  append(card, [el("p", { className: "description" }, tool.description || ""), route ? routeLine(route) : null]);
+  // The schemas and the form are built when the card is first opened: they are most of a
+  // tool's elements, so a page of thousands of tools stays light until one is looked at.
+  return onFirstOpen(card, () => [
     jsonBlock("Input schema", tool.inputSchema),
     tool.outputSchema ? jsonBlock("Output schema", tool.outputSchema) : null,
     Object.keys(annotations).length ? jsonBlock("Annotations", annotations) : null,
     tryIt(tool, about),
   ]);
+}
+
+// Append what `build` returns to a card (a <details>) the first time it is opened.
+function onFirstOpen(card, build) {
+  let built = false;
+  card.addEventListener("toggle", () => {
+    if (card.open && !built) {
+      built = true;
+      append(card, [build()]);
+    }
+  });
+  return card;
 }
 
 function badges(annotations, about) {
@@ -583,8 +596,9 @@ function withoutToken(schema) {
   return { ...schema, properties };
 }
 
-// Follow a local "$ref" (#/$defs/..., #/definitions/...) within the tool's own schema.
-function resolve(schema, root) {
+// Follow a local "$ref" (#/$defs/..., #/definitions/...) within the tool's own schema; each
+// reference followed is added to `followed` when given.
+function resolve(schema, root, followed) {
   let current = schema;
   for (let depth = 0; current && current.$ref && depth < 32; depth++) {
     const path = current.$ref.startsWith("#/") ? current.$ref.slice(2).split("/") : null;
@@ -592,6 +606,7 @@ function resolve(schema, root) {
     let target = root;
     for (const part of path) target = target && target[part.replace(/~1/g, "/").replace(/~0/g, "~")];
     if (!target) return current;
+    if (followed) followed.push(current.$ref);
     const { $ref, ...rest } = current;
     current = { ...target, ...rest };
   }
@@ -599,14 +614,15 @@ function resolve(schema, root) {
 }
 
 // A schema that may also be null (`anyOf: [X, {type: null}]`, `type: [X, "null"]`): X, nullable.
-function unwrapNullable(schema, root) {
-  const resolved = resolve(schema, root);
+// The references followed to reach X are added to `followed`.
+function unwrapNullable(schema, root, followed) {
+  const resolved = resolve(schema, root, followed);
   const options = resolved.anyOf || resolved.oneOf;
   if (Array.isArray(options)) {
     const others = options.filter((option) => resolve(option, root).type !== "null");
     if (others.length === 1 && others.length < options.length) {
       const { anyOf, oneOf, ...rest } = resolved;
-      return { schema: { ...resolve(others[0], root), ...rest }, nullable: true };
+      return { schema: { ...resolve(others[0], root, followed), ...rest }, nullable: true };
     }
   }
   if (Array.isArray(resolved.type)) {
@@ -619,12 +635,13 @@ function unwrapNullable(schema, root) {
 // The form of an object schema: {node, read()} where read() returns the object the fields hold
 // (optional fields left empty are left out) or throws an Error naming the field. `path` names
 // the object within the arguments ("body[0]"), and so its fields' inputs ("body[0].title").
-function objectForm(schema, root, label, path) {
+// `within` holds the references ("#/$defs/Node") of the models this form sits inside.
+function objectForm(schema, root, label, path, within = new Set()) {
   const required = new Set(schema.required || []);
   const properties = schema.properties || {};
   const fields = Object.entries(properties).map(([name, property]) => ({
     name,
-    field: fieldFor(property, root, name, required.has(name), path ? `${path}.${name}` : name),
+    field: fieldFor(property, root, name, required.has(name), path ? `${path}.${name}` : name, within),
   }));
   const node = el("fieldset", { className: label ? "object" : "object root-object" }, label ? el("legend", {}, label) : null);
   if (!fields.length) node.append(el("p", { className: "hint" }, "No arguments."));
@@ -641,16 +658,21 @@ function objectForm(schema, root, label, path) {
 }
 
 // One field for a property schema; a JSON editor where a form cannot say it (unions, maps).
-// `name` is what the label shows, `path` where the value goes in the arguments.
-function fieldFor(property, root, name, required, path) {
-  const { schema, nullable } = unwrapNullable(property, root);
+// `name` is what the label shows, `path` where the value goes in the arguments. A model met
+// again inside itself (a tree, a linked list) is a JSON editor from there: its form would
+// never end.
+function fieldFor(property, root, name, required, path, within) {
+  const followed = [];
+  const { schema, nullable } = unwrapNullable(property, root, followed);
   const optional = !required || nullable;
   const label = labelFor(name, schema, required, path);
+  if (followed.some((reference) => within.has(reference))) return jsonField(schema, label, optional);
+  const inside = new Set([...within, ...followed]);
   if (Array.isArray(schema.enum)) return enumField(schema, label, optional);
   if (schema.type === "object" && schema.properties && !schema.additionalProperties) {
-    return nestedObject(schema, root, path, optional);
+    return nestedObject(schema, root, path, optional, inside);
   }
-  if (schema.type === "array" && schema.items) return arrayField(schema, root, path, optional);
+  if (schema.type === "array" && schema.items) return arrayField(schema, root, path, optional, inside);
   if (schema.type === "boolean") return booleanField(schema, label, optional);
   if (schema.type === "integer" || schema.type === "number") return numberField(schema, label, optional);
   if (schema.type === "string") return textField(schema, label, optional);
@@ -737,8 +759,8 @@ function enumField(schema, label, optional) {
   };
 }
 
-function nestedObject(schema, root, path, optional) {
-  const inner = objectForm(schema, root, path, path);
+function nestedObject(schema, root, path, optional, within) {
+  const inner = objectForm(schema, root, path, path, within);
   if (schema.description) inner.node.append(el("small", { className: "hint" }, schema.description));
   return {
     node: inner.node,
@@ -750,14 +772,14 @@ function nestedObject(schema, root, path, optional) {
 }
 
 // A list of item fields with Add and Remove buttons.
-function arrayField(schema, root, name, optional) {
+function arrayField(schema, root, name, optional, within) {
   const items = [];
   const list = el("div", { className: "items" });
   const add = el("button", { type: "button", className: "button small add-item" }, `Add ${name} item`);
   const node = el("fieldset", { className: "array" }, el("legend", {}, name), schema.description ? el("small", { className: "hint" }, schema.description) : null, list, add);
   add.addEventListener("click", () => {
     const path = `${name}[${items.length}]`;
-    const field = fieldFor(schema.items, root, path, true, path);
+    const field = fieldFor(schema.items, root, path, true, path, within);
     const remove = el("button", { type: "button", className: "button small secondary" }, "Remove");
     const row = el("div", { className: "item" }, field.node, remove);
     const entry = { field, row };
@@ -1029,15 +1051,7 @@ function featureCard(kind, key, title, description, about, body) {
     el("p", { className: "description" }, description || ""),
     route ? routeLine(route) : null,
   );
-  // The form is built when the card is first opened.
-  let built = false;
-  card.addEventListener("toggle", () => {
-    if (card.open && !built) {
-      built = true;
-      card.append(body());
-    }
-  });
-  return card;
+  return onFirstOpen(card, body);
 }
 
 function readForm(uri, template) {
