@@ -62,7 +62,10 @@ chromium:
 # pytest runs last so its summary closes the output.
 test: lint typecheck imports redis-server chromium conformance unit
 
+# Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
+# `bench` extra installs uvicorn[standard] for the latter).
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/tool_call_vs_rest.py
 
 # This library against fastapi-mcp and FastMCP (installs each peer into .tools/bench/ first).

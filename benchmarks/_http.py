@@ -7,6 +7,10 @@ chunked SSE). Server CPU is read from `/proc/<pid>/stat` of the server's process
 process under it (`uvicorn --workers N` runs its workers under a supervisor; all threads of
 each; it does not count time spent waiting for a CPU, so it is the least noisy figure on a
 shared machine), RSS from `/proc/<pid>/status`.
+
+uvicorn runs h11 on asyncio unless a caller asks for another parser or loop: both are passed
+explicitly, since uvicorn's `auto` picks httptools and uvloop wherever they are installed (the
+`bench` extra installs them, through `uvicorn[standard]`). A server can be pinned to one CPU.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -33,6 +38,9 @@ SPREAD_RETRY_S: Final = 0.01  # between connections that landed on a worker with
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")  # the unit of utime and stime in /proc/<pid>/stat
 PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 TCP_LAUNCHER: Final = Path(__file__).resolve().parent / "uvicorn_tcp.py"
+DEFAULT_HTTP: Final = "h11"
+DEFAULT_LOOP: Final = "asyncio"
+DEFAULT_STACK: Final = f"{DEFAULT_HTTP} + {DEFAULT_LOOP}"  # what the scripts say they measured
 
 
 class BenchmarkError(Exception):
@@ -78,6 +86,27 @@ def tree_cpu_seconds(pid: int) -> float:
     return ticks / CLOCK_TICKS
 
 
+def can_pin() -> bool:
+    """Whether this platform can pin a process to a CPU (Linux can)."""
+    return hasattr(os, "sched_setaffinity")
+
+
+def pin_tree(pid: int, cpu: int) -> None:
+    """Run `pid`, every process below it and every thread of each on `cpu` alone. What they
+    start afterwards inherits it. Where the platform cannot pin, say so and leave them be."""
+    if not can_pin():
+        print(f"note: this platform cannot pin processes to a CPU; process {pid} runs unpinned", file=sys.stderr)
+        return
+    for member in process_tree(pid):
+        try:
+            threads = os.listdir(f"/proc/{member}/task")
+        except OSError:
+            continue  # it exited
+        for thread in threads:
+            with suppress(ProcessLookupError):
+                os.sched_setaffinity(int(thread), {cpu})
+
+
 def _socket_inodes(pid: int) -> set[int]:
     inodes = set()
     with os.scandir(f"/proc/{pid}/fd") as entries:
@@ -99,6 +128,7 @@ class Process:
     popen: subprocess.Popen[bytes]
     port: int
     label: str
+    cpu: int | None = None  # the CPU it is pinned to, if any
 
     def cpu_seconds(self) -> float:
         """User plus system CPU time of the whole server (every process, all threads) so far."""
@@ -135,9 +165,12 @@ class Process:
                 raise BenchmarkError(f"the {self.label} server exited with {self.popen.returncode}")
             try:
                 socket.create_connection((HOST, self.port), timeout=1.0).close()
-                return
             except OSError:
                 time.sleep(0.01)
+                continue
+            if self.cpu is not None:
+                pin_tree(self.popen.pid, self.cpu)  # any thread or worker started before the pin
+            return
         raise BenchmarkError(f"the {self.label} server did not listen in time")
 
 
@@ -157,30 +190,39 @@ def uvicorn_process(
     label: str,
     workers: int = 1,
     tcp_nodelay: bool = True,
+    http: str = DEFAULT_HTTP,
+    loop: str = DEFAULT_LOOP,
+    cpu: int | None = None,
 ) -> AbstractContextManager[Process]:
     """Start `uvicorn --factory factory` with this interpreter and environment; stop it after.
 
     With `workers` above 1, `uvicorn --workers`: a supervisor and its worker processes, run by
     `uvicorn_tcp.py` unless `tcp_nodelay` is false, so that its connections get TCP_NODELAY as
-    one process's do (uvicorn issue #3149; that module says why)."""
+    one process's do (uvicorn issue #3149; that module says why). `http` and `loop` are
+    uvicorn's `--http` and `--loop` (h11 on asyncio unless given); with `cpu`, the server and
+    everything under it run on that CPU alone (`pin_tree`)."""
     port = free_port()
     launcher = (str(TCP_LAUNCHER),) if workers > 1 and tcp_nodelay else ("-m", "uvicorn")
     command: Sequence[str] = [
         *(str(python), *launcher, factory, "--factory", "--app-dir", str(app_dir)),
         *("--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"),
-        *("--timeout-keep-alive", str(KEEP_ALIVE_S)),
+        *("--timeout-keep-alive", str(KEEP_ALIVE_S), "--http", http, "--loop", loop),
         *(("--workers", str(workers)) if workers > 1 else ()),
     ]
-    return server_process(command, port, env, label)
+    return server_process(command, port, env, label, cpu)
 
 
 @contextmanager
-def server_process(command: Sequence[str], port: int, env: Mapping[str, str], label: str) -> Iterator[Process]:
+def server_process(
+    command: Sequence[str], port: int, env: Mapping[str, str], label: str, cpu: int | None = None
+) -> Iterator[Process]:
     """Start `command`, a server that will listen on `port`, with this environment added to
-    ours; stop it and every process it started after."""
+    ours, pinned to `cpu` if given; stop it and every process it started after."""
     popen = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     try:
-        yield Process(popen, port, label)
+        if cpu is not None:
+            pin_tree(popen.pid, cpu)  # at once, so that what it starts inherits the pin
+        yield Process(popen, port, label, cpu if can_pin() else None)
     finally:
         # uvicorn's supervisor stops its workers on SIGTERM; any left behind (it was killed)
         # are stopped by pid, checked against their start time so a reused pid is never hit.

@@ -5,7 +5,9 @@
 
 Deliberate choices:
 - The server is one uvicorn worker in a subprocess (`bench_app`, 12 tools) and the client runs
-  here, so they never share a GIL. Server CPU is utime + stime from /proc/<pid>/stat.
+  here, so they never share a GIL. Server CPU is utime + stime from /proc/<pid>/stat. uvicorn
+  runs h11 on asyncio, named explicitly (`_http.uvicorn_process`), even where httptools and
+  uvloop are installed (the `bench` extra).
 - The idle streams are 2026-07-28 `subscriptions/listen` streams, each on its own connection
   from its own loopback address with its own `x-api-key` (a key the endpoint cannot check
   counts per address), so the per-caller bound (`Limits.max_streams_per_caller`) does not
@@ -34,7 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from _http import BenchmarkError, Connection, Pools, Process, http_request, send_batch, uvicorn_process
+from _http import (
+    DEFAULT_STACK,
+    BenchmarkError,
+    Connection,
+    Pools,
+    Process,
+    http_request,
+    send_batch,
+    uvicorn_process,
+)
 
 STATELESS_VERSION: Final = "2026-07-28"
 APP_FACTORY: Final = "bench_app:create_app"
@@ -222,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *(argv or sys.argv[1:])])
-    print(f"`{command}`: {options.rounds} rounds; medians over rounds.\n")
+    print(f"`{command}`: {options.rounds} rounds; medians over rounds; uvicorn {DEFAULT_STACK}.\n")
     print(render(without, with_streams, opened, options))
     print(f"fastapi-mcp-routes {commit()}; {os.cpu_count()} CPUs; total run time {time.monotonic() - started:.0f} s.")
     return 0

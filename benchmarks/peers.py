@@ -8,6 +8,8 @@ Each peer gets its own virtualenv under `.tools/bench/` on first use (fastapi-mc
 pydantic and uvicorn pinned to the versions this project's virtualenv runs, so that only the
 MCP layer differs. Every implementation serves `peer_app.py` on one uvicorn worker on
 127.0.0.1, REST beside its MCP endpoint, and every figure is a ratio to REST on the same server.
+uvicorn runs h11 on asyncio, named explicitly (`_http.uvicorn_process`), even where httptools and
+uvloop are installed (the `bench` extra): `tool_call_vs_rest.py` measures that stack too.
 
 Deliberate choices:
 - Implementations and the two arms of each comparison are interleaved: every round visits
@@ -39,7 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from _http import BenchmarkError, Connection, Pools, Process, http_request, send_batch, uvicorn_process
+from _http import (
+    DEFAULT_STACK,
+    BenchmarkError,
+    Connection,
+    Pools,
+    Process,
+    http_request,
+    send_batch,
+    uvicorn_process,
+)
 from chart import write_ratio_chart
 from peer_app import API_KEY, CREDENTIAL_HEADER, ENDPOINTS, EXTRA_ROUTES_ENV, IMPL_ENV
 
@@ -561,7 +572,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *(argv or sys.argv[1:])])
-    print(f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round.\n")
+    print(
+        f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round; "
+        f"uvicorn {DEFAULT_STACK}.\n"
+    )
     for line in render(results, options):
         print(line)
     shared = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in SHARED_PACKAGES)
@@ -578,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         caption = (
             f"`{command}` at {commit}: {options.rounds} rounds x {options.requests} requests; "
             f"fastapi-mcp {results.versions['fastapi-mcp']}, FastMCP {results.versions['fastmcp']}; "
-            f"one uvicorn worker, {os.cpu_count()} CPUs"
+            f"one uvicorn worker ({DEFAULT_STACK}), {os.cpu_count()} CPUs"
         )
         title = "One tool call against the same route over REST"
         write_ratio_chart(options.chart, title, [NAMES[i] for i in results.impls], chart_ratios(results), caption)

@@ -14,7 +14,8 @@ Deliberate choices:
   code in three variants: without the library, with it, and with it but without its
   `ResourceWrites` middleware, which tells the middleware's share from the router's (the
   endpoint's routes ahead of the app's, which a REST request is matched against first). The
-  client runs here, in another process.
+  client runs here, in another process. uvicorn runs h11 on asyncio, named explicitly
+  (`_http.uvicorn_process`), even where httptools and uvloop are installed (the `bench` extra).
 - As in `tool_call_vs_rest.py`: the two arms of a comparison run back to back and their order
   flips every round, so drift on a shared machine cancels; p50 ratios are medians of per-round
   ratios; p99 and server CPU per request are pooled over all rounds.
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from _http import BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
+from _http import DEFAULT_STACK, BenchmarkError, Connection, Pools, Process, http_request, uvicorn_process
 from starlette.types import Message
 from tool_call_vs_rest import (
     PROTOCOL_VERSION,
@@ -303,7 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *(argv or sys.argv[1:])])
-    print(f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round.")
+    print(
+        f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round; "
+        f"uvicorn {DEFAULT_STACK}."
+    )
     print(
         "p50: median over rounds, ratio = median of the per-round ratios (second column / first).\n"
         "p99 and server CPU (utime+stime per request): pooled over all rounds.\n"

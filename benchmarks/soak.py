@@ -22,6 +22,8 @@ Deliberate choices:
   attacker loop delays it little (the GIL still switches every 5 ms): a session holding an
   `x-api-key`, calling `small` then `ping` every 100 ms. Server, attackers and this client
   share the machine's cores, so a latency under load includes waiting for a CPU.
+- uvicorn runs h11 on asyncio, named explicitly (`_http.uvicorn_process`), even where
+  httptools and uvloop are installed (the `bench` extra).
 - Every loop is bounded by a count or a deadline, every wait by a timeout.
 """
 
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from _http import HOST, BenchmarkError, Connection, Process, Reply, http_request, uvicorn_process
+from _http import DEFAULT_STACK, HOST, BenchmarkError, Connection, Process, Reply, http_request, uvicorn_process
 from tool_call_vs_rest import versions
 
 T = TypeVar("T")
@@ -729,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"soak failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *args])
-    print(f"`{command}`: each attack against a fresh uvicorn worker at the default bounds.\n")
+    print(f"`{command}`: each attack against a fresh uvicorn worker ({DEFAULT_STACK}) at the default bounds.\n")
     print(render(rows), end="\n\n")
     print(measured)
     print(f"Total run time {time.monotonic() - started:.0f} s.")

@@ -29,6 +29,8 @@ Deliberate choices:
   a last probe measures the release as it is.
 - The client runs on the same cores as the servers: on 2 cores, two workers cannot double
   throughput.
+- uvicorn runs h11 on asyncio, named explicitly (`_http.uvicorn_process`), even where httptools
+  and uvloop are installed (the `bench` extra).
 - Every loop is bounded by a count and every wait by a timeout.
 """
 
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Final
 
 from _http import (
+    DEFAULT_STACK,
     HOST,
     BenchmarkError,
     Connection,
@@ -445,7 +448,10 @@ def render(
 ) -> Iterator[str]:
     command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *(options.argv)])
     splits = "; ".join(f"{s.deployment.label} {'/'.join(map(str, s.split))}" for s in results.servers)
-    yield f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round."
+    yield (
+        f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round; "
+        f"uvicorn {DEFAULT_STACK}."
+    )
     yield (
         f"The {options.clients} connections per server, by worker: {splits}. The client shares the machine's "
         f"{os.cpu_count()} cores with the servers and Redis, so two workers cannot double throughput."
