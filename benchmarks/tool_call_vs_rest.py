@@ -1,16 +1,28 @@
-"""What an MCP `tools/call` costs over calling the same FastAPI route as REST.
+"""What an MCP `tools/call` costs over calling the same FastAPI route as REST, under uvicorn's
+two stacks: h11 on asyncio (its default without extras) and httptools on uvloop
+(`uvicorn[standard]`, as production runs it, where REST itself is cheaper).
 
-    .venv/bin/python benchmarks/tool_call_vs_rest.py            # under a minute on 2 cores
+    .venv/bin/python benchmarks/tool_call_vs_rest.py            # about two minutes on 2 cores
     .venv/bin/python benchmarks/tool_call_vs_rest.py --quick    # a smoke run, seconds
 
+httptools and uvloop come with the `bench` extra (`pip install -e '.[bench]'`, which `make
+bench` runs first); without them the script stops rather than measure one stack only.
+
 Deliberate choices:
-- The server is one uvicorn worker in a subprocess and the client runs here, so they never
-  share a GIL. A second server with a large route table runs beside it for the size figures.
+- Each server is one uvicorn worker in a subprocess and the client runs here, so they never
+  share a GIL. Two small servers (12 tools) run side by side, one per stack, both eras (a
+  2025-11-25 session and 2026-07-28 without one) measured on each. A third server, with a large
+  route table, runs h11 on asyncio beside them for the size figures.
+- On a machine with two CPUs or more, every server is pinned to the last CPU and this client
+  to the first (`--no-pin` leaves both to the scheduler), so client and server never queue
+  for the same core and neither moves between cores. Only one server works at a time, so the
+  servers sharing one CPU costs none of them anything.
 - The client is raw asyncio over keep-alive HTTP/1.1 connections, writing pre-built request
   bytes and reading Content-Length bodies, so the server is the bottleneck.
 - Within each round, the two arms of every comparison run back to back and their order flips
-  every round, so drift on a shared machine cancels. Ratios are medians of per-round ratios,
-  except p99 and CPU, which are pooled over all rounds (per round they are too coarse).
+  every round, so drift on a shared machine cancels; every case runs on both stacks in the
+  same round, one after the other. Ratios are medians of per-round ratios, except p99 and
+  CPU, which are pooled over all rounds (per round they are too coarse).
 - Server CPU per request (utime + stime from /proc/<pid>/stat, all threads) is the least noisy
   figure: it does not count the time the server waited for the CPU. It is counted in clock
   ticks (10 ms), hence the default of 1000 requests per arm and round.
@@ -36,6 +48,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from _http import BenchmarkError, Connection, Pools, Process, http_request, send_batch, uvicorn_process
+from _stacks import H11, STANDARD, Pinning, Stack, check_standard_stack, choose_pinning, pin_client
 
 PROTOCOL_VERSION: Final = "2025-11-25"
 STATELESS_VERSION: Final = "2026-07-28"
@@ -52,7 +65,7 @@ GET_TARGET: Final = "/items/42?q=hello"
 POST_ARGUMENTS: Final = {"name": "widget", "price": 9.5, "tags": ["bench", "post"]}
 
 
-# -- the server ------------------------------------------------------------------------------
+# -- the servers -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,26 +74,33 @@ class Server:
 
     process: Process
     tools: int
+    stack: Stack = H11
 
     @property
     def port(self) -> int:
         return self.process.port
 
+    @property
+    def label(self) -> str:
+        return f"{self.tools} tools, {self.stack.label}"
+
 
 @contextmanager
-def running_servers(tool_counts: Sequence[int]) -> Iterator[list[Server]]:
-    """Start one server per tool count (in parallel), wait until all listen, stop them all."""
+def running_servers(specs: Sequence[tuple[int, Stack]], pinning: Pinning | None) -> Iterator[list[Server]]:
+    """Start one server per (tool count, stack), in parallel; wait until all listen; stop them all."""
+    cpu = None if pinning is None else pinning.server_cpu
     with ExitStack() as stack:
-        servers = [Server(stack.enter_context(_server_process(tools)), tools) for tools in tool_counts]
+        servers = [Server(stack.enter_context(_server_process(t, s, cpu)), t, s) for t, s in specs]
         deadline = time.monotonic() + START_TIMEOUT_S
         for server in servers:
             server.process.wait_listening(deadline)
         yield servers
 
 
-def _server_process(tools: int) -> AbstractContextManager[Process]:
+def _server_process(tools: int, stack: Stack, cpu: int | None) -> AbstractContextManager[Process]:
     env = {EXTRA_ROUTES_ENV: str(tools - MEASURED_TOOLS)}
-    return uvicorn_process(sys.executable, APP_FACTORY, HERE, env, f"{tools}-tool")
+    label = f"{tools}-tool {stack.label}"
+    return uvicorn_process(sys.executable, APP_FACTORY, HERE, env, label, http=stack.http, loop=stack.loop, cpu=cpu)
 
 
 # -- the client ------------------------------------------------------------------------------
@@ -206,7 +226,8 @@ async def run_rounds(cases: Sequence[Case], rounds: int, warmup: int, pools: Poo
 
 
 async def verify(pools: Pools, server: Server, session_id: str) -> None:
-    """The tool call's structuredContent must equal the REST JSON, for GET and for POST."""
+    """The tool call's structuredContent must equal the REST JSON, for GET and for POST, in the
+    session and without one (2026-07-28); tools/list must list every tool."""
     (connection,) = await pools.get(server, 1)
     port = server.port
     pairs = [
@@ -216,17 +237,21 @@ async def verify(pools: Pools, server: Server, session_id: str) -> None:
     for name, rest_request, arguments in pairs:
         rest = await connection.send(rest_request)
         call = {"name": name, "arguments": arguments}
-        tool = await connection.send(mcp_request(port, session_id, "tools/call", call))
-        result = tool.json().get("result", {})
-        if rest.status not in (200, 201) or result.get("isError") or result.get("structuredContent") != rest.json():
-            raise BenchmarkError(
-                f"{name} on the server with {server.tools} tools: the tool call's structuredContent "
-                f"{result.get('structuredContent')!r} differs from the REST JSON {rest.body[:200]!r}"
-            )
+        calls = {
+            "session": mcp_request(port, session_id, "tools/call", call),
+            STATELESS_VERSION: stateless_call(port, name, arguments),
+        }
+        for era, request in calls.items():
+            result = (await connection.send(request)).json().get("result", {})
+            if rest.status not in (200, 201) or result.get("isError") or result.get("structuredContent") != rest.json():
+                raise BenchmarkError(
+                    f"{name} ({era}) on the server with {server.label}: the tool call's structuredContent "
+                    f"{result.get('structuredContent')!r} differs from the REST JSON {rest.body[:200]!r}"
+                )
     listed = (await connection.send(mcp_request(port, session_id, "tools/list", {}))).json()
     count = len(listed.get("result", {}).get("tools", ()))
     if count != server.tools:
-        raise BenchmarkError(f"tools/list listed {count} tools, expected {server.tools}")
+        raise BenchmarkError(f"tools/list on the server with {server.label} listed {count} tools")
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -239,62 +264,119 @@ class Table:
     cases: tuple[Case, ...]
 
 
-async def measure(
-    small: Server, large: Server, options: argparse.Namespace
-) -> list[tuple[Table, list[tuple[Tally, Tally]]]]:
-    """Open a session on each server, check correctness, then run every table's rounds."""
+@dataclass(frozen=True, slots=True)
+class EraCases:
+    """One small server's sequential GET and POST cases in one era: a row of the summary."""
+
+    stack: Stack
+    era: str
+    get: Case
+    post: Case
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a run measures: its tables, every case in the order a round runs them, and the
+    cases the summary reads."""
+
+    tables: tuple[Table, ...]
+    order: tuple[Case, ...]
+    summary: tuple[EraCases, ...]
+
+
+Results = Mapping[Case, tuple[Tally, Tally]]
+
+
+async def measure(smalls: Sequence[Server], large: Server, options: argparse.Namespace) -> tuple[Plan, Results]:
+    """Open a session on each server, check correctness, then run every case in the same rounds."""
     pools = Pools()
     try:
         sessions: dict[Server, str] = {}
-        for server in (small, large):
+        for server in (*smalls, large):
             (connection,) = await pools.get(server, 1)
             sessions[server] = await open_session(connection, server.port)
             await verify(pools, server, sessions[server])
-        tables = build_tables(small, large, sessions, options.requests)
-        return [(table, await run_rounds(table.cases, options.rounds, options.warmup, pools)) for table in tables]
+        plan = build_plan(smalls, large, sessions, options.requests)
+        tallies = await run_rounds(plan.order, options.rounds, options.warmup, pools)
+        return plan, dict(zip(plan.order, tallies, strict=True))
     finally:
         pools.close()
 
 
-def build_tables(small: Server, large: Server, sessions: Mapping[Server, str], requests: int) -> list[Table]:
-    """Tool call vs REST on the small server; small vs large route table for the size figures."""
-
-    def tool_call(server: Server, name: str, arguments: Mapping[str, Any]) -> Arm:
-        call = {"name": name, "arguments": arguments}
-        return Arm(f"{name} tool", server, mcp_request(server.port, sessions[server], "tools/call", call))
-
-    get_rest = Arm("GET REST", small, http_request(small.port, "GET", GET_TARGET))
-    get_tool = tool_call(small, "get_item", GET_ARGUMENTS)
-    post_rest = Arm("POST REST", small, http_request(small.port, "POST", "/items", body=POST_ARGUMENTS), 201)
-    post_tool = tool_call(small, "create_item", POST_ARGUMENTS)
-    get_stateless = Arm("get_item tool (2026-07-28)", small, stateless_call(small.port, "get_item", GET_ARGUMENTS))
-    post_stateless = Arm(
-        "create_item tool (2026-07-28)", small, stateless_call(small.port, "create_item", POST_ARGUMENTS)
+def build_plan(smalls: Sequence[Server], large: Server, sessions: Mapping[Server, str], requests: int) -> Plan:
+    """Tool call vs REST on each small server, its cases interleaved with the others' so that a
+    case runs on every stack back to back; small vs large route table (h11) for the size figures."""
+    mains = [tool_call_table(server, sessions[server], requests) for server in smalls]
+    size = size_table(smalls[0], large, sessions, requests)
+    interleaved = [case for same_case in zip(*(table.cases for table, _ in mains), strict=True) for case in same_case]
+    return Plan(
+        tables=(*(table for table, _ in mains), size),
+        order=(*interleaved, *size.cases),
+        summary=tuple(era_cases for _, eras in mains for era_cases in eras),
     )
-    main = [
+
+
+def tool_call(server: Server, session_id: str | None, name: str, arguments: Mapping[str, Any]) -> Arm:
+    """A tools/call in the session, or without a session id in 2026-07-28."""
+    if session_id is None:
+        request = stateless_call(server.port, name, arguments)
+        return Arm(f"{name} tool (2026-07-28, {server.label})", server, request)
+    call = {"name": name, "arguments": arguments}
+    return Arm(f"{name} tool ({server.label})", server, mcp_request(server.port, session_id, "tools/call", call))
+
+
+def rest_calls(server: Server) -> tuple[Arm, Arm]:
+    """GET and POST of the measured routes over REST."""
+    port, label = server.port, server.label
+    get = Arm(f"GET REST ({label})", server, http_request(port, "GET", GET_TARGET))
+    post = Arm(f"POST REST ({label})", server, http_request(port, "POST", "/items", body=POST_ARGUMENTS), 201)
+    return get, post
+
+
+def tool_call_table(server: Server, session_id: str, requests: int) -> tuple[Table, tuple[EraCases, EraCases]]:
+    """Tool call vs REST on one server, in both eras, sequential and with concurrent clients."""
+    get_rest, post_rest = rest_calls(server)
+    get_tool, post_tool, get_stateless, post_stateless = (
+        tool_call(server, session, name, arguments)
+        for session in (session_id, None)
+        for name, arguments in (("get_item", GET_ARGUMENTS), ("create_item", POST_ARGUMENTS))
+    )
+    session = EraCases(
+        server.stack,
+        "session",
         Case("GET /items/{id}?q=, sequential", 1, requests, (get_rest, get_tool)),
         Case("POST /items, sequential", 1, requests, (post_rest, post_tool)),
+    )
+    stateless = EraCases(
+        server.stack,
+        STATELESS_VERSION,
         Case("GET, 2026-07-28 (no session), sequential", 1, requests, (get_rest, get_stateless)),
         Case("POST, 2026-07-28 (no session), sequential", 1, requests, (post_rest, post_stateless)),
-    ]
-    main += [
-        Case(f"{label}, {clients} clients", clients, requests, arms)
+    )
+    concurrent = [
+        Case(f"{method}, {clients} clients", clients, requests, arms)
         for clients in CONCURRENCY
-        for label, arms in (("GET", (get_rest, get_tool)), ("POST", (post_rest, post_tool)))
+        for method, arms in (("GET", (get_rest, get_tool)), ("POST", (post_rest, post_tool)))
     ]
-    large_get_rest = Arm("GET REST (large)", large, http_request(large.port, "GET", GET_TARGET))
+    cases = (session.get, session.post, stateless.get, stateless.post, *concurrent)
+    title = f"Tool call vs REST ({server.tools} tools, {server.stack.label})"
+    return Table(title, ("REST", "tool call"), cases), (session, stateless)
+
+
+def size_table(small: Server, large: Server, sessions: Mapping[Server, str], requests: int) -> Table:
+    """The same calls on the small and the large server (same stack)."""
     lists = [
-        Arm(f"tools/list ({s.tools})", s, mcp_request(s.port, sessions[s], "tools/list", {})) for s in (small, large)
+        Arm(f"tools/list ({s.label})", s, mcp_request(s.port, sessions[s], "tools/list", {})) for s in (small, large)
     ]
-    size = [
-        Case("tools/call get_item, sequential", 1, requests, (get_tool, tool_call(large, "get_item", GET_ARGUMENTS))),
-        Case("REST GET /items/{id}, sequential", 1, requests, (get_rest, large_get_rest)),
+    get_tools = [tool_call(s, sessions[s], "get_item", GET_ARGUMENTS) for s in (small, large)]
+    get_rests = [rest_calls(s)[0] for s in (small, large)]
+    size = (
+        Case("tools/call get_item, sequential", 1, requests, (get_tools[0], get_tools[1])),
+        Case("REST GET /items/{id}, sequential", 1, requests, (get_rests[0], get_rests[1])),
         Case("tools/list (warm), sequential", 1, max(3, requests // 10), (lists[0], lists[1]), True),
-    ]
-    return [
-        Table(f"Tool call vs REST ({small.tools} tools)", ("REST", "tool call"), tuple(main)),
-        Table("Route table size", (f"{small.tools} tools", f"{large.tools} tools"), tuple(size)),
-    ]
+    )
+    title = f"Route table size ({small.stack.label})"
+    return Table(title, (f"{small.tools} tools", f"{large.tools} tools"), size)
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -314,8 +396,17 @@ def round_ratio(a: Tally, b: Tally) -> float | None:
     return statistics.median(r for r in ratios if r is not None) if None not in ratios else None
 
 
+def cpu_us(*tallies: Tally) -> float:
+    """Server CPU per request, pooled over the tallies' rounds."""
+    return sum(t.cpu_s for t in tallies) / sum(t.requests for t in tallies) * 1e6
+
+
 def microseconds(value: float) -> str:
     return f"{value:,.0f} µs"
+
+
+def times(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
 
 
 Row = tuple[str, str, str, str]
@@ -325,7 +416,7 @@ def rows(case: Case, a: Tally, b: Tally) -> Iterator[Row]:
     """The table rows for one case: its figures for both arms and their ratio."""
 
     def row(what: str, va: float, vb: float, rate: float | None, fmt: Callable[[float], str]) -> Row:
-        return f"{case.title}: {what}", fmt(va), fmt(vb), "n/a" if rate is None else f"{rate:.2f}x"
+        return f"{case.title}: {what}", fmt(va), fmt(vb), times(rate)
 
     median_a, median_b = statistics.median(a.round_values), statistics.median(b.round_values)
     if case.is_latency:
@@ -334,7 +425,7 @@ def rows(case: Case, a: Tally, b: Tally) -> Iterator[Row]:
         yield row("p99 latency", p99_a, p99_b, ratio(p99_a, p99_b), microseconds)
     else:
         yield row("throughput", median_a, median_b, round_ratio(a, b), lambda v: f"{v:,.0f} req/s")
-    cpu_a, cpu_b = (t.cpu_s / t.requests * 1e6 for t in (a, b))
+    cpu_a, cpu_b = cpu_us(a), cpu_us(b)
     yield row("server CPU / request", cpu_a, cpu_b, ratio(cpu_a, cpu_b), microseconds)
     if case.show_size:
         yield row("response size", a.body_bytes, b.body_bytes, ratio(a.body_bytes, b.body_bytes), "{:,.0f} B".format)
@@ -349,6 +440,29 @@ def render(table: Table, tallies: Sequence[tuple[Tally, Tally]]) -> str:
     ]
     for case, (a, b) in zip(table.cases, tallies, strict=True):
         lines += ["| " + " | ".join(r) + " |" for r in rows(case, a, b)]
+    return "\n".join(lines)
+
+
+def render_summary(summary: Sequence[EraCases], results: Results) -> str:
+    """Per stack and era, the tool call's server CPU and p50 as ratios to REST on the same server;
+    under it, the GET figures in µs (REST pooled over both eras' cases)."""
+    lines = [
+        "| server | era | GET CPU / REST | GET p50 / REST | POST CPU / REST | POST p50 / REST |",
+        "|---|---|--:|--:|--:|--:|",
+    ]
+    for row in summary:
+        cells = []
+        for case in (row.get, row.post):
+            rest, tool = results[case]
+            cells += [times(ratio(cpu_us(rest), cpu_us(tool))), times(round_ratio(rest, tool))]
+        lines.append(f"| {row.stack.label} | {row.era} | " + " | ".join(cells) + " |")
+    stacks = {row.stack: [r for r in summary if r.stack == row.stack] for row in summary}
+    absolute = []
+    for stack, eras in stacks.items():
+        rest_us = cpu_us(*(results[row.get][0] for row in eras))
+        tools = ", ".join(f"{microseconds(cpu_us(results[row.get][1]))} ({row.era})" for row in eras)
+        absolute.append(f"{stack.label}: REST {microseconds(rest_us)}, tool call {tools}")
+    lines += ["", "GET server CPU per call, pooled over rounds: " + "; ".join(absolute) + "."]
     return "\n".join(lines)
 
 
@@ -379,6 +493,7 @@ def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, help="warm-up requests per arm (default 200; 20 with --quick)")
     parser.add_argument("--extra-routes", type=int, default=10, help="generated tool routes besides the two measured")
     parser.add_argument("--large-tools", type=int, default=1000, help="tools on the second, large server")
+    parser.add_argument("--no-pin", action="store_true", help="pin neither the servers nor this client to a CPU")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     options = parser.parse_args(argv)
     quick = options.quick
@@ -398,20 +513,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
     started = time.monotonic()
     measured = versions()  # before the servers import the library, which may change under a long run
+    pinning, pinned = choose_pinning(not options.no_pin)
+    small = options.extra_routes + MEASURED_TOOLS
     try:
-        with running_servers((options.extra_routes + MEASURED_TOOLS, options.large_tools)) as (small, large):
-            results = asyncio.run(measure(small, large, options))
+        check_standard_stack()
+        with running_servers([(small, H11), (small, STANDARD), (options.large_tools, H11)], pinning) as servers:
+            pin_client(pinning)
+            plan, results = asyncio.run(measure(servers[:2], servers[2], options))
     except (BenchmarkError, OSError, EOFError, TimeoutError) as error:
         print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     command = " ".join([os.path.relpath(sys.executable), os.path.relpath(__file__), *(argv or sys.argv[1:])])
     print(f"`{command}`: {options.rounds} rounds x {options.requests} requests per arm and round.")
+    print(f"Servers: one uvicorn worker each, {H11.label} and {STANDARD.label}. CPU pinning: {pinned}.")
     print(
         "p50 and throughput: median over rounds, ratio = median of the per-round ratios (second column / first).\n"
         "p99 and server CPU (utime+stime per request): pooled over all rounds.\n"
     )
-    for table, tallies in results:
-        print(render(table, tallies), end="\n\n")
+    for table in plan.tables:
+        print(render(table, [results[case] for case in table.cases]), end="\n\n")
+    print("### Summary: the tool call against REST on the same server\n")
+    print(render_summary(plan.summary, results), end="\n\n")
     print(measured)
     print(f"Total run time {time.monotonic() - started:.0f} s.")
     return 0
