@@ -2,7 +2,7 @@
 two stacks: h11 on asyncio (its default without extras) and httptools on uvloop
 (`uvicorn[standard]`, as production runs it, where REST itself is cheaper).
 
-    .venv/bin/python benchmarks/tool_call_vs_rest.py            # about two minutes on 2 cores
+    .venv/bin/python benchmarks/tool_call_vs_rest.py            # about 3 minutes on 2 cores
     .venv/bin/python benchmarks/tool_call_vs_rest.py --quick    # a smoke run, seconds
 
 httptools and uvloop come with the `bench` extra (`pip install -e '.[bench]'`, which `make
@@ -16,7 +16,9 @@ Deliberate choices:
 - On a machine with two CPUs or more, every server is pinned to the last CPU and this client
   to the first (`--no-pin` leaves both to the scheduler), so client and server never queue
   for the same core and neither moves between cores. Only one server works at a time, so the
-  servers sharing one CPU costs none of them anything.
+  servers sharing one CPU costs none of them anything. A pinned process cannot leave a CPU
+  another job wants either: on a busy machine p99 then holds that job's time slices (a few ms),
+  while server CPU does not.
 - The client is raw asyncio over keep-alive HTTP/1.1 connections, writing pre-built request
   bytes and reading Content-Length bodies, so the server is the bottleneck.
 - Within each round, the two arms of every comparison run back to back and their order flips
