@@ -62,10 +62,15 @@ def test_every_call_is_reported_with_outcome_status_and_an_argument_digest() -> 
 def test_the_default_log_line_carries_no_argument_values(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="fastapi_mcp_routes"), TestClient(make_app()) as client:
         call_tool(client, "echo", {"secret": "s3cr3t"}, headers=JSON_ONLY)
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tool call echo")]
-    assert len(lines) == 1
-    assert "outcome=ok status=200" in lines[0]
+    records = [r for r in caplog.records if r.getMessage().startswith("tool call echo")]
+    assert len(records) == 1
+    assert "outcome=ok status=200" in records[0].getMessage()
     assert "s3cr3t" not in caplog.text
+    # Made without logger.info's stack walk, the record still names where it comes from, and
+    # keeps its arguments apart for handlers that read them.
+    (record,) = records
+    assert (record.name, record.levelno, record.funcName) == ("fastapi_mcp_routes", logging.INFO, "log_tool_call")
+    assert record.pathname.endswith("audit.py") and isinstance(record.args, tuple) and record.args[0] == "echo"
 
 
 def test_exception_text_and_5xx_details_stay_in_the_server_log(caplog: pytest.LogCaptureFixture) -> None:
