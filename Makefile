@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	@$(BIN)/pip install --quiet -e '.[test]' >&2
 	@touch $(STAMP)
 
+# uvicorn's own logging, plus the library's logger at INFO (the audit line of each tool call):
+# example_app/logging.json.
 run: $(STAMP)
-	$(BIN)/uvicorn example_app.main:app --host 127.0.0.1 --port 8000
+	$(BIN)/uvicorn example_app.main:app --host 127.0.0.1 --port 8000 --log-config example_app/logging.json
 
 # A bearer token the example accepts (scope notes:stats), from its demo issuer key. Only the
 # token is printed (no echo of the command), so `TOKEN=$(make token)` works as it reads.

@@ -4,14 +4,16 @@ and exception text never sent to the client, and a failing hook changes nothing.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
-from tests.helpers import JSON_ONLY, call_tool
+from tests.helpers import HOST, JSON_ONLY, call_tool, free_port, post_stateless, start_process
 
 
 def make_app(on_tool_call: Any = None) -> FastAPI:
@@ -70,7 +72,9 @@ def test_the_default_log_line_carries_no_argument_values(caplog: pytest.LogCaptu
     # keeps its arguments apart for handlers that read them.
     (record,) = records
     assert (record.name, record.levelno, record.funcName) == ("fastapi_mcp_routes", logging.INFO, "log_tool_call")
-    assert record.pathname.endswith("audit.py") and isinstance(record.args, tuple) and record.args[0] == "echo"
+    assert record.pathname.endswith("audit.py")
+    assert isinstance(record.args, tuple)
+    assert record.args[0] == "echo"
 
 
 def test_exception_text_and_5xx_details_stay_in_the_server_log(caplog: pytest.LogCaptureFixture) -> None:
@@ -92,3 +96,32 @@ def test_a_failing_hook_does_not_change_the_answer() -> None:
 
     with TestClient(make_app(explode)) as client:
         assert call_tool(client, "echo", {"secret": "x"}, headers=JSON_ONLY)["structuredContent"] == {"length": 1}
+
+
+@pytest.mark.parametrize("log_config", [None, "example_app/logging.json"])
+def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_seen(log_config: str | None) -> None:
+    # `make run` passes uvicorn the example's log config, which shows the library's logger at
+    # INFO: the audit line appears. Plain `uvicorn main:app` configures only uvicorn's loggers:
+    # the startup line is still written to stderr, and no line per tool call is.
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "example_app.main:app", "--host", HOST, "--port", str(port)]
+    command += ["--log-config", log_config] if log_config else []
+    with start_process(command) as running:
+        running.wait_until(lambda r: "Application startup complete." in r.log(), "the example app")
+        with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=10) as http:
+            params = {"name": "list_notes", "arguments": {}}
+            answer = post_stateless(http, "tools/call", params, headers={"x-api-key": "demo-key"})
+            assert answer.status_code == 200
+            result = answer.json()["result"]
+            assert result["content"]
+            assert not result.get("isError")
+        running.wait_until(lambda r: '"POST /mcp HTTP/1.1" 200' in r.log(), "the access log line")
+        log = running.log()
+    assert sum("MCP endpoint /mcp: 9 tools" in line for line in log.splitlines()) == 1
+    audit = [line for line in log.splitlines() if "tool call list_notes" in line]
+    if log_config is None:
+        assert audit == []
+    else:
+        (line,) = audit
+        assert line.startswith("INFO:")
+        assert "outcome=ok status=200" in line
