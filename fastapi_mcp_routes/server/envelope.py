@@ -32,7 +32,9 @@ META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 HEADER_METHOD: Final = "mcp-method"
 HEADER_NAME: Final = "mcp-name"
-_ROUTING_HEADERS: Final = frozenset({c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME})
+# As the ASGI scope names them: lower-case bytes, compared without decoding every header.
+_ROUTING_HEADERS: Final = frozenset(name.encode() for name in (c.HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME))
+_PARAM_HEADER_PREFIX: Final = c.PARAM_HEADER_PREFIX.encode()
 # The parameter that Mcp-Name must repeat, for the methods that have one.
 NAME_PARAMS: Final = {
     "tools/call": "name",
@@ -88,14 +90,15 @@ def check_request(request: Request, raw_headers: Iterable[tuple[bytes, bytes]]) 
     headers: dict[str, str] = {}
     param_headers: dict[str, str] = {}
     for key, raw in raw_headers:
-        name = key.decode("latin-1")
-        if name in _ROUTING_HEADERS:
+        # Only the headers looked at are decoded (a tool call sends about ten).
+        if key in _ROUTING_HEADERS:
+            name = key.decode("latin-1")
             if name in headers:
                 # Two copies could route differently in a proxy and here: refused, as the SDK does.
                 raise HeaderMismatch(f"Header mismatch: {name} appears more than once.")
             headers[name] = raw.decode("latin-1")
-        elif name.startswith(c.PARAM_HEADER_PREFIX):
-            param_headers[name] = raw.decode("latin-1")
+        elif key.startswith(_PARAM_HEADER_PREFIX):
+            param_headers[key.decode("latin-1")] = raw.decode("latin-1")
     meta = request.params.get("_meta")
     if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
         raise InvalidParams(f"Invalid params: params._meta must carry {META_VERSION!r} and {META_CAPABILITIES!r}.")
