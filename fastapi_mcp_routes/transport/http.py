@@ -97,7 +97,8 @@ async def read_body(request: Request, headers: Headers, limit: int) -> bytes:
         raise _too_large(limit)
     # The ASGI messages themselves, read as `Request.stream()` reads them, without its async
     # generator: one message is the whole body of almost every POST.
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await request.receive()
         if message["type"] == "http.disconnect":
