@@ -59,9 +59,10 @@ _INTEGER: Final = re.compile(r"-?(0|[1-9][0-9]*)")
 _STATUS: Final = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Envelope:
-    """What a 2026-07-28 request says about itself in `params._meta`."""
+    """What a 2026-07-28 request says about itself in `params._meta`. Made for every request:
+    not frozen (see wire/jsonrpc.py `Request`); never changed."""
 
     version: str
     capabilities: dict[str, Any]

@@ -34,9 +34,10 @@ class Accepts:
     sse: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Parsed:
-    """A POST body, decoded and classified."""
+    """A POST body, decoded and classified. Made for every POST: not frozen (see
+    wire/jsonrpc.py `Request`); never changed."""
 
     messages: list[Message | McpError]
     batch: bool
