@@ -98,14 +98,26 @@ def test_a_failing_hook_does_not_change_the_answer() -> None:
         assert call_tool(client, "echo", {"secret": "x"}, headers=JSON_ONLY)["structuredContent"] == {"length": 1}
 
 
-@pytest.mark.parametrize("log_config", [None, "example_app/logging.json"])
+# The README's Audit section: what an app that configures no logging adds to show the lines.
+README_LOGGING = (
+    "import logging; audit = logging.getLogger('fastapi_mcp_routes'); audit.setLevel(logging.INFO); "
+    "audit.addHandler(logging.StreamHandler())"
+)
+
+
+@pytest.mark.parametrize("log_config", [None, "example_app/logging.json", "readme"])
 def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_seen(log_config: str | None) -> None:
     # `make run` passes uvicorn the example's log config, which shows the library's logger at
-    # INFO: the audit line appears. Plain `uvicorn main:app` configures only uvicorn's loggers:
+    # INFO: the audit line appears, as it does where the app gives that logger a level and a
+    # handler as the README says. Plain `uvicorn main:app` configures only uvicorn's loggers:
     # the startup line is still written to stderr, and no line per tool call is.
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "example_app.main:app", "--host", HOST, "--port", str(port)]
-    command += ["--log-config", log_config] if log_config else []
+    if log_config == "readme":
+        serve = f"import uvicorn; uvicorn.run('example_app.main:app', host={HOST!r}, port={port})"
+        command = [sys.executable, "-c", f"{README_LOGGING}; {serve}"]
+    elif log_config is not None:
+        command += ["--log-config", log_config]
     with start_process(command) as running:
         running.wait_until(lambda r: "Application startup complete." in r.log(), "the example app")
         with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=10) as http:
@@ -123,5 +135,5 @@ def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_
         assert audit == []
     else:
         (line,) = audit
-        assert line.startswith("INFO:")
+        assert line.startswith("INFO:" if log_config != "readme" else "tool call list_notes")
         assert "outcome=ok status=200" in line

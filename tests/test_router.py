@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import hashlib
+import hmac
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
+import httpx
 import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
@@ -14,7 +18,7 @@ from starlette.routing import Route
 
 import fastapi_mcp_routes
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
-from tests.helpers import HEADERS, call_tool, initialize
+from tests.helpers import HEADERS, call_tool, initialize, serve, tool_call
 
 
 def test_public_names_are_exactly_these() -> None:
@@ -63,6 +67,53 @@ def test_endpoint_dependencies_guard_every_request() -> None:
         assert client.post("/mcp", json=initialize(), headers=HEADERS).status_code == 401
         allowed = client.post("/mcp", json=initialize(), headers={**HEADERS, "x-token": "open-sesame"})
         assert allowed.status_code == 200
+
+
+SIGNING_KEY = b"shared-with-the-client"
+BODY_READ_S = 5.0  # a body the endpoint waits for past this was never coming
+
+
+def _signed(body: bytes) -> dict[str, str]:
+    return {**HEADERS, "x-signature": hmac.new(SIGNING_KEY, body, hashlib.sha256).hexdigest()}
+
+
+@pytest.mark.parametrize("where", ["dependency", "middleware"])
+def test_a_guard_that_reads_the_body_leaves_it_for_the_endpoint(where: str) -> None:
+    """A signature check reads the whole body before the endpoint (an endpoint dependency, or an
+    `@app.middleware("http")`); the endpoint still gets the body, on a real server that waits
+    for a disconnect once the body is read."""
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.get("/ping")
+    def ping() -> str:
+        return "pong"
+
+    async def verify(request: Request) -> None:
+        expected = hmac.new(SIGNING_KEY, await request.body(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(request.headers.get("x-signature", ""), expected):
+            raise HTTPException(401, "bad signature")
+
+    if where == "dependency":
+        app.include_router(mcp_routes(app, sessions=False, dependencies=[Depends(verify)]))
+    else:
+
+        @app.middleware("http")
+        async def check_signature(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+            try:
+                if request.url.path == "/mcp":  # the route's own request carries no signature
+                    await verify(request)
+            except HTTPException as refusal:
+                return Response(status_code=refusal.status_code)
+            return await call_next(request)
+
+        app.include_router(mcp_routes(app, sessions=False))
+    with serve(app) as base_url, httpx.Client(base_url=base_url, timeout=BODY_READ_S) as http:
+        body = json.dumps(tool_call("ping")).encode()
+        assert http.post("/mcp", content=body, headers={**HEADERS, "x-signature": "forged"}).status_code == 401
+        answered = http.post("/mcp", content=body, headers=_signed(body))
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["result"]["structuredContent"] == {"result": "pong"}
 
 
 def test_duplicate_tool_names_stop_the_app_at_startup() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
@@ -96,21 +96,16 @@ async def read_body(request: Request, headers: Headers, limit: int) -> bytes:
     declared = headers.get(c.HEADER_CONTENT_LENGTH) or ""
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    # The ASGI messages themselves, read as `Request.stream()` reads them, without its async
-    # generator: one message is the whole body of almost every POST.
+    # Through `Request.stream()`, not the ASGI messages: a dependency guarding the endpoint may
+    # have read the body already (a signature check), and only the request knows it has it.
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunk = message.get("body", b"")
+    async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)  # stop reading: never buffer more than the cap
-        if not message.get("more_body", False):
-            return chunk if not chunks else b"".join((*chunks, chunk))
         chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _too_large(limit: int) -> HttpError:
