@@ -373,15 +373,16 @@ def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None, redis_url: str | 
 
 def _say_where_state_lives(line: str) -> None:
     """Log the startup line where it is seen. Where the app has configured no logging by its
-    startup (uvicorn sets up only its own loggers), an INFO line would be dropped: this one is
-    then written to stderr by a handler of its own, used once and kept by nobody.
+    startup (uvicorn sets up only its own loggers: no handler reaches this logger, and nobody set
+    its level), an INFO line would be dropped: this one is then written to stderr by a handler
+    of its own, used once and kept by nobody.
 
     Nothing else is written that way. The audit line of each tool call is an INFO record that
     the app's logging shows or drops, as Python's logging guide asks of a library: a handler the
     library kept on its logger wrote one line to stderr per tool call of every app that had
     configured no logging, a fifth of a tool call's server CPU in `make bench`."""
-    if logger.hasHandlers():
-        logger.info("%s", line)
+    if logger.hasHandlers() or logger.level != logging.NOTSET:
+        logger.info("%s", line)  # the app's logging decides: a handler somewhere, or a level set here
         return
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))

@@ -137,3 +137,28 @@ def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_
         (line,) = audit
         assert line.startswith("INFO:" if log_config != "readme" else "tool call list_notes")
         assert "outcome=ok status=200" in line
+
+
+@pytest.mark.parametrize("level", [logging.NOTSET, logging.WARNING])
+def test_the_startup_line_goes_to_stderr_only_where_the_app_left_the_logger_alone(
+    level: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # No handler anywhere and no level: the one line is written to stderr. A level the app set
+    # on the library's logger (WARNING, no handler) is the app's decision: the line is dropped.
+    library = logging.getLogger("fastapi_mcp_routes")
+    root = logging.getLogger()
+    saved = (library.level, library.handlers[:], library.propagate, root.handlers[:])
+    library.handlers.clear()
+    root.handlers.clear()
+    library.propagate = True
+    library.setLevel(level)
+    try:
+        with TestClient(make_app()):
+            pass
+    finally:
+        library.setLevel(saved[0])
+        library.handlers[:] = saved[1]
+        library.propagate = saved[2]
+        root.handlers[:] = saved[3]
+    err = capfd.readouterr().err
+    assert ("MCP endpoint /mcp: 4 tools" in err) is (level == logging.NOTSET)
