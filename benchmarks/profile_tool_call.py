@@ -21,6 +21,7 @@ import asyncio
 import cProfile
 import json
 import logging
+import os
 import pstats
 import statistics
 import sys
@@ -184,8 +185,12 @@ async def fixed_answer(request: Request) -> Response:
 async def run(options: argparse.Namespace) -> None:
     app: Any = build_app(10)
     app.router.routes.append(Route("/pass", fixed_answer, methods=["POST"]))
+    library = logging.getLogger("fastapi_mcp_routes")
     if options.no_audit_log:
-        logging.getLogger("fastapi_mcp_routes").setLevel(logging.WARNING)
+        library.setLevel(logging.WARNING)
+    elif options.audit_log:  # what an app that shows the audit lines pays: one line a call
+        library.setLevel(logging.INFO)
+        library.addHandler(logging.StreamHandler(open(os.devnull, "w")))  # noqa: SIM115 (the run's length)
     async with app.router.lifespan_context(app):
         session_id = await open_session(app)
         chosen = [arm for arm in arms(session_id) if not options.only or arm.name in options.only]
@@ -226,6 +231,7 @@ def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=200, help="calls per arm before measuring (default 200)")
     parser.add_argument("--only", action="append", help="only this arm (repeatable): rest-get, tool-get, ...")
     parser.add_argument("--no-audit-log", action="store_true", help="the library's INFO lines off (the audit's share)")
+    parser.add_argument("--audit-log", action="store_true", help="the library's INFO lines on, written to /dev/null")
     parser.add_argument("--profile", action="store_true", help="cProfile each arm instead of timing it")
     parser.add_argument("--sort", default="tottime", help="cProfile sort key (default tottime)")
     parser.add_argument("--top", type=int, default=30, help="cProfile rows shown (default 30)")
