@@ -13,7 +13,19 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
-from tests.helpers import HEADERS, SESSION_VERSION, WAIT_S, initialize, open_session, rpc, serve, tool_call
+from tests.helpers import (
+    HEADERS,
+    SESSION_VERSION,
+    WAIT_S,
+    connected,
+    initialize,
+    open_session,
+    rpc,
+    serve,
+    stateless_headers,
+    stateless_request,
+    tool_call,
+)
 
 MAX_BODY = 4096
 
@@ -243,3 +255,20 @@ def test_a_client_that_reads_only_sse_is_answered_with_sse(base_url: str) -> Non
     assert response.text == (
         'data: \nid: 1.0\nretry: 1000\n\nevent: message\ndata: {"jsonrpc":"2.0","id":5,"result":{}}\nid: 1.1\n\n'
     )
+
+
+@pytest.mark.anyio
+async def test_whitespace_around_header_values_is_not_part_of_them() -> None:
+    # RFC 9110 section 5.5, and the conformance suite's SEP-2243 check: h11 strips it before the
+    # app sees a header, httptools (uvicorn[standard]) does not, so the endpoint must. In process,
+    # the headers reach the app exactly as written here.
+    app = make_app(sessions=False)
+    headers = stateless_headers("tools/call", "echo")
+    padded = {name: f" \t{headers[name]}  " for name in ("mcp-method", "mcp-name", "mcp-protocol-version")}
+    async with connected(app) as http:
+        params = {"name": "echo", "arguments": {"text": "hi"}}
+        answer = await http.post("/mcp", json=stateless_request("tools/call", params), headers={**headers, **padded})
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["content"]
+    assert not result.get("isError")

@@ -20,6 +20,7 @@ from typing import Any, Final
 from fastapi_mcp_routes.server.call import LOG_LEVELS
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HeaderMismatch, InvalidParams, McpError, UnsupportedProtocolVersion
+from fastapi_mcp_routes.wire.fields import field_value
 from fastapi_mcp_routes.wire.json import RawJSON, dumps, loads
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
@@ -97,9 +98,9 @@ def check_request(request: Request, raw_headers: Iterable[tuple[bytes, bytes]]) 
             if name in headers:
                 # Two copies could route differently in a proxy and here: refused, as the SDK does.
                 raise HeaderMismatch(f"Header mismatch: {name} appears more than once.")
-            headers[name] = raw.decode("latin-1")
+            headers[name] = field_value(raw)
         elif key.startswith(_PARAM_HEADER_PREFIX):
-            param_headers[key.decode("latin-1")] = raw.decode("latin-1")
+            param_headers[key.decode("latin-1")] = field_value(raw)
     meta = request.params.get("_meta")
     if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
         raise InvalidParams(f"Invalid params: params._meta must carry {META_VERSION!r} and {META_CAPABILITIES!r}.")

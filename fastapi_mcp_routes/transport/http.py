@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.fields import field_value
 from fastapi_mcp_routes.wire.json import loads
 from fastapi_mcp_routes.wire.jsonrpc import Message, ParamsNotObject, RequestId, classify, request_id_of, truncate
 
@@ -55,7 +56,7 @@ def header_table(request: Request) -> Headers:
     A POST looks up about eight headers; through Starlette's `Headers`, each lookup scans and
     decodes the whole list again, which cost a tool call about 20 µs of its ~410 µs (in-process
     profile of `benchmarks/bench_app.py`, 3,000 calls)."""
-    return {key.decode("latin-1"): value.decode("latin-1") for key, value in reversed(request.scope["headers"])}
+    return {key.decode("latin-1"): field_value(value) for key, value in reversed(request.scope["headers"])}
 
 
 def check_media_types(headers: Headers) -> Accepts:
