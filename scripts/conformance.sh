@@ -6,7 +6,9 @@
 # when the machine's Node is older) and the suites into .tools/, which git ignores, through
 # scripts/node_package.sh.
 #
-# Two passes of the three runs: against one process, then through scripts/round_robin.py (each
+# Two passes of the three runs, one per uvicorn stack (headers reach the app differently: h11
+# strips the whitespace around a value, httptools does not): against one process on httptools +
+# uvloop (uvicorn[standard], as production runs it), then, on h11 + asyncio, through scripts/round_robin.py (each
 # request to the next process) over two single-worker processes that share a generated secret
 # (FASTAPI_MCP_ROUTES_SECRET) and a Redis server of this run's own (FASTAPI_MCP_ROUTES_REDIS_URL,
 # no persistence), as replicas behind a load balancer. Every process started here is stopped on exit.
@@ -51,9 +53,9 @@ wait_for() {  # PORT PID WHAT: until something listens on 127.0.0.1:PORT; fails 
     sleep 0.1
   done
 }
-serve() {  # PORT: serves the fixtures with one worker, in the background, with this environment
+serve() {  # PORT HTTP LOOP: serves the fixtures with one worker, in the background, with this environment
   "$PYTHON" -m uvicorn example_app.conformance:app --host 127.0.0.1 --port "$1" --log-level warning \
-    --timeout-graceful-shutdown 2 &
+    --timeout-graceful-shutdown 2 --http "$2" --loop "$3" &
   started+=($!)
   wait_for "$1" $! "the conformance app on port $1"
 }
@@ -75,8 +77,8 @@ run_suites() {  # URL LABEL: the three runs against one endpoint
 
 # -- one process
 port=$(free_port)
-serve "$port"
-run_suites "http://127.0.0.1:$port/mcp" ""
+serve "$port" httptools uvloop
+run_suites "http://127.0.0.1:$port/mcp" " (httptools + uvloop)"
 
 # -- two processes sharing a secret and a Redis server, behind a round-robin balancer
 redis=$(command -v redis-server || true)
@@ -100,11 +102,11 @@ export FASTAPI_MCP_ROUTES_SECRET FASTAPI_MCP_ROUTES_REDIS_URL
 replicas=()
 for _ in 1 2; do
   port=$(free_port)
-  serve "$port"
+  serve "$port" h11 asyncio
   replicas+=("http://127.0.0.1:$port")
 done
 balancer_port=$(free_port)
 "$PYTHON" scripts/round_robin.py --port "$balancer_port" "${replicas[@]}" >/dev/null &
 started+=($!)
 wait_for "$balancer_port" $! "the round-robin balancer"
-run_suites "http://127.0.0.1:$balancer_port/mcp" " through a round-robin balancer over two processes"
+run_suites "http://127.0.0.1:$balancer_port/mcp" " through a round-robin balancer over two processes (h11 + asyncio)"
