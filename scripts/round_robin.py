@@ -155,13 +155,16 @@ def _target(upstream: httpx.URL, scope: Scope) -> httpx.URL:
 
 
 def _end_to_end(headers: Sequence[tuple[bytes, bytes]]) -> Headers:
+    """The headers a proxy passes on: not the hop-by-hop ones, and each value without the
+    whitespace around it, which is not part of it (RFC 9110 section 5.5). httptools leaves it on
+    what it parsed, and httpx refuses to send a value that starts or ends with it."""
     named = {
         name.strip().lower().encode()
         for key, value in headers
         if key.lower() == b"connection"
         for name in value.decode("latin-1").split(",")
     }
-    return [(key, value) for key, value in headers if key.lower() not in HOP_BY_HOP | named]
+    return [(key, value.strip(b" \t")) for key, value in headers if key.lower() not in HOP_BY_HOP | named]
 
 
 def _has_body(headers: Sequence[tuple[bytes, bytes]]) -> bool:
