@@ -242,3 +242,18 @@ def test_an_upstream_that_cannot_be_reached_is_answered_502() -> None:
     assert response.status_code == 502
     assert response.headers["x-upstream"] == "0"
     assert "upstream 0" in response.text
+
+
+def test_whitespace_around_a_header_value_is_not_passed_on(balancer: str) -> None:
+    # RFC 9110 section 5.5: not part of the value. uvicorn[standard]'s httptools leaves it on what
+    # the balancer parsed, and httpx refuses to send it: the request got 502.
+    address = urlsplit(balancer)
+    request = b"GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padded:  \tvalue \t\r\nConnection: close\r\n\r\n"
+    with socket.create_connection((address.hostname or "", address.port or 0), timeout=WAIT_S) as raw:
+        raw.sendall(request)
+        received = b""
+        while chunk := raw.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 418"), head
+    assert ["x-padded", "value"] in json.loads(body)["headers"]
