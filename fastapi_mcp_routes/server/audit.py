@@ -58,8 +58,8 @@ def log_tool_call(event: ToolCallEvent) -> None:
     The record is made and handed to the logger directly, as `logger.info` does after it walks
     the stack to name its caller (`findCaller`), which is always this function: 5.2 µs per line
     against 9.1 µs (timeit, a StreamHandler); of the audit's 107k instructions per tool call,
-    11k. The
-    record is the same: this function's file, line and name, the message and its arguments."""
+    11k. The record is the same: this function's file, line and name, the message and its
+    arguments."""
     if not logger.isEnabledFor(logging.INFO):
         return
     subject = getattr(event.principal, "subject", None) if event.principal is not None else None
