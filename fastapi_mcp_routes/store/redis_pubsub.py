@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -169,8 +169,10 @@ class Channels:
                 self._fail_waiting(error)
             finally:
                 self._pubsub = None
+                # Typed here: redis-py before 8.2 leaves `aclose` unannotated, later ones do not.
+                close: Callable[[], Awaitable[None]] = pubsub.aclose
                 with anyio.CancelScope(shield=True):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                    await close()
             await asyncio.sleep(wait)
             wait = min(wait * 2, RETRY_CAP_S)
 
