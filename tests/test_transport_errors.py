@@ -3,13 +3,15 @@ keeps serving: a table of bad inputs against a real uvicorn server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
@@ -272,3 +274,87 @@ async def test_whitespace_around_header_values_is_not_part_of_them() -> None:
     result = answer.json()["result"]
     assert result["content"]
     assert not result.get("isError")
+
+
+async def _post_in_pieces(app: FastAPI, pieces: list[bytes], *, disconnect: bool = False) -> tuple[int, bytes, int]:
+    """POST to the endpoint through the app's ASGI interface, the body in `pieces` (no
+    Content-Length), then a disconnect if asked: the status, the body, and how many messages
+    the endpoint read."""
+    headers = {**stateless_headers("tools/call", "echo"), "host": "127.0.0.1"}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": piece, "more_body": disconnect or index < len(pieces) - 1}
+        for index, piece in enumerate(pieces)
+    ]
+    if disconnect:
+        messages.append({"type": "http.disconnect"})
+    read = 0
+    status = 0
+    body = b""
+
+    async def receive() -> dict[str, Any]:
+        nonlocal read
+        if read < len(messages):
+            read += 1
+            return messages[read - 1]
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, body
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        else:
+            body += message.get("body", b"")
+
+    with anyio.fail_after(WAIT_S):
+        await app(scope, receive, send)
+    return status, body, read
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("guarded", [False, True], ids=["plain route", "with a dependency"])
+async def test_a_body_sent_in_pieces_is_read_whole_capped_and_a_disconnect_is_survived(guarded: bool) -> None:
+    # Unguarded, the endpoint is served as a plain route and reads the ASGI messages itself
+    # (transport/http.py `FreshRequest`); with a dependency, FastAPI's request is read.
+    app = FastAPI()
+
+    @mcp_tool()
+    @app.get("/echo/{text}")
+    def echo(text: str) -> Echo:
+        return Echo(text=text)
+
+    guards = [Depends(lambda: None)] if guarded else None
+    app.include_router(mcp_routes(app, limits=Limits(max_body_bytes=MAX_BODY), sessions=False, dependencies=guards))
+    whole = json.dumps(stateless_request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})).encode()
+    async with app.router.lifespan_context(app):
+        status, answer, _ = await _post_in_pieces(app, [whole[:10], b"", whole[10:30], whole[30:]])
+        assert status == 200, answer
+        assert json.loads(answer)["result"]["structuredContent"] == {"text": "hi"}
+
+        # Over the cap without a Content-Length: refused once the pieces pass it, the rest unread.
+        pieces = [b" " * 1024] * 8 + [whole]
+        status, answer, read = await _post_in_pieces(app, pieces)
+        assert status == 413, answer
+        assert json.loads(answer)["error"]["code"] == -32600
+        assert read == 5  # 5 KiB read: past the 4 KiB cap
+
+        # The client leaves halfway through its body: nothing to answer, nothing breaks.
+        status, _, _ = await _post_in_pieces(app, [whole[:10]], disconnect=True)
+        assert status == 400
+
+        status, answer, _ = await _post_in_pieces(app, [whole])
+        assert status == 200, answer

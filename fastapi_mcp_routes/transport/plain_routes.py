@@ -16,6 +16,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, NoMatchFound, Route
 from starlette.types import Receive, Scope, Send
 
+from fastapi_mcp_routes.transport.http import FreshRequest
+
 # The endpoint takes every method HTTP defines (RFC 9110 section 9, and PATCH), so those it does
 # not serve get its own 405: a JSON-RPC error and an Allow header, not the framework's
 # {"detail": ...}. A CORS middleware still answers preflights first: it runs before routing.
@@ -53,7 +55,7 @@ class AsgiEndpoint:
         self.endpoint = endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.endpoint(Request(scope, receive, send))
+        response = await self.endpoint(FreshRequest(scope, receive, send))
         await response(scope, receive, send)
 
 
