@@ -34,9 +34,8 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_app import build_app
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+
+from fastapi_mcp_routes.transport.plain_routes import PlainRoute
 
 PROTOCOL_VERSION: Final = "2025-11-25"
 STATELESS_VERSION: Final = "2026-07-28"
@@ -44,6 +43,7 @@ GET_ARGUMENTS: Final = {"item_id": 42, "q": "hello"}
 POST_ARGUMENTS: Final = {"name": "widget", "price": 9.5, "tags": ["bench", "post"]}
 
 Message = dict[str, Any]
+Send = Callable[[Message], Coroutine[Any, Any, None]]
 App = Callable[
     [Message, Callable[[], Coroutine[Any, Any, Message]], Callable[[Message], Coroutine[Any, Any, None]]], Any
 ]
@@ -174,20 +174,34 @@ def arms(session_id: str) -> list[Arm]:
         Arm("rest-post", "POST", "/items", body=json.dumps(POST_ARGUMENTS).encode(), status=201),
         tool_call("tool-post", session_id, "create_item", POST_ARGUMENTS),
         tool_call("stateless-post", None, "create_item", POST_ARGUMENTS),
-        # The least a second pass through the app costs: its middleware and routing to a plain
-        # route answering a fixed body. REST plus this is the floor of a tool call that runs
-        # the route as its own request behind the `/mcp` request.
+        # The least the `/mcp` request's trip through the app costs: its middleware and its
+        # routing to a route served as the endpoint is, answering a fixed body. REST plus this
+        # is the floor of a tool call that runs the route as its own request behind the `/mcp`
+        # request.
         Arm("pass", "POST", "/pass", body=b"{}"),
     ]
 
 
-async def fixed_answer(request: Request) -> Response:
-    return Response(b"{}", media_type="application/json")
+class FixedAnswer:
+    """The least an endpoint can do: answer a fixed JSON body, as a raw ASGI app."""
+
+    async def __call__(self, scope: Message, receive: Any, send: Send) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+def add_pass_route(app: Any) -> None:
+    """The `pass` arm's route, served as the endpoint is (a plain route, raw ASGI) and where it
+    is: the endpoint moves to the front at startup, and this stays right behind it. (At the end
+    of the route table, behind a function endpoint, as before, it cost 25-30 µs, not 12: the
+    floor was overstated and the library's own share understated by that much.)"""
+    app.router.routes.insert(0, PlainRoute("/pass", FixedAnswer(), methods=["POST"]))
 
 
 async def run(options: argparse.Namespace) -> None:
     app: Any = build_app(10)
-    app.router.routes.append(Route("/pass", fixed_answer, methods=["POST"]))
+    add_pass_route(app)
     library = logging.getLogger("fastapi_mcp_routes")
     if options.no_audit_log:
         library.setLevel(logging.WARNING)
