@@ -276,11 +276,15 @@ async def test_whitespace_around_header_values_is_not_part_of_them() -> None:
     assert not result.get("isError")
 
 
-async def _post_in_pieces(app: FastAPI, pieces: list[bytes], *, disconnect: bool = False) -> tuple[int, bytes, int]:
+async def _post_in_pieces(
+    app: FastAPI, pieces: list[bytes], *, disconnect: bool = False, content_length: str | None = None
+) -> tuple[int, bytes, int]:
     """POST to the endpoint through the app's ASGI interface, the body in `pieces` (no
-    Content-Length), then a disconnect if asked: the status, the body, and how many messages
-    the endpoint read."""
+    Content-Length unless given), then a disconnect if asked: the status, the body, and how
+    many messages the endpoint read."""
     headers = {**stateless_headers("tools/call", "echo"), "host": "127.0.0.1"}
+    if content_length is not None:
+        headers["content-length"] = content_length
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -291,7 +295,7 @@ async def _post_in_pieces(app: FastAPI, pieces: list[bytes], *, disconnect: bool
         "raw_path": b"/mcp",
         "root_path": "",
         "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "headers": [(k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()],
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
     }
@@ -358,3 +362,21 @@ async def test_a_body_sent_in_pieces_is_read_whole_capped_and_a_disconnect_is_su
 
         status, answer, _ = await _post_in_pieces(app, [whole])
         assert status == 200, answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("content_length", "status"),
+    [("\u00b2", 200), ("+5", 200), ("9" * 5000, 413), ("0" * 5000 + "12", 200), (str(MAX_BODY + 1), 413)],
+    ids=["superscript two", "signed", "past int's 4300 digits", "leading zeros", "over the cap"],
+)
+async def test_a_content_length_that_is_no_plain_number_is_no_500(content_length: str, status: int) -> None:
+    # uvicorn refuses these before the app; another server or an ASGI caller may pass them on.
+    # Only a length of ASCII digits is trusted; the body is still capped as it is read.
+    app = make_app(sessions=False)
+    whole = json.dumps(stateless_request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})).encode()
+    async with app.router.lifespan_context(app):
+        answer_status, answer, _ = await _post_in_pieces(app, [whole], content_length=content_length)
+    assert answer_status == status, answer
+    if status == 413:
+        assert json.loads(answer)["error"]["code"] == -32600
