@@ -37,8 +37,8 @@ from bench_app import build_app
 import fastapi_mcp_routes.server.channel as channel_module
 import fastapi_mcp_routes.server.envelope as envelope
 import fastapi_mcp_routes.server.pipeline as pipeline_module
-import fastapi_mcp_routes.server.sessions as sessions_module
-import fastapi_mcp_routes.server.url_policy as url_policy_module
+import fastapi_mcp_routes.server.sessions.manager as sessions_module
+import fastapi_mcp_routes.server.urls.policy as url_policy_module
 import fastapi_mcp_routes.tools.invoke as invoke_module
 import fastapi_mcp_routes.transport.endpoint as endpoint_module
 import fastapi_mcp_routes.transport.http as http

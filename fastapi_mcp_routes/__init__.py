@@ -11,7 +11,7 @@ from fastapi_mcp_routes.options import Limits, Sessions, Tasks
 from fastapi_mcp_routes.router import mcp_routes
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
-from fastapi_mcp_routes.server.updates import notify_resource_updated
+from fastapi_mcp_routes.server.resources.updates import notify_resource_updated
 from fastapi_mcp_routes.tools.content import (
     ContentResponse,
     PromptMessage,

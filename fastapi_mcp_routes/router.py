@@ -23,22 +23,22 @@ from fastapi_mcp_routes.options import Limits, Sessions, Tasks, check_seconds
 from fastapi_mcp_routes.served import ServedEndpoint, check_served_once, mark_served
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
-from fastapi_mcp_routes.server.confirm import DEFAULT_TTL_S, ConfirmationGate, TokenStore
+from fastapi_mcp_routes.server.confirmation.gate import DEFAULT_TTL_S, ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, ServerIdentity
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, ResultShaper
 from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
-from fastapi_mcp_routes.server.prompts import PromptMethods
-from fastapi_mcp_routes.server.request_state import RequestStateSealer
-from fastapi_mcp_routes.server.resources import ResourceMethods
+from fastapi_mcp_routes.server.prompts.methods import PromptMethods
+from fastapi_mcp_routes.server.resources.methods import ResourceMethods
+from fastapi_mcp_routes.server.resources.updates import ResourceUpdates, remember
 from fastapi_mcp_routes.server.route_call import RouteRunner
-from fastapi_mcp_routes.server.seal import Secret, SecretOption
-from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.server.task_methods import TaskMethods
-from fastapi_mcp_routes.server.tasks import TaskRuns
-from fastapi_mcp_routes.server.updates import ResourceUpdates, remember
-from fastapi_mcp_routes.server.url_policy import url_policy
+from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.sealing.secret import Secret, SecretOption
+from fastapi_mcp_routes.server.sessions.manager import SessionManager
+from fastapi_mcp_routes.server.tasks.methods import TaskMethods
+from fastapi_mcp_routes.server.tasks.runs import TaskRuns
+from fastapi_mcp_routes.server.urls.policy import url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.url_policy import UrlPolicy
+from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 
 # The attribute of the endpoint function that holds the record; namespaced, as it lives on a

@@ -48,7 +48,7 @@ from starlette.types import ASGIApp
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.seal import Secret
+from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.store.redis import RedisStore

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
-from fastapi_mcp_routes.server.confirm import PLAN_META_KEY, Kind, Refused, TokenStore
-from fastapi_mcp_routes.server.seal import KEY_ID_BYTES, TAG_BYTES
+from fastapi_mcp_routes.server.confirmation.gate import PLAN_META_KEY, Kind, Refused, TokenStore
+from fastapi_mcp_routes.server.sealing.secret import KEY_ID_BYTES, TAG_BYTES
 from fastapi_mcp_routes.store.base import Holder, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry

@@ -11,7 +11,7 @@ from fastapi import Depends, FastAPI, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, OAuth2PasswordBearer
 
 from fastapi_mcp_routes import JWTBearer, auth_guard, mcp_tool
-from fastapi_mcp_routes.tools.guards import refusal
+from fastapi_mcp_routes.server.confirmation.guards import refusal
 from fastapi_mcp_routes.tools.invoke import Caller
 from tests.helpers import AUDIENCE, ISSUER, public_jwk, registry_of, token
 

@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from fastapi_mcp_routes import ToolCallEvent, mcp_tool
 from fastapi_mcp_routes.server.call import InputRequest, ToolCall
 from fastapi_mcp_routes.server.channel import ClientChannel, SessionChannel, StatelessChannel
-from fastapi_mcp_routes.server.confirm import ConfirmationGate, TokenStore
+from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline, parse_call
-from fastapi_mcp_routes.server.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse
 from fastapi_mcp_routes.tools.recipe import Tool

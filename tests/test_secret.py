@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 from fastapi_mcp_routes import mcp_routes
 from fastapi_mcp_routes.options import Sessions
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.seal import ENV_SECRET, Secret
-from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.sealing.secret import ENV_SECRET, Secret
+from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.memory import MemoryStore
 from tests.helpers import (
     NOTES,

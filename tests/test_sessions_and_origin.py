@@ -7,8 +7,8 @@ import pytest
 
 from fastapi_mcp_routes.options import Sessions
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.seal import Secret
-from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.sealing.secret import Secret
+from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 

@@ -23,7 +23,7 @@ import redis
 
 from fastapi_mcp_routes import RedisStore
 from fastapi_mcp_routes.options import Sessions
-from fastapi_mcp_routes.server.sessions import RECHECK_S
+from fastapi_mcp_routes.server.sessions.manager import RECHECK_S
 from tests.helpers import (
     HEADERS,
     NOTES,

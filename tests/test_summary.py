@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fastapi_mcp_routes.server.summary import MAX_SUMMARY, shorten, summarize, visible
+from fastapi_mcp_routes.server.confirmation.summary import MAX_SUMMARY, shorten, summarize, visible
 
 
 def test_padding_cannot_push_an_argument_out_of_view() -> None:

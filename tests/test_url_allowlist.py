@@ -19,7 +19,7 @@ from fastapi import FastAPI, Query
 from pydantic import AnyUrl, BaseModel, HttpUrl
 
 from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
-from fastapi_mcp_routes.server.url_policy import UrlPolicy, url_policy
+from fastapi_mcp_routes.server.urls.policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.tools.urls import url_arguments
 from tests.helpers import WAIT_S, call_tool, open_session, pending_of, post_stateless, serve, tool_of
 

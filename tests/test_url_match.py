@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastapi_mcp_routes.server.url_match import UrlRefused, is_allowed, parse_server_url
+from fastapi_mcp_routes.server.urls.match import UrlRefused, is_allowed, parse_server_url
 
 ALLOWED = "https://api.example.com/v1"
 

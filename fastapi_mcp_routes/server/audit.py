@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from fastapi_mcp_routes.server.request_state import arguments_sha256
+from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")

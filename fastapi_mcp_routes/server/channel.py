@@ -31,9 +31,9 @@ from fastapi_mcp_routes.server.call import (
     lacking,
 )
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
-from fastapi_mcp_routes.server.request_state import RequestStateSealer
-from fastapi_mcp_routes.server.sessions import SessionManager
-from fastapi_mcp_routes.server.task_records import TASK_METHODS, TASKS_EXTENSION
+from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
+from fastapi_mcp_routes.server.sessions.manager import SessionManager
+from fastapi_mcp_routes.server.tasks.records import TASK_METHODS, TASKS_EXTENSION
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -179,7 +179,7 @@ class ClientChannel(abc.ABC):
         return None
 
     async def start_task(self, ttl_s: float | None) -> bool:
-        """`ToolContext.start_task`: only a call that may be a task becomes one (server/tasks.py)."""
+        """`ToolContext.start_task`: only a call that may be a task becomes one (server/tasks/runs.py)."""
         return False
 
     async def set_log_level(self, level: str) -> None:  # noqa: B027 - most channels keep no level

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from fastapi_mcp_routes.server.seal import Secret
+from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.store.base import Store
 
 logger = logging.getLogger("fastapi_mcp_routes")

@@ -4,7 +4,7 @@ The transport hands over a classified message and the `ClientChannel` of its req
 dispatcher looks the method up in one table, answers with a result or raises a typed
 `McpError`, and lets the channel shape the result for its era. `tools/call` is the
 `ToolCallPipeline`'s (server/pipeline.py); resources, prompts and completion have their own
-modules (server/resources.py, server/prompts.py); the lists are `Lists`' (server/listing.py).
+modules (server/resources/methods.py, server/prompts/methods.py); the lists are `Lists`' (server/listing.py).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from fastapi_mcp_routes.server.channel import CANCELLED, ClientChannel, Result
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS
 from fastapi_mcp_routes.server.listing import LIST_METHODS, Generations, Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
-from fastapi_mcp_routes.server.prompts import PromptMethods
-from fastapi_mcp_routes.server.resources import ResourceMethods
-from fastapi_mcp_routes.server.task_methods import TaskMethods
-from fastapi_mcp_routes.server.task_records import TASKS_EXTENSION
-from fastapi_mcp_routes.server.updates import ResourceUpdates
+from fastapi_mcp_routes.server.prompts.methods import PromptMethods
+from fastapi_mcp_routes.server.resources.methods import ResourceMethods
+from fastapi_mcp_routes.server.resources.updates import ResourceUpdates
+from fastapi_mcp_routes.server.tasks.methods import TaskMethods
+from fastapi_mcp_routes.server.tasks.records import TASKS_EXTENSION
 from fastapi_mcp_routes.tools.catalog import Catalog
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import InvalidParams, MethodNotFound

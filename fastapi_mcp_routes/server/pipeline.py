@@ -20,12 +20,12 @@ from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_R
 from fastapi_mcp_routes.server.audit import ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall, progress_token
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
-from fastapi_mcp_routes.server.confirm import ConfirmationGate, Confirmed, GatedCall, Held, Offered
-from fastapi_mcp_routes.server.request_state import arguments_sha256
-from fastapi_mcp_routes.server.tasks import TaskRuns, needs_tasks
-from fastapi_mcp_routes.server.url_policy import UrlPolicy
+from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
+from fastapi_mcp_routes.server.confirmation.guards import refusal
+from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
+from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
+from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.tools.guards import refusal
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, check_argument_depth, invoke, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
@@ -190,7 +190,7 @@ class ToolCallPipeline:
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
         Arguments that cannot make a request at all fail here, before anyone is asked, and so
-        does a caller the route's guards refuse (tools/guards.py), who is neither asked nor
+        does a caller the route's guards refuse (server/confirmation/guards.py), who is neither asked nor
         handed a token."""
         tool = parsed.tool
         path = planned_path(tool, parsed.arguments)

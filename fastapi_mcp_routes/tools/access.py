@@ -11,7 +11,7 @@ Two readers need it, and need different strengths of it:
   which those facts do not give: a scheme with `auto_error=False` or an `@auth_guard` may let
   an anonymous caller in, a `Cookie` may carry the credential, the scopes of the endpoint's
   principal need not be those of the token the route reads, and `visible` is no guard at all.
-  So the gate asks the route's `guards` instead (tools/guards.py): the schemes whose refusal
+  So the gate asks the route's `guards` instead (server/confirmation/guards.py): the schemes whose refusal
   is a pure function of the request, FastAPI's own security classes (exactly those: a subclass
   may read the request otherwise) and `JWTBearer`, each with the scopes FastAPI hands it.
 """

@@ -1,6 +1,6 @@
 """What a tool whose calls must be confirmed looks like to a client: its extra argument and
 where its pending answer carries the plan. The confirmation itself is decided in
-`server/confirm.py`."""
+`server/confirmation/gate.py`."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from fastapi_mcp_routes.server.channel import Channels, SessionChannel, holder_o
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
-from fastapi_mcp_routes.server.sessions import SessionManager
+from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, StoreFull
 from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 
 from fastapi_mcp_routes.server.dispatch import RESOURCE_UPDATED, Dispatcher
-from fastapi_mcp_routes.server.sessions import RECHECK_S, SessionManager, uri_digest
+from fastapi_mcp_routes.server.sessions.manager import RECHECK_S, SessionManager, uri_digest
 from fastapi_mcp_routes.store.base import Inbox, SessionRecord, Store
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.replay import StreamLogs
@@ -114,7 +114,7 @@ class _Subscriptions:
     A change is heard before any update published after the client saw it made (one channel
     after the other, in order), so none of those is checked against the old subscriptions. A
     change whose message was lost (the store's pub/sub connection dropped meanwhile) is read
-    at the next update `RECHECK_S` later, as a session checked lately is (server/sessions.py)."""
+    at the next update `RECHECK_S` later, as a session checked lately is (server/sessions/manager.py)."""
 
     def __init__(self, sessions: SessionManager, session: SessionRecord, changes: Inbox | None) -> None:
         self._sessions = sessions

@@ -28,7 +28,7 @@ from fastapi_mcp_routes.server.dispatch import (
     Dispatcher,
 )
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
-from fastapi_mcp_routes.server.sessions import uri_digest
+from fastapi_mcp_routes.server.sessions.manager import uri_digest
 from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.server.seal import Secret
+from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.store.base import Holder, Store, Trust, share_holders, shares
 from fastapi_mcp_routes.transport.http import RETRY_AFTER_S
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest

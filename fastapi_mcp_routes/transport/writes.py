@@ -2,7 +2,7 @@
 
 A POST, PUT, PATCH or DELETE answered 2xx whose path is the path a resource is read from (`PUT
 /notes/1` for `notes://{note_id}`, read from `GET /notes/{note_id}`) announces that resource's
-update (server/updates.py), whether a person sent it over REST or an agent as a tool call (which
+update (server/resources/updates.py), whether a person sent it over REST or an agent as a tool call (which
 runs through the app too). Every other request passes through untouched, and while nobody can
 hear an update (no stream of this process listens, and no other process shares the store) a
 write only costs the check: REST p50 with and without the library is in the README.
@@ -14,7 +14,7 @@ from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fastapi_mcp_routes.server.updates import ResourceUpdates
+from fastapi_mcp_routes.server.resources.updates import ResourceUpdates
 
 WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -1,6 +1,6 @@
 """Asking a route's own guards about a call before it is confirmed, and answering their refusal.
 
-A gated call is confirmed before its route runs (server/confirm.py). Asked first, a caller the
+A gated call is confirmed before its route runs (server/confirmation/gate.py). Asked first, a caller the
 route will refuse would approve a call (or be handed a token) only to get 401 or 403 after,
 and anonymous callers could fill the token store with tokens for calls they can never make.
 So before anyone is asked, the route's `guards` (tools/access.py: the schemes whose refusal is

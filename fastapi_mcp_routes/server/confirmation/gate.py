@@ -11,13 +11,13 @@ A gated tool's call is confirmed in one of three ways, tried in this order:
    `_meta` (`PENDING_META_KEY`), and no `structuredContent`, so the tool's `outputSchema` is the
    route's own and clients that type results keep the route's type.
 
-The user's question shows every argument by name (server/summary.py), however the caller
+The user's question shows every argument by name (server/confirmation/summary.py), however the caller
 orders or pads them, and carries the whole plan in its `_meta` (`PLAN_META_KEY`) for clients
 that show more than the message. Arguments too many to show whole are never put to the user:
 the call is refused rather than asked (or handed a token: a model could send many arguments on
 purpose to be given the token its user would not have been asked for).
 
-Tokens are sealed with the endpoint's secret (server/seal.py) for what they were issued for:
+Tokens are sealed with the endpoint's secret (server/sealing/secret.py) for what they were issued for:
 the caller, the tool, a digest of the arguments and a kind, with an expiry and the issuing
 process; the `Store` keeps each under a time to live, so it runs once. The caller is the
 channel's `owner` (the principal, else the credentials, else the client's address), in both eras
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
+from fastapi_mcp_routes.server.confirmation.summary import MAX_SUMMARY, shorten, summarize
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.seal import INSTANCE_BYTES
-from fastapi_mcp_routes.server.summary import MAX_SUMMARY, shorten, summarize
+from fastapi_mcp_routes.server.sealing.secret import INSTANCE_BYTES
 from fastapi_mcp_routes.store.base import USED, Holder, StoreFull, Trust
 from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY, TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX

@@ -1,7 +1,7 @@
 """Sealed `requestState` for Multi Round-Trip Requests (spec 2026-07-28, basic/patterns/mrtr).
 
 The state travels through the client and comes back on the retry, so it is attacker-controlled:
-it is sealed with the endpoint's secret (server/seal.py) and bound to the caller, the tool and a
+it is sealed with the endpoint's secret (server/sealing/secret.py) and bound to the caller, the tool and a
 digest of the arguments, and it carries an expiry. A state that was tampered with, has expired,
 or was issued to another caller, tool or set of arguments is refused, and the refusal does not
 say which. Every process sharing the secret opens the states any of them sealed.
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from fastapi_mcp_routes.server.seal import Secret
+from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.wire.errors import InvalidParams, ParseError
 from fastapi_mcp_routes.wire.json import dumps, loads
 

@@ -2,8 +2,8 @@
 `tasks/cancel`, and `notifications/tasks` for a `subscriptions/listen` stream that names tasks.
 
 They answer for tasks running in any process: the record is read and changed in the `Store`
-(server/task_records.py), and a cancellation or an answer is sent on to the process running the
-route (`TaskRuns.signal`, server/tasks.py). Every method first asks whether the request declared
+(server/tasks/records.py), and a cancellation or an answer is sent on to the process running the
+route (`TaskRuns.signal`, server/tasks/runs.py). Every method first asks whether the request declared
 the extension (-32021 otherwise, before any task is looked up), then whether the task is the
 caller's: an unknown id, another caller's task and an expired one are the same -32602.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
-from fastapi_mcp_routes.server.task_records import TASK_CHANNEL, detailed, ended, now_ms
-from fastapi_mcp_routes.server.tasks import ANSWERED, CANCEL, RECHECK_S, TaskRuns, needs_tasks
+from fastapi_mcp_routes.server.tasks.records import TASK_CHANNEL, detailed, ended, now_ms
+from fastapi_mcp_routes.server.tasks.runs import ANSWERED, CANCEL, RECHECK_S, TaskRuns, needs_tasks
 from fastapi_mcp_routes.store.base import TaskRecord
 from fastapi_mcp_routes.wire.errors import InvalidParams, StoreUnavailable
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes.server.seal import INSTANCE_BYTES, Secret
+from fastapi_mcp_routes.server.sealing.secret import INSTANCE_BYTES, Secret
 from fastapi_mcp_routes.store.base import Trust
 from fastapi_mcp_routes.wire.errors import McpError
 from fastapi_mcp_routes.wire.json import dumps, loads

@@ -1,6 +1,6 @@
 """Session-era sessions: ids, binding to the caller that opened them, and their calls.
 
-A session id is sealed with the endpoint's secret (server/session_ids.py) and bound to the caller's
+A session id is sealed with the endpoint's secret (server/sessions/ids.py) and bound to the caller's
 credentials: it carries what any process needs to serve the session (its negotiated version,
 the client's capabilities, its caller's trust, its end of life), and the same id presented with
 other credentials fails its seal exactly like an unknown id, so a leaked id is useless to anyone
@@ -31,8 +31,8 @@ import anyio
 
 from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.seal import Secret
-from fastapi_mcp_routes.server.session_ids import SealedSession, SessionIds, sealed_capabilities, sealed_client_info
+from fastapi_mcp_routes.server.sealing.secret import Secret
+from fastapi_mcp_routes.server.sessions.ids import SealedSession, SessionIds, sealed_capabilities, sealed_client_info
 from fastapi_mcp_routes.store.base import (
     Holder,
     Inbox,

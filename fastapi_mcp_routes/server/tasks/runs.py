@@ -39,7 +39,7 @@ from fastapi_mcp_routes.options import Tasks
 from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares, lacking
 from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.task_records import (
+from fastapi_mcp_routes.server.tasks.records import (
     TASKS_EXTENSION,
     TaskBook,
     created,
@@ -179,7 +179,7 @@ class TaskChannel:
 
 class TaskRuns:
     """Starts calls as tasks and runs their routes in this process; tells whether the process
-    running a task still does, and reaches its route (server/task_methods.py answers the
+    running a task still does, and reaches its route (server/tasks/methods.py answers the
     extension's methods with these)."""
 
     def __init__(self, *, deployment: Deployment, options: Tasks) -> None:

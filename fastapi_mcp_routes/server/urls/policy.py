@@ -3,7 +3,7 @@
 A tool argument that is a URL lets a prompt-injected agent point the server at an internal
 address (server-side request forgery): a metadata service, an admin port, a private network.
 So every URL argument of a tool call must be under one of `allowed_server_urls`
-(server/url_match.py says what "under" means), checked in the pipeline before the
+(server/urls/match.py says what "under" means), checked in the pipeline before the
 confirmation gate and the route: a refused call issues no confirmation token and runs nothing.
 REST callers are not affected.
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fastapi_mcp_routes.server.url_match import ServerUrl, UrlRefused, is_allowed, parse_server_url
+from fastapi_mcp_routes.server.urls.match import ServerUrl, UrlRefused, is_allowed, parse_server_url
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.errors import UrlNotAllowed
 

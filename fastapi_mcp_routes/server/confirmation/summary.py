@@ -15,7 +15,7 @@ fit, and the cutting must not become a hiding place: 600 spaces in a `body` sent
 
 A summary is tried at decreasing detail until it fits in `MAX_SUMMARY` characters. When even
 the briefest form of every argument does not fit, there is no summary (`None`): a question
-that cannot show every argument is never asked (server/confirm.py says what happens instead).
+that cannot show every argument is never asked (server/confirmation/gate.py says what happens instead).
 """
 
 from __future__ import annotations
