@@ -25,19 +25,24 @@ from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirmation.gate import DEFAULT_TTL_S, ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.deployment import Deployment
-from fastapi_mcp_routes.server.dispatch import Dispatcher, ServerIdentity
+from fastapi_mcp_routes.server.dispatch import Dispatcher, Listened, ServerIdentity
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, ResultShaper
+from fastapi_mcp_routes.server.features import Feature
 from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
+from fastapi_mcp_routes.server.prompts.feature import prompts_feature
 from fastapi_mcp_routes.server.prompts.methods import PromptMethods
+from fastapi_mcp_routes.server.resources.feature import resources_feature
 from fastapi_mcp_routes.server.resources.methods import ResourceMethods
 from fastapi_mcp_routes.server.resources.updates import ResourceUpdates, remember
 from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sealing.secret import Secret, SecretOption
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
+from fastapi_mcp_routes.server.tasks.feature import tasks_feature
 from fastapi_mcp_routes.server.tasks.methods import TaskMethods
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns
+from fastapi_mcp_routes.server.tools import tools_feature
 from fastapi_mcp_routes.server.urls.policy import url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
@@ -94,6 +99,7 @@ def mcp_routes(
     max_subscribe_ms: int = 30000,
     max_subscribe_frames: int = 200,
     explorer: bool | None = None,
+    extra_features: Sequence[Feature] = (),
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools, resources, prompts
     and completions (`mcp_tool`, `mcp_resource`, `mcp_prompt`, `mcp_completion`).
@@ -225,7 +231,6 @@ def mcp_routes(
         tasks=task_runs,
         sampling=sampling,
     )
-    lists = Lists(registry=registry, visible_only=list_visible_only, credential_headers=config.credential_headers)
     runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
     updates = ResourceUpdates(store, registry)
     remember(app, updates)
@@ -233,24 +238,33 @@ def mcp_routes(
     session_manager = (
         SessionManager(options=session_options, deployment=deployment, limits=limits) if session_options else None
     )
+    listened = Listened(
+        resources=ResourceMethods(
+            registry=registry,
+            runner=runner,
+            max_subscriptions=limits.max_subscriptions,
+            max_uri_chars=limits.max_uri_chars,
+        ),
+        updates=updates,
+        tasks=TaskMethods(task_runs),
+    )
+    features = (
+        tools_feature(calls),
+        resources_feature(listened.resources),
+        prompts_feature(PromptMethods(registry=registry, runner=runner)),
+        tasks_feature(listened.tasks),
+        *extra_features,
+    )
+    lists = Lists(
+        registry=registry,
+        visible_only=list_visible_only,
+        credential_headers=config.credential_headers,
+        changes=[change for feature in features for change in feature.changes],
+    )
+    dispatcher = Dispatcher(identity=identity, lists=lists, features=features, table=registry.table, listened=listened)
     endpoint = StreamableHTTPEndpoint(
         config=config,
-        dispatcher=Dispatcher(
-            identity=identity,
-            lists=lists,
-            calls=calls,
-            resources=ResourceMethods(
-                registry=registry,
-                runner=runner,
-                max_subscriptions=limits.max_subscriptions,
-                max_uri_chars=limits.max_uri_chars,
-            ),
-            prompts=PromptMethods(registry=registry, runner=runner),
-            updates=updates,
-            tasks=TaskMethods(task_runs),
-            catalog=lambda: registry.table().catalog,
-            offers_tasks=lambda: registry.table().offers_tasks,
-        ),
+        dispatcher=dispatcher,
         channels=Channels(
             sessions=session_manager,
             sealer=RequestStateSealer(sealing),
@@ -316,7 +330,7 @@ def mcp_routes(
 
         served_endpoint = authenticated_endpoint
     # What the command line reads back from the app's route table (served.py).
-    mark_served(served_endpoint, ServedEndpoint(registry, urls, deployment, list_visible_only))
+    mark_served(served_endpoint, ServedEndpoint(registry, urls, deployment, list_visible_only, dispatcher.listings()))
     # A FastAPI route, so the dependencies of the app, of parent routers and of the inclusion
     # guard the endpoint as they guard every other route.
     router.add_api_route(
@@ -344,7 +358,7 @@ def mcp_routes(
             rate_limit=rate_limit,
             limits=limits,
         )
-        about = About(app=app, registry=registry, lists=lists, facts=facts)
+        about = About(app=app, registry=registry, lists=lists, listings=dispatcher.listings(), facts=facts)
         explorer_routes = add_explorer_routes(router, app, path, about, guards, auth, origin_first)
         plain_endpoints[id(explorer_routes.about)] = explorer_routes.plain_about
         link_docs_to(app)

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 
 from fastapi_mcp_routes.server.deployment import Deployment
+from fastapi_mcp_routes.server.features import Listing
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 
@@ -34,6 +35,7 @@ class ServedEndpoint:
     urls: UrlPolicy  # which URL arguments calls may pass (its startup warnings)
     deployment: Deployment  # where confirmation tokens and other state live
     visible_only: bool  # lists hide what a caller statically cannot use (`list_visible_only`)
+    listings: tuple[Listing, ...] = ()  # the lists the features declare, in order
 
 
 def mark_served(endpoint: Callable[..., Any], served: ServedEndpoint) -> None:

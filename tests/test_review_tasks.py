@@ -16,8 +16,8 @@ import anyio
 import httpx
 import pytest
 
-from fastapi_mcp_routes.server.tasks.records import TASKS_EXTENSION
 from fastapi_mcp_routes.store.base import TaskBounds, TaskRecord, Trust
+from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from tests.helpers import WAIT_S, Stores, deployment_env, serve_processes, stateless_headers, stateless_request
 
 pytestmark = pytest.mark.anyio

@@ -26,8 +26,8 @@ import httpx
 import pytest
 import redis.asyncio
 
-from fastapi_mcp_routes.server.tasks.records import TASKS_EXTENSION
 from fastapi_mcp_routes.server.tasks.runs import LEASE_S
+from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from tests.helpers import (
     ELICITATION,
     FRESH_CONNECTIONS,

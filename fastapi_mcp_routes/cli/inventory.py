@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fastapi_mcp_routes.cli.endpoints import Endpoint
+from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.tools.access import Access
-from fastapi_mcp_routes.tools.catalog import Prompt, Resource
-from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolTable
 
 _DEFINITIONS_REF: Final = "#/$defs/"
@@ -70,84 +68,69 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Section:
+    """The entries of one list the endpoint serves."""
+
+    listing: Listing
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Inventory:
-    """Everything one endpoint serves."""
+    """Everything one endpoint serves: a section per list its features declare."""
 
     path: str
-    tools: tuple[Entry, ...]
-    resources: tuple[Entry, ...]
-    templates: tuple[Entry, ...]
-    prompts: tuple[Entry, ...]
+    sections: tuple[Section, ...]
     completions: int
 
+    def entries(self) -> tuple[Entry, ...]:
+        return tuple(entry for section in self.sections for entry in section.entries)
+
     def as_json(self) -> dict[str, Any]:
-        return {
-            "endpoint": self.path,
-            "tools": [entry.as_json() for entry in self.tools],
-            "resources": [entry.as_json() for entry in self.resources],
-            "resourceTemplates": [entry.as_json() for entry in self.templates],
-            "prompts": [entry.as_json() for entry in self.prompts],
-        }
+        shown: dict[str, Any] = {"endpoint": self.path}
+        for section in self.sections:
+            shown[section.listing.key] = [entry.as_json() for entry in section.entries]
+        return shown
 
 
 def take_inventory(endpoint: Endpoint, table: ToolTable) -> Inventory:
     """The inventory of `table`, the tool table of `endpoint`."""
     visible_only = endpoint.served.visible_only
-    catalog = table.catalog
 
     def hidden(access: Access | None) -> bool:
         # As the lists decide for a caller with no principal and no credential header.
         return visible_only and access is not None and not access.shown_to(None, _no_credential)
 
-    return Inventory(
-        path=endpoint.path,
-        tools=tuple(_tool(tool, hidden(tool.access)) for tool in table.by_name.values()),
-        resources=tuple(
-            _resource(entry, "resource", hidden(entry.access))
-            for entry in sorted(catalog.resources.values(), key=lambda entry: entry.template.text)
-        ),
-        templates=tuple(_resource(entry, "resourceTemplate", hidden(entry.access)) for entry in catalog.templates),
-        prompts=tuple(_prompt(prompt, hidden(prompt.access)) for prompt in catalog.prompts.values()),
-        completions=len(catalog.completions),
+    sections = tuple(
+        Section(
+            listing, tuple(_entry(listing.kind, listed, hidden(listed.access)) for listed in listing.entries(table))
+        )
+        for listing in endpoint.served.listings
     )
+    return Inventory(endpoint.path, sections, len(table.catalog.completions))
 
 
 def _no_credential() -> bool:
     return False
 
 
-def _tool(tool: Tool, hidden: bool) -> Entry:
-    schema = tool.definition.get("inputSchema", {})
-    # The token of a gated tool is the confirmation's, shown as the tool's `confirm` mark.
-    properties = {name: node for name, node in schema.get("properties", {}).items() if name != TOKEN_ARGUMENT}
+def _entry(kind: str, listed: Listed, hidden: bool) -> Entry:
+    route = listed.route
+    properties = listed.arguments.get("properties", {})
+    arguments = _arguments(listed.arguments, properties)
+    if kind != "tool":
+        return Entry(kind, listed.definition, route.method, route.path_format, arguments, hidden)
     return Entry(
-        "tool",
-        tool.definition,
-        tool.method,
-        tool.path_format,
-        _arguments(schema, properties),
+        kind,
+        listed.definition,
+        route.method,
+        route.path_format,
+        arguments,
         hidden,
-        confirm=tool.confirm,
-        task=tool.task,
-        stream=tool.stream,
+        confirm=route.confirm,
+        task=route.task,
+        stream=route.stream,
     )
-
-
-def _resource(entry: Resource, kind: str, hidden: bool) -> Entry:
-    schema = entry.call.schema.input_schema
-    properties = schema.get("properties", {})
-    variables = {name: properties.get(name, {}) for name in entry.template.variables}
-    call = entry.call
-    return Entry(kind, entry.definition, call.method, call.path_format, _arguments(schema, variables), hidden)
-
-
-def _prompt(prompt: Prompt, hidden: bool) -> Entry:
-    # Prompt arguments travel as strings (the route's own validation converts them).
-    arguments = tuple(
-        Argument(str(argument["name"]), "string", bool(argument.get("required")))
-        for argument in prompt.definition.get("arguments", ())
-    )
-    return Entry("prompt", prompt.definition, prompt.call.method, prompt.call.path_format, arguments, hidden)
 
 
 def _arguments(schema: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[Argument, ...]:

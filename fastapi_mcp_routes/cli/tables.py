@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fastapi_mcp_routes.cli.inventory import Argument, Entry, Inventory
+from fastapi_mcp_routes.cli.inventory import Argument, Entry, Inventory, Section
 
 # Annotation hints shown when true, in this order, by the word the table uses.
 _HINTS = (
@@ -22,33 +22,31 @@ _HIDDEN_NOTE = "hidden: not listed to a caller that sends no credential (calls s
 
 def summary(inventory: Inventory) -> str:
     """`MCP endpoint /mcp: 9 tools, 1 resource, ...`: what the endpoint serves, counted."""
-    counts = (
-        (len(inventory.tools), "tool"),
-        (len(inventory.resources), "resource"),
-        (len(inventory.templates), "resource template"),
-        (len(inventory.prompts), "prompt"),
-        (inventory.completions, "completion"),
-    )
-    # The tools always, the rest where there are some (as the endpoint's startup line counts).
+    counts = [(len(section.entries), section.listing.noun) for section in inventory.sections]
+    counts.append((inventory.completions, "completion"))
+    # The first list (the tools) always, the rest where there are some (as the startup line counts).
     shown = [counts[0], *(entry for entry in counts[1:] if entry[0])]
     served = ", ".join(f"{count} {what}{'' if count == 1 else 's'}" for count, what in shown)
     return f"MCP endpoint {inventory.path}: {served}"
 
 
 def print_inventory(console: Console, inventory: Inventory) -> None:
-    """The summary, then a table of each kind the endpoint serves."""
+    """The summary, then a table of each list the endpoint serves that has entries."""
     console.print(summary(inventory), highlight=False)
-    if inventory.tools:
-        console.print(_tools(inventory.tools))
-    if inventory.resources:
-        console.print(_features("Resources", "URI", "uri", inventory.resources, arguments=False))
-    if inventory.templates:
-        console.print(_features("Resource templates", "URI template", "uriTemplate", inventory.templates))
-    if inventory.prompts:
-        console.print(_features("Prompts", "Prompt", "name", inventory.prompts))
-    entries = (*inventory.tools, *inventory.resources, *inventory.templates, *inventory.prompts)
-    if any(entry.hidden_from_anonymous for entry in entries):
+    for section in inventory.sections:
+        if section.entries:
+            console.print(_table(section))
+    if any(entry.hidden_from_anonymous for entry in inventory.entries()):
         console.print(Text(_HIDDEN_NOTE, style="dim"))
+
+
+def _table(section: Section) -> Table:
+    listing = section.listing
+    if listing.kind == "tool":
+        return _tools(section.entries)
+    # A resource has no arguments: its URI is all there is to it.
+    arguments = any(entry.arguments for entry in section.entries) or listing.kind != "resource"
+    return _features(listing.title, listing.heading, listing.label, section.entries, arguments=arguments)
 
 
 def _tools(tools: Sequence[Entry]) -> Table:

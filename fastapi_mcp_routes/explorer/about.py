@@ -11,14 +11,15 @@ check, `auth=`, `dependencies=`), as the endpoint is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 from urllib.parse import quote
 
 from fastapi import FastAPI
 from starlette.requests import Request
 
 from fastapi_mcp_routes.explorer.facts import ServerFacts
+from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.tools.access import Access
 from fastapi_mcp_routes.tools.catalog import PROMPT_REF, RESOURCE_REF
@@ -26,6 +27,8 @@ from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire import constants as c
 
+# The lists whose entries a completion may complete, and the kind of reference it names them by.
+_COMPLETED: Final = {"prompt": PROMPT_REF, "resourceTemplate": RESOURCE_REF}
 # The tag Swagger UI files an operation without tags under, in its deep links too.
 UNTAGGED = "default"
 
@@ -35,8 +38,11 @@ _Operations = Mapping[tuple[str, str], Mapping[str, Any]]
 class About:
     """Builds the explorer's JSON for one request."""
 
-    def __init__(self, *, app: FastAPI, registry: ToolRegistry, lists: Lists, facts: ServerFacts) -> None:
+    def __init__(
+        self, *, app: FastAPI, registry: ToolRegistry, lists: Lists, listings: Sequence[Listing], facts: ServerFacts
+    ) -> None:
         self._app = app
+        self._listings = tuple(listings)
         self._registry = registry
         self._lists = lists
         self._facts = facts
@@ -50,44 +56,23 @@ class About:
             return self._lists.shown_to(access, principal, headers)
 
         table = self._registry.table()
-        catalog = table.catalog
         docs = self._docs_url(request)
         route = _RouteLinks(self._operations(), docs)
-        resources = sorted(catalog.resources.values(), key=lambda entry: entry.template.text)
-        templates = [entry for entry in catalog.templates if shown(entry.access)]
-        prompts = [prompt for prompt in catalog.prompts.values() if shown(prompt.access)]
-        # A completion names its prompt or template: listed only with what it completes.
-        completed = {(PROMPT_REF, prompt.name) for prompt in prompts}
-        completed |= {(RESOURCE_REF, entry.template.text) for entry in templates}
-        return {
-            **self._facts.as_json(),
-            "docs": docs,
-            "tools": [
-                {
-                    "name": tool.name,
-                    "route": route(tool),
-                    "confirm": tool.confirm,
-                    "task": tool.task,
-                    "stream": tool.stream,
-                }
-                for tool in table.by_name.values()
-                if shown(tool.access)
-            ],
-            "resources": [
-                {"uri": entry.definition["uri"], "route": route(entry.call)}
-                for entry in resources
-                if shown(entry.access)
-            ],
-            "resourceTemplates": [
-                {"uriTemplate": entry.definition["uriTemplate"], "route": route(entry.call)} for entry in templates
-            ],
-            "prompts": [{"name": prompt.name, "route": route(prompt.call)} for prompt in prompts],
-            "completions": [
-                {"ref": {"type": kind, "name": target}, "argument": argument, "route": route(call)}
-                for (kind, target, argument), call in catalog.completions.items()
-                if (kind, target) in completed
-            ],
-        }
+        document: dict[str, Any] = {**self._facts.as_json(), "docs": docs}
+        completed: set[tuple[str, str]] = set()
+        for listing in self._listings:
+            shown_entries = [entry for entry in listing.entries(table) if shown(entry.access)]
+            document[listing.key] = [_entry(listing, entry, route(entry.route)) for entry in shown_entries]
+            # A completion names its prompt or template: listed only with what it completes.
+            if listing.kind in _COMPLETED:
+                ref = _COMPLETED[listing.kind]
+                completed |= {(ref, str(entry.definition[listing.label])) for entry in shown_entries}
+        document["completions"] = [
+            {"ref": {"type": kind, "name": target}, "argument": argument, "route": route(call)}
+            for (kind, target, argument), call in table.catalog.completions.items()
+            if (kind, target) in completed
+        ]
+        return document
 
     def _docs_url(self, request: Request) -> str | None:
         """Where the app's Swagger UI is, as the browser reaches it (behind `root_path` too)."""
@@ -126,6 +111,15 @@ class _RouteLinks:
             "tags": tags,
             "docs": _deep_link(self._docs, tags, operation_id),
         }
+
+
+def _entry(listing: Listing, entry: Listed, route: dict[str, Any]) -> dict[str, Any]:
+    """An entry as the explorer shows it: what names it and its route; for a tool, its marks."""
+    shown: dict[str, Any] = {listing.label: entry.definition[listing.label], "route": route}
+    if listing.kind == "tool":
+        tool = entry.route
+        shown.update(confirm=tool.confirm, task=tool.task, stream=tool.stream)
+    return shown
 
 
 def _deep_link(docs: str | None, tags: list[str], operation_id: object) -> str | None:

@@ -33,7 +33,6 @@ from fastapi_mcp_routes.server.call import (
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
-from fastapi_mcp_routes.server.tasks.records import TASK_METHODS, TASKS_EXTENSION
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, Trust
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -43,35 +42,16 @@ from fastapi_mcp_routes.wire.constants import (
     INVALID_PARAMS,
     JSONRPC_VERSION,
     RESOURCE_NOT_FOUND,
+    TASKS_EXTENSION,
 )
 from fastapi_mcp_routes.wire.errors import InvalidRequest, ToolContextError
 from fastapi_mcp_routes.wire.json import RawJSON
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
-# What both eras serve: the lists, calls, reads, prompts and completion.
-_FEATURE_METHODS: Final = frozenset(
-    {
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
-SESSION_METHODS: Final = _FEATURE_METHODS | {
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-}
-# The stateless revision removed the handshake, ping, setLevel and resources/subscribe (a
-# subscriptions/listen stream names its resources instead), and added discovery.
-STATELESS_METHODS: Final = _FEATURE_METHODS | {"server/discover", *TASK_METHODS}
+# The two eras a channel speaks, and a method is declared for (server/features.py).
+SESSION_ERA: Final = "session"  # 2025-03-26 to 2025-11-25: initialize, Mcp-Session-Id
+STATELESS_ERA: Final = "stateless"  # 2026-07-28: every request carries what it needs
 CANCELLED: Final = "notifications/cancelled"
 NO_SESSION_TO_SUBSCRIBE: Final = "Invalid Request: a subscription needs a session (the server runs without them)."
 # How long a route waits for the client to answer a server-to-client request.
@@ -107,7 +87,8 @@ class ClientChannel(abc.ABC):
     """What every era answers alike: who calls, and where the call's messages go."""
 
     protocol_version: str
-    methods: frozenset[str]
+    # Which methods it may call: those the features declare for its era (server/features.py).
+    era: str
     # The code of an unknown resource's error: the era's (wire/errors.py, ResourceNotFound).
     resource_not_found_code: int
 
@@ -211,7 +192,7 @@ class ClientChannel(abc.ABC):
 class SessionChannel(ClientChannel):
     """A session-era client: in a session, or, with sessions off, one request at a time."""
 
-    methods = SESSION_METHODS
+    era = SESSION_ERA
     resource_not_found_code = RESOURCE_NOT_FOUND
 
     def __init__(
@@ -340,7 +321,7 @@ class SessionChannel(ClientChannel):
 class StatelessChannel(ClientChannel):
     """A 2026-07-28 client: everything it is and has answered travels in the request."""
 
-    methods = STATELESS_METHODS
+    era = STATELESS_ERA
     resource_not_found_code = INVALID_PARAMS  # SEP-2164
 
     def __init__(

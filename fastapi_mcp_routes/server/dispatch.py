@@ -1,44 +1,42 @@
 """MCP methods: what each request means, independent of HTTP and of the protocol era.
 
 The transport hands over a classified message and the `ClientChannel` of its request; the
-dispatcher looks the method up in one table, answers with a result or raises a typed
-`McpError`, and lets the channel shape the result for its era. `tools/call` is the
-`ToolCallPipeline`'s (server/pipeline.py); resources, prompts and completion have their own
-modules (server/resources/methods.py, server/prompts/methods.py); the lists are `Lists`' (server/listing.py).
+dispatcher looks the method up in the table the features declared (server/features.py), answers
+with a result or raises a typed `McpError`, and lets the channel shape the result for its era.
+The lifecycle methods (`initialize`, `server/discover`, `ping`, `logging/setLevel`) are its own
+declaration; `initialize` and `server/discover` offer what every feature's declaration offers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from fastapi_mcp_routes.server.call import LOG_LEVELS
 from fastapi_mcp_routes.server.channel import CANCELLED, ClientChannel, Result
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS
-from fastapi_mcp_routes.server.listing import LIST_METHODS, Generations, Lists
-from fastapi_mcp_routes.server.pipeline import ToolCallPipeline
-from fastapi_mcp_routes.server.prompts.methods import PromptMethods
+from fastapi_mcp_routes.server.features import (
+    BOTH_ERAS,
+    SESSION_ERA,
+    STATELESS_ERA,
+    Feature,
+    ListChange,
+    Listing,
+    Method,
+    check_features,
+)
+from fastapi_mcp_routes.server.listing import Generations, Lists
 from fastapi_mcp_routes.server.resources.methods import ResourceMethods
 from fastapi_mcp_routes.server.resources.updates import ResourceUpdates
 from fastapi_mcp_routes.server.tasks.methods import TaskMethods
-from fastapi_mcp_routes.server.tasks.records import TASKS_EXTENSION
-from fastapi_mcp_routes.tools.catalog import Catalog
+from fastapi_mcp_routes.tools.registry import ToolTable
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import InvalidParams, MethodNotFound
 from fastapi_mcp_routes.wire.jsonrpc import Reply, Request, truncate
 
-TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
-RESOURCES_LIST_CHANGED: Final = "notifications/resources/list_changed"
-PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"
-RESOURCE_UPDATED: Final = "notifications/resources/updated"
-# Both eras: tools, logging, and list-change notifications (the GET stream in a session,
-# subscriptions/listen in the stateless revision); resources, prompts and completions when the
-# app has them (`capabilities`).
-CAPABILITIES: Final = {"logging": {}, "tools": {"listChanged": True}}
-# Results a client may cache only for itself: a read runs the route as this caller.
-_PRIVATE: Final = frozenset({"resources/read"})
-_Handler = Callable[[Request, ClientChannel], Awaitable[Result]]
+# Every client may set a log level (sessions) or name one per request (2026-07-28).
+_LIFECYCLE_CAPABILITIES: Final[Mapping[str, Any]] = {"logging": {}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +44,26 @@ class ServerIdentity:
     name: str
     version: str
     instructions: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Listened:
+    """What a listening stream follows besides list changes: the resources it may hear of and
+    their updates, and the tasks it may follow."""
+
+    resources: ResourceMethods
+    updates: ResourceUpdates
+    tasks: TaskMethods
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """A method as the dispatcher serves it."""
+
+    answer: Callable[[Request, ClientChannel], Awaitable[Result]]
+    eras: frozenset[str]
+    private: bool
+    listing: Listing | None = None  # a list's privacy depends on its entries
 
 
 class Dispatcher:
@@ -56,49 +74,32 @@ class Dispatcher:
         *,
         identity: ServerIdentity,
         lists: Lists,
-        calls: ToolCallPipeline,
-        resources: ResourceMethods,
-        prompts: PromptMethods,
-        updates: ResourceUpdates,
-        tasks: TaskMethods,
-        catalog: Callable[[], Catalog],
-        offers_tasks: Callable[[], bool] = lambda: False,
+        features: Sequence[Feature],
+        table: Callable[[], ToolTable],
+        listened: Listened,
     ) -> None:
         self._identity = identity
+        self.listened = listened
         self._lists = lists
-        self._catalog = catalog
-        self._offers_tasks = offers_tasks
-        self.updates = updates  # what listening streams hear resource updates from
-        self.resources = resources  # what a subscriptions/listen asks which resources it may hear of
-        self.tasks = tasks  # and which tasks
-        self._methods: dict[str, _Handler] = {
-            "initialize": self._initialize,
-            "server/discover": self._discover,
-            "ping": self._ping,
-            "logging/setLevel": self._set_log_level,
-            "tools/call": calls,
-            "resources/read": resources.read,
-            "resources/subscribe": resources.subscribe,
-            "resources/unsubscribe": resources.unsubscribe,
-            "prompts/get": prompts.get,
-            "completion/complete": prompts.complete,
-            "tasks/get": tasks.get,
-            "tasks/update": tasks.update,
-            "tasks/cancel": tasks.cancel,
-            **dict.fromkeys(LIST_METHODS, self._list),
-        }
+        self._table = table
+        self.features = check_features((self._lifecycle(), *features))
+        self._served: dict[str, _Served] = {}
+        for feature in self.features:
+            for method in feature.methods:
+                self._served[method.name] = _Served(method.answer, method.eras, method.private)
+            for listing in feature.listings:
+                self._served[listing.method] = _Served(self._list_of(listing), BOTH_ERAS, False, listing)
 
     async def request(self, request: Request, channel: ClientChannel) -> Result:
         """Answer one request; raises `McpError` for protocol errors, `CallCancelled` when the
         client cancelled it."""
-        handler = self._methods.get(request.method) if request.method in channel.methods else None
-        if handler is None:
+        served = self._served.get(request.method)
+        if served is None or channel.era not in served.eras:
             raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", truncate(request.method))
-        result = await handler(request, channel)
+        result = await served.answer(request, channel)
         # A list that depends on who asks must not be cached for anyone else.
-        method = request.method
-        private = method in _PRIVATE or (method in LIST_METHODS and self._lists.personal(method))
-        return channel.shape(method, result, private)
+        private = served.private or (served.listing is not None and self._lists.personal(served.listing))
+        return channel.shape(request.method, result, private)
 
     async def notification(self, method: str, params: Mapping[str, Any], channel: ClientChannel) -> None:
         """Take one notification; unknown ones are ignored, as JSON-RPC asks."""
@@ -117,20 +118,36 @@ class Dispatcher:
         """Wait for what a listener that saw `seen` has not heard yet: the generations then,
         and the notifications to send (one per list that changed)."""
         now = await self._lists.generation_after(seen)
-        moved = zip(now, seen, (TOOLS_LIST_CHANGED, RESOURCES_LIST_CHANGED, PROMPTS_LIST_CHANGED), strict=True)
-        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": method} for a, b, method in moved if a != b]
+        moved = zip(now, seen, self._lists.watched, strict=True)
+        return now, [{"jsonrpc": c.JSONRPC_VERSION, "method": change.notification} for a, b, change in moved if a != b]
+
+    def list_changes(self) -> tuple[ListChange, ...]:
+        """The list-change notifications a listener may ask for."""
+        return self._lists.watched
+
+    def listings(self) -> tuple[Listing, ...]:
+        """The lists the features serve, in the order declared."""
+        return tuple(listing for feature in self.features for listing in feature.listings)
 
     def capabilities(self) -> dict[str, Any]:
-        """What the server offers now: resources, prompts and completions when the app has them."""
-        catalog = self._catalog()
-        offered: dict[str, Any] = dict(CAPABILITIES)
-        if catalog.resources or catalog.templates:
-            offered["resources"] = {"subscribe": True, "listChanged": True}
-        if catalog.prompts:
-            offered["prompts"] = {"listChanged": True}
-        if catalog.completes:
-            offered["completions"] = {}
+        """What the server offers now: each feature's capability, where the app has it."""
+        table = self._table()
+        offered: dict[str, Any] = {}
+        for feature in self.features:
+            offered.update(feature.capability(table))
         return offered
+
+    def _lifecycle(self) -> Feature:
+        return Feature(
+            "lifecycle",
+            methods=(
+                Method("initialize", self._initialize, frozenset({SESSION_ERA})),
+                Method("ping", self._ping, frozenset({SESSION_ERA})),
+                Method("logging/setLevel", self._set_log_level, frozenset({SESSION_ERA})),
+                Method("server/discover", self._discover, frozenset({STATELESS_ERA})),
+            ),
+            capability=lambda table: _LIFECYCLE_CAPABILITIES,
+        )
 
     async def _initialize(self, request: Request, channel: ClientChannel) -> Result:
         params = request.params
@@ -149,8 +166,12 @@ class Dispatcher:
 
     async def _discover(self, request: Request, channel: ClientChannel) -> Result:
         capabilities = self.capabilities()
-        if self._offers_tasks():  # an extension of the stateless revision only (SEP-2663)
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        table = self._table()
+        extensions: dict[str, Any] = {}
+        for feature in self.features:  # extensions of the stateless revision only (SEP-2663)
+            extensions.update(feature.extensions(table))
+        if extensions:
+            capabilities["extensions"] = extensions
         return self._with_instructions({"supportedVersions": list(MODERN_VERSIONS), "capabilities": capabilities})
 
     def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -168,8 +189,11 @@ class Dispatcher:
         await channel.set_log_level(level)
         return {}
 
-    async def _list(self, request: Request, channel: ClientChannel) -> Result:
-        return self._lists.page(request.method, request.params.get("cursor"), channel)
+    def _list_of(self, listing: Listing) -> Callable[[Request, ClientChannel], Awaitable[Result]]:
+        async def answer(request: Request, channel: ClientChannel) -> Result:
+            return self._lists.page(listing, request.params.get("cursor"), channel)
+
+        return answer
 
 
 def negotiate_version(requested: str) -> str:

@@ -1,7 +1,8 @@
-"""The lists: `tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`, as
-the registry's pages, or for a caller-dependent list, what this caller sees.
+"""The lists the features declare (`tools/list`, `resources/list`, `resources/templates/list`,
+`prompts/list`: server/features.py, `Listing`), as the registry's pages, or for a
+caller-dependent list, what this caller sees.
 
-Visibility is never authorization (DESIGN.md, decision 4): a list may hide what a caller
+Visibility is never authorization: a list may hide what a caller
 statically cannot use, by side-effect-free checks only, and a hidden tool's guards still
 refuse its calls.
 
@@ -12,55 +13,53 @@ nothing announces a route added at runtime, so one waiter looks at the route tab
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
 
 from fastapi_mcp_routes.server.changes import ChangeFeed
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.server.features import ListChange, Listed, Listing
 from fastapi_mcp_routes.tools.access import Access
 from fastapi_mcp_routes.tools.paging import decode_cursor
 from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable
 from fastapi_mcp_routes.wire.errors import InvalidParams
-from fastapi_mcp_routes.wire.json import RawJSON
 
 # How soon a route added at runtime reaches listeners: one look at the route table per
-# interval for the whole process, and only while someone listens (a look costs about 10 µs
-# with 12 tools, 0.5 ms with 1,000: `ToolRegistry.table()` on `benchmarks/bench_app.py`).
+# interval for the whole process, and only while someone listens (`ToolRegistry.table()`'s
+# cost grows with the routes: benchmarks/bench_app.py).
 LOOK_S: Final = 0.5
-LIST_METHODS: Final = frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list"})
 
-
-class Generations(NamedTuple):
-    """Where each list stands: each number moves whenever its list changes."""
-
-    tools: int
-    resources: int
-    prompts: int
-
-
-class _List(NamedTuple):
-    key: str  # the result's array
-    pages: tuple[RawJSON, ...]
-    entries: Iterable[tuple[Mapping[str, Any], Access | None]]  # (definition, who sees it), in order
-    restricted: bool
-
-
-def generations(table: ToolTable) -> Generations:
-    return Generations(table.generation, table.resources_generation, table.prompts_generation)
+# Where each declared list stands: one number per `ListChange`, in the order declared.
+Generations = tuple[int, ...]
 
 
 class Lists:
-    """Answers the list methods from the registry."""
+    """Answers the declared list methods from the registry."""
 
-    def __init__(self, *, registry: ToolRegistry, visible_only: bool, credential_headers: frozenset[bytes]) -> None:
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        visible_only: bool,
+        credential_headers: frozenset[bytes],
+        changes: Sequence[ListChange] = (),
+    ) -> None:
         self._registry = registry
         self._visible_only = visible_only
         self._credential_headers = credential_headers
-        self._changes = ChangeFeed(lambda: generations(self._registry.table()), LOOK_S)
+        self._watched = tuple(changes)
+        self._changes = ChangeFeed(lambda: self._generations(self._registry.table()), LOOK_S)
+        # A list's entries and whether any is restricted, for the table they were read from.
+        self._read: dict[str, tuple[ToolTable, Sequence[Listed], bool]] = {}
 
-    def personal(self, method: str) -> bool:
+    @property
+    def watched(self) -> tuple[ListChange, ...]:
+        """The list-change notifications, in the order of the generations."""
+        return self._watched
+
+    def personal(self, listing: Listing) -> bool:
         """Whether the list depends on who asks (then no one else may cache it)."""
-        return self._visible_only and _list(self._registry.cached(), method).restricted
+        return self._visible_only and self._entries(listing, self._registry.cached())[1]
 
     def generation(self) -> Generations:
         """The lists' generations now: each moves whenever its list changes."""
@@ -70,20 +69,21 @@ class Lists:
         """The generations, once a list has changed since `seen`."""
         return await self._changes.after(seen)
 
-    def page(self, method: str, cursor: object, channel: ClientChannel) -> Result:
+    def page(self, listing: Listing, cursor: object, channel: ClientChannel) -> Result:
         table = self._registry.table()
-        self._changes.note(generations(table))  # a change seen here reaches listeners at once
-        listed = _list(table, method)
-        if self._visible_only and listed.restricted:
+        self._changes.note(self._generations(table))  # a change seen here reaches listeners at once
+        entries, restricted = self._entries(listing, table)
+        if self._visible_only and restricted:
             if cursor is not None:
                 raise InvalidParams("Invalid params: the cursor is not one this server issued.")
-            return {listed.key: [definition for definition, access in listed.entries if self.shows(access, channel)]}
+            return {listing.key: [entry.definition for entry in entries if self.shows(entry.access, channel)]}
+        pages = listing.pages(table)
         if cursor is None:
-            return listed.pages[0]
-        index = decode_cursor(cursor, len(listed.pages))
+            return pages[0]
+        index = decode_cursor(cursor, len(pages))
         if index is None:
             raise InvalidParams("Invalid params: the cursor is not one this server issued.")
-        return listed.pages[index]
+        return pages[index]
 
     def shows(self, access: Access | None, channel: ClientChannel) -> bool:
         """Whether lists show this caller what `access` guards."""
@@ -101,22 +101,13 @@ class Lists:
 
         return access.shown_to(principal, presents_credential)
 
+    def _generations(self, table: ToolTable) -> Generations:
+        return tuple(change.generation(table) for change in self._watched)
 
-def _list(table: ToolTable, method: str) -> _List:
-    catalog = table.catalog
-    if method == "resources/list":
-        resources = sorted(catalog.resources.values(), key=lambda entry: entry.template.text)
-        entries = [(entry.definition, entry.access) for entry in resources]
-        return _List("resources", catalog.resource_pages, entries, _any(entries))
-    if method == "resources/templates/list":
-        entries = [(entry.definition, entry.access) for entry in catalog.templates]
-        return _List("resourceTemplates", catalog.template_pages, entries, _any(entries))
-    if method == "prompts/list":
-        entries = [(prompt.definition, prompt.access) for prompt in catalog.prompts.values()]
-        return _List("prompts", catalog.prompt_pages, entries, _any(entries))
-    tools = ((tool.definition, tool.access) for tool in table.by_name.values())
-    return _List("tools", table.pages, tools, table.restricted)
-
-
-def _any(entries: list[tuple[Mapping[str, Any], Access | None]]) -> bool:
-    return any(access is not None for _, access in entries)
+    def _entries(self, listing: Listing, table: ToolTable) -> tuple[Sequence[Listed], bool]:
+        read = self._read.get(listing.method)
+        if read is None or read[0] is not table:
+            entries = listing.entries(table)
+            read = (table, entries, any(entry.access is not None for entry in entries))
+            self._read[listing.method] = read
+        return read[1], read[2]

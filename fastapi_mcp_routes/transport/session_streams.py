@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from fastapi_mcp_routes.server.dispatch import RESOURCE_UPDATED, Dispatcher
+from fastapi_mcp_routes.server.dispatch import Dispatcher
+from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import RECHECK_S, SessionManager, uri_digest
 from fastapi_mcp_routes.store.base import Inbox, SessionRecord, Store
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
@@ -101,7 +102,7 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
                     message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
                     await emit(sse_event(dumps(message)))
 
-            await dispatcher.updates.follow(send, listening)
+            await dispatcher.listened.updates.follow(send, listening)
 
     sources = [lease.until_session_ends, list_changes, resource_updates]
     return ListenStream(sources, keep_alive, lease, listening=[listening])

@@ -20,14 +20,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.server.channel import StatelessChannel
-from fastapi_mcp_routes.server.dispatch import (
-    PROMPTS_LIST_CHANGED,
-    RESOURCE_UPDATED,
-    RESOURCES_LIST_CHANGED,
-    TOOLS_LIST_CHANGED,
-    Dispatcher,
-)
+from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import uri_digest
 from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
@@ -43,17 +38,6 @@ from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
 SUBSCRIBE: Final = "subscriptions/listen"
 TASK_STATUS: Final = "notifications/tasks"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
-# What a listener can opt in to, and the capability the server needs to honor it.
-_SUBSCRIBABLE: Final = {
-    "toolsListChanged": "tools",
-    "promptsListChanged": "prompts",
-    "resourcesListChanged": "resources",
-}
-_LIST_CHANGES: Final = {
-    "toolsListChanged": TOOLS_LIST_CHANGED,
-    "promptsListChanged": PROMPTS_LIST_CHANGED,
-    "resourcesListChanged": RESOURCES_LIST_CHANGED,
-}
 
 
 class StatelessAnswer(Response):
@@ -132,9 +116,13 @@ async def listen_filter(
     wanted = request.params.get("notifications")
     wanted = wanted if isinstance(wanted, Mapping) else {}
     offered = dispatcher.capabilities()
-    honored: dict[str, Any] = {
-        name: True for name, capability in _SUBSCRIBABLE.items() if wanted.get(name) is True and capability in offered
+    # The list changes the features declare, each honored while the server offers its capability.
+    changes = {
+        change.listen_name: change.notification
+        for change in dispatcher.list_changes()
+        if wanted.get(change.listen_name) is True and change.capability in offered
     }
+    honored: dict[str, Any] = dict.fromkeys(changes, True)
     uris = wanted.get("resourceSubscriptions")
     resources: dict[str, str] = {}
     if uris is not None and "resources" in offered:
@@ -149,7 +137,7 @@ async def listen_filter(
                 f"Invalid params: a stream may subscribe to {max_subscriptions} resources at most "
                 "(Limits.max_subscriptions); open another for more."
             )
-        listened = await dispatcher.resources.listened(uris, request, channel)
+        listened = await dispatcher.listened.resources.listened(uris, request, channel)
         resources = {uri_digest(canonical): client for canonical, client in listened.items()}
         honored["resourceSubscriptions"] = list(resources.values())
     task_ids = wanted.get("taskIds")
@@ -164,9 +152,9 @@ async def listen_filter(
                 f"Invalid params: a stream may follow {max_subscriptions} tasks at most "
                 "(Limits.max_subscriptions); open another for more."
             )
-        tasks = await dispatcher.tasks.listened(task_ids, channel)
+        tasks = await dispatcher.listened.tasks.listened(task_ids, channel)
         honored["taskIds"] = tasks
-    sends = frozenset(_LIST_CHANGES[name] for name in honored if name in _LIST_CHANGES)
+    sends = frozenset(changes.values())
     return ListenFilter(honored, sends, resources, frozenset(tasks))
 
 
@@ -201,7 +189,7 @@ def subscription(
                 params = {"_meta": tag, "uri": client_uri}
                 await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
 
-        await dispatcher.updates.follow(send, listening)
+        await dispatcher.listened.updates.follow(send, listening)
 
     tasks_heard = anyio.Event()
 
@@ -211,7 +199,7 @@ def subscription(
             params = {**task, "_meta": tag}
             await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": TASK_STATUS, "params": params}))
 
-        await dispatcher.tasks.follow(wanted.tasks, send, tasks_heard)
+        await dispatcher.listened.tasks.follow(wanted.tasks, send, tasks_heard)
 
     sources: list[Callable[[Emit], Awaitable[None]]] = [list_changes]
     heard: list[anyio.Event] = []

@@ -84,3 +84,6 @@ ECHOED_TEXT_MAX: Final = 200
 ECHOED_NAMES_MAX: Final = 5
 # Input-request keys the library owns (mutation confirmation); a route cannot use them.
 RESERVED_KEY_PREFIX: Final = "fastapi-mcp-routes/"
+
+# The 2026-07-28 tasks extension (SEP-2663): a client declares it to let a call become a task.
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"

@@ -26,6 +26,8 @@ from fastapi_mcp_routes.wire.errors import StoreUnavailable
 logger = logging.getLogger("fastapi_mcp_routes")
 
 CHANNEL: Final = "resources/updated"
+# What a listener that follows a resource is sent when it changes.
+RESOURCE_UPDATED: Final = "notifications/resources/updated"
 RETRY_S: Final = 2.0
 # While the store cannot be reached, the writes whose updates are lost are logged this often.
 DOWN_LOG_S: Final = 60.0

@@ -19,9 +19,6 @@ from typing import Any, Final
 
 from fastapi_mcp_routes.store.base import Store, TaskRecord
 
-TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
-# The extension's methods; `tasks/result` and `tasks/list` of the 2025-11-25 draft are gone (-32601).
-TASK_METHODS: Final = ("tasks/get", "tasks/update", "tasks/cancel")
 # Where a saved change of any task is announced (its id), for listening streams.
 TASK_CHANNEL: Final = "tasks/status"
 # Compare-and-set rounds before a change gives up: each lost round means another change was

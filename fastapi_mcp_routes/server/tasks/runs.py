@@ -40,7 +40,6 @@ from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, de
 from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.tasks.records import (
-    TASKS_EXTENSION,
     TaskBook,
     created,
     ended,
@@ -48,6 +47,7 @@ from fastapi_mcp_routes.server.tasks.records import (
 )
 from fastapi_mcp_routes.store.base import Holder, TaskBounds, TaskRecord
 from fastapi_mcp_routes.tools.recipe import Tool
+from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from fastapi_mcp_routes.wire.errors import (
     CallCancelled,
     McpError,
