@@ -2,7 +2,7 @@
 
 The call goes through the app's ASGI interface, in process, so the route runs exactly as it
 does for REST: middleware, routing, validation, dependencies, exception handlers and the
-response model (DESIGN.md, decision 2).
+response model, and never through FastAPI's private internals, which change between releases.
 """
 
 from __future__ import annotations
