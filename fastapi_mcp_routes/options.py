@@ -1,8 +1,12 @@
 """Option groups for `mcp_routes`: `Sessions` and `Limits`, in the style of httpx's `Limits`.
 
 Each group is a frozen value checked when it is made, so a wrong setting stops the app at
-startup with a sentence that names the option and the value (STYLE.md, principle 6). Nothing
-in the library reads these numbers from module constants: tests and deployments set them here.
+startup with a sentence that names the option and the value, never at the first request. The
+`DEFAULT_*` constants are the groups' field defaults. Elsewhere in the library they are only
+keyword defaults of parts a test may build alone (`ToolCallPipeline`, `ToolRegistry`, `invoke`,
+`call_app`), to which `mcp_routes` always passes the group's value; the one exception is the
+confirmation gate, which captures a guard's refusal under `DEFAULT_MAX_RESPONSE_BYTES`.
+Tests and deployments set the numbers through the groups, never by patching a constant.
 """
 
 from __future__ import annotations

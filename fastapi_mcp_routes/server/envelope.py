@@ -176,9 +176,10 @@ def _decoded(value: str | None) -> str | None:
 class ResultShaper:
     """Adds what every 2026-07-28 result carries.
 
-    A pre-encoded `tools/list` page is shaped once and kept: encoding a page of 1,000 tools
-    costs about 3.4 ms, against a warm list's target of 3 ms in all. Pages are new objects
-    whenever the tools change, so a handful of kept pages is always enough."""
+    A pre-encoded `tools/list` page is shaped once and kept, since encoding a large page again
+    would cost more than a whole warm list may (benchmarks/README.md, "Figures behind the
+    code's speed choices"). Pages are new objects whenever the tools change, so a handful of
+    kept pages is always enough."""
 
     def __init__(self, server_info: Mapping[str, Any]) -> None:
         self._meta = {META_SERVER_INFO: dict(server_info)}

@@ -2,10 +2,10 @@
 
 Two readers need it, and need different strengths of it:
 - `tools/list` may hide a tool its caller statically cannot use (`Access.shown_to`): a hint,
-  allowed to be wrong, since visibility is never authorization (DESIGN.md, decision 4). A
-  route behind any security scheme, `JWTBearer` or `@auth_guard` "needs auth"; the `Security`
-  scopes such a scheme is handed (its own, or asked of a dependency above it) and a `visible`
-  predicate narrow it further.
+  allowed to be wrong, since visibility is never authorization: every call still runs every
+  guard of its route. A route behind any security scheme, `JWTBearer` or `@auth_guard` "needs
+  auth"; the `Security` scopes such a scheme is handed (its own, or asked of a dependency above
+  it) and a `visible` predicate narrow it further.
 - the confirmation gate must not ask a user to approve a call its route will refuse, nor hand
   such a caller a token; and it must never let a call run unconfirmed. That needs certainty,
   which those facts do not give: a scheme with `auto_error=False` or an `@auth_guard` may let

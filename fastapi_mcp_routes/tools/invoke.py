@@ -2,7 +2,7 @@
 
 The call goes through the app's ASGI interface, in process, so the route runs exactly as it
 does for REST: middleware, routing, validation, dependencies, exception handlers and the
-response model (DESIGN.md, decision 2).
+response model, and never through FastAPI's private internals, which change between releases.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ _CONTAINERS = (dict, list)  # what nests in a decoded JSON value
 
 
 # Per-request values, built on every call: not frozen, since a frozen dataclass sets each
-# field through object.__setattr__, which costs a tool call about a microsecond.
+# field through object.__setattr__ (`benchmarks/profile_tool_call.py` shows the cost).
 @dataclass(slots=True)
 class Caller:
     """The MCP caller as the route must see it: credentials, address, and the outer request."""
@@ -238,7 +238,7 @@ def check_argument_depth(arguments: Mapping[str, Any], limit: int) -> None:
 
 def _nesting_exceeds(value: dict[str, Any] | list[Any], limit: int) -> bool:
     """Level by level, so a wide argument costs one pass and a deep one stops past the limit.
-    Plain loops: a small list costs 0.28 µs, against 0.47 µs with a comprehension."""
+    Plain loops, cheaper here than comprehensions (`benchmarks/step_costs.py` times this step)."""
     level: list[Any] = [value]
     for _ in range(limit):
         below: list[Any] = []
@@ -255,8 +255,8 @@ def _nesting_exceeds(value: dict[str, Any] | list[Any], limit: int) -> bool:
 def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:
     known = tool.schema.arguments
     if tool.required <= arguments.keys() <= known.keys():
-        # Every call that can make a request: two set tests, no list and no sort (a tool
-        # call: 1,094k -> 1,090k instructions, `benchmarks/profile_tool_call.py` under callgrind).
+        # Every call that can make a request: two set tests, no list and no sort, the cheapest
+        # check (`benchmarks/profile_tool_call.py` under callgrind shows the saving).
         return
     unknown = [name for name in arguments if name not in known]
     if unknown:
@@ -288,9 +288,8 @@ def _path(tool: Tool, arguments: Mapping[str, Any]) -> tuple[str, str]:
 
 def _query_string(pairs: list[tuple[str, str]]) -> bytes:
     """The pairs as `urlencode` writes them. Most names and values need no escaping at all,
-    so each is tested first and quoted only when it must be: `build_request` for `get_item`
-    of `benchmarks/bench_app.py` (a path and a query argument) took 53.0k instructions, and
-    takes 41.7k (callgrind, 3,000 calls; timeit 3.7 -> 3.1 µs)."""
+    so each is tested first and quoted only when it must be, which spares most of the quoting
+    (`benchmarks/step_costs.py` times `build_request`)."""
     if not pairs:
         return b""
     return "&".join(f"{_query_part(name)}={_query_part(value)}" for name, value in pairs).encode("ascii")

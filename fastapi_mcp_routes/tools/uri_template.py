@@ -12,8 +12,8 @@ Where a value could also hold the text that separates it from the next (`{name}.
 earlier value takes as much as it can (`archive.tar.gz` is `archive.tar` and `gz`): the next
 value cannot hold that text. So a URI has one way to be split, and the match takes time in
 proportion to its length; letting both values hold it made a URI that almost matches a template
-of three variables take its length cubed (6 s for 2 kB). Two values with nothing between them
-(`{a}{b}`) cannot be told apart at all, and are refused.
+of three variables take its length cubed. Two values with nothing between them (`{a}{b}`)
+cannot be told apart at all, and are refused.
 """
 
 from __future__ import annotations

@@ -55,8 +55,7 @@ def header_table(request: Request) -> Headers:
     """The request's headers by lower-case name (the first value wins), read in one pass.
 
     A POST looks up about eight headers; through Starlette's `Headers`, each lookup scans and
-    decodes the whole list again, which cost a tool call about 20 µs of its ~410 µs (in-process
-    profile of `benchmarks/bench_app.py`, 3,000 calls)."""
+    decodes the whole list again (`benchmarks/profile_tool_call.py --profile` shows the cost)."""
     return {key.decode("latin-1"): field_value(value) for key, value in reversed(request.scope["headers"])}
 
 
@@ -96,9 +95,9 @@ def _accepted_types(accept: str) -> set[str]:
 class FreshRequest(Request):
     """The request of the endpoint served as a plain route (transport/plain_routes.py): no
     framework layer and no dependency has read its body, so it is read from the ASGI messages
-    directly, without `Request.stream()`'s async generator (a tool call: 1,097k -> 1,094k
-    instructions, `benchmarks/profile_tool_call.py` under callgrind). The middleware before it
-    see only ASGI messages: one that read the body hands it on as messages too."""
+    directly, without `Request.stream()`'s async generator (`benchmarks/profile_tool_call.py`
+    under callgrind shows the saving). The middleware before it see only ASGI messages: one
+    that read the body hands it on as messages too."""
 
 
 async def read_body(request: Request, headers: Headers, limit: int) -> bytes:
@@ -182,8 +181,8 @@ def parse(body: bytes, max_batch_length: int) -> Parsed:
 
 
 def _parse_one(value: Any) -> Parsed:
-    """A POST of one message, the common case, without the batch's loops and lists (a tool
-    call: 1,102k -> 1,097k instructions, `benchmarks/profile_tool_call.py` under callgrind)."""
+    """A POST of one message, the common case, without the batch's loops and lists
+    (`benchmarks/profile_tool_call.py` under callgrind shows the saving)."""
     try:
         message: Message | McpError = classify(value)
     except ParamsNotObject as error:

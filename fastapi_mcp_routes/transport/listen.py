@@ -21,16 +21,13 @@ a slot forever.
 
 Deliberate choice: sources are woken by their news (a `ChangeFeed` for the tool list, the
 Store's publish/subscribe for a resumed stream or a session's end), never by a timer, so an
-idle stream costs one wake-up per keep-alive (and the short task that writes it). When each
-stream polled every 0.5 s, 1,000 idle streams kept the server at 5.4% of a core and made a tool
-call beside them cost 1.23x the server CPU; woken, they cost 0.2% (as much as no stream) and
-1.04x (`benchmarks/idle_streams.py --rounds 6`, 2 cores).
+idle stream costs one wake-up per keep-alive (and the short task that writes it), where polling
+streams kept the server busy and slowed the tool calls beside them (`benchmarks/idle_streams.py`
+measures both).
 
 Deliberate choice: the tending task starts each keep-alive write in a short task of its own,
 rather than a keep-alive task living beside a renewal task, so an idle stream keeps three tasks,
-not four. With 750 idle streams a tool call cost 1.05-1.07x the server CPU of one without them
-(throughput 0.92-0.95x, idle 0.3-0.4% of a core), against 1.13-1.15x (0.86-0.88x, 0.2%) with
-the fourth task (`benchmarks/idle_streams.py --rounds 6`, two runs of each, interleaved).
+not four, and the tool calls beside idle streams cost less (`benchmarks/idle_streams.py`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The MCP endpoint served as plain Starlette routes where nothing but its Origin check guards
-it: FastAPI's request handler and inclusion layer have nothing to do then, and cost about a
-fifth of a tool call (`serve_plainly`). Done by the router at startup, undone at shutdown."""
+it: FastAPI's request handler and inclusion layer have nothing to do then, and their cost is
+spared (`serve_plainly`). Done by the router at startup, undone at shutdown."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ class AsgiEndpoint:
     """The endpoint as the ASGI app of its plain route: its request and its response, without
     the layer Starlette wraps around a function endpoint to hand its exceptions to the app's
     exception handlers, which the app's `ExceptionMiddleware` does all the same, with the same
-    handlers, for any exception that reaches it (a tool call: 1,085k -> 1,071k instructions,
-    `benchmarks/profile_tool_call.py` under callgrind)."""
+    handlers, for any exception that reaches it (`benchmarks/profile_tool_call.py` under
+    callgrind shows the saving)."""
 
     __slots__ = ("endpoint",)
 
@@ -62,8 +62,7 @@ class AsgiEndpoint:
 class PlainRoutes(BaseRoute):
     """Plain routes standing in for an inclusion's other routes (the explorer's, the metadata):
     a request for a path none of them ends with is turned away by one string test, however
-    many they are (two routes tested one by one cost a REST request 8 Python calls, together 4:
-    `count_calls` in benchmarks/rest_writes.py)."""
+    many they are, rather than by each in turn (`count_calls` in benchmarks/rest_writes.py)."""
 
     def __init__(self, routes: list[PlainRoute]) -> None:
         self.routes = routes
@@ -128,16 +127,17 @@ def serve_plainly(
 ) -> Swap | None:
     """Serve the endpoint as a plain Starlette route, where nothing but the Origin check guards it.
 
-    FastAPI's request handler and inclusion layer cost about a fifth of a tool call, and have
-    nothing to do when no dependency and no body limit applies: the endpoint checks the Origin
-    itself and caps its body by `Limits.max_body_bytes`. So when the inclusion (and the app and the
-    routers around it) added neither, a plain route with the same path and endpoint is put at
-    the front, or just before the inclusion when a route ahead could take its path: routes match
-    in the same order as before. An inclusion that holds nothing else it cannot serve plainly too
-    is taken out meanwhile, so the REST requests matched after it do not test it (about 40 Python
-    calls each): its other routes (the explorer's, the RFC 9728 metadata) take its place as plain
-    routes, which turn a REST request away with one string test. It is done at startup, so an
-    app that never includes the router never serves it, and undone at shutdown."""
+    FastAPI's request handler and inclusion layer are a large share of a tool call's cost
+    (`make bench`), and have nothing to do when no dependency and no body limit applies: the
+    endpoint checks the Origin itself and caps its body by `Limits.max_body_bytes`. So when the
+    inclusion (and the app and the routers around it) added neither, a plain route with the same
+    path and endpoint is put at the front, or just before the inclusion when a route ahead could
+    take its path: routes match in the same order as before. An inclusion that holds nothing
+    else it cannot serve plainly too is taken out meanwhile, so the REST requests matched after
+    it do not test it (`count_calls` in benchmarks/rest_writes.py): its other routes (the
+    explorer's, the RFC 9728 metadata) take its place as plain routes, which turn a REST request
+    away with one string test. It is done at startup, so an app that never includes the router
+    never serves it, and undone at shutdown."""
     for index, top in enumerate(app.routes):
         contexts = list(iter_route_contexts([top]))
         for context in contexts:

@@ -18,13 +18,10 @@ way: the first helper to finish cancels the rest, and the answer's end cancels t
 
 Deliberate choice, the one speed trick here: the helpers start only once the answer has been
 pending for a while (the keep-alive interval, or `WATCH_AFTER_S` when the client's leaving is
-watched), from one timer per answer (armed at the loop's next turn), in a task of their own that the
-stream stops and awaits. A quick call is answered before that and starts no task. The plain way, a task group with its
-helpers started at once for every answer, cost a quick tool call ~150 µs of server CPU in
-`make bench` (2 interleaved runs; tool call vs REST, sequential GET: CPU 1.51-1.60x ->
-2.14-2.21x, p50 1.43-1.45x -> 1.79-1.88x; 2026-07-28 GET: CPU 1.56-1.57x -> 2.05-2.07x;
-8 clients: throughput 0.58-0.63x -> 0.41x). With the timer, the rows are those of the code
-before it, which kept no helpers at all for a quick call (CPU 1.51-1.62x, p50 1.26-1.48x).
+watched), from one timer per answer (armed at the loop's next turn), in a task of their own
+that the stream stops and awaits. A quick call is answered before that and starts no task. The
+plain way, a task group with its helpers started at once for every answer, made a quick tool
+call cost markedly more server CPU (`make bench` shows the difference).
 """
 
 from __future__ import annotations
@@ -112,9 +109,9 @@ class ResponseStream:
         if delays:
             # The timer is armed at the event loop's next turn, so an answer that is out before
             # the call lets the loop run (a quick route runs to its end without suspending)
-            # arms none: a timer armed and cancelled per answer cost a quick tool call about
-            # 8 µs, cancelled timers lingering in the loop's heap until due (in-process, 2,000
-            # calls: 178-180 µs without the timer, 187-188 µs with it).
+            # arms none: a timer armed and cancelled per answer is paid by every quick call,
+            # cancelled timers lingering in the loop's heap until due
+            # (`benchmarks/profile_tool_call.py` shows the cost).
             self._wake = loop.call_soon(self._arm, min(delays))
 
     async def __aenter__(self) -> ResponseStream:
@@ -137,8 +134,8 @@ class ResponseStream:
 
     def _lock(self) -> anyio.Lock:
         """What keeps events whole when a route sends from several tasks. Only streamed
-        writes can race, so a plain JSON answer, the most common, never makes one (1.6 µs an
-        answer: a tenth of what the refactor's first version added to a quick call)."""
+        writes can race, so a plain JSON answer, the most common, never makes one
+        (`benchmarks/profile_tool_call.py` shows the saving)."""
         if self._made_lock is None:
             # fast_acquire: an uncontended acquire takes no event-loop turn.
             self._made_lock = anyio.Lock(fast_acquire=True)

@@ -38,10 +38,9 @@ def loads(data: bytes | str) -> Any:
     except ValueError as exc:
         # pydantic-core's messages name the position only, never echo the input.
         raise ParseError(f"Parse error: the body is not valid JSON ({exc}).") from None
-    # An overflowed number is found by encoding the value again, in Rust: 0.6 µs for a tool
-    # call's body, 2.2 ms for 4 MB (decoding them: 0.7 µs and 2.8 ms). Scanning the bytes for
-    # exponents first costs more: a regex 0.5-1.8 µs and 13-69 ms, a translate-and-find 0.7 µs
-    # and 5.5 ms; a walk of the value in Python matches it only for small bodies.
+    # An overflowed number is found by encoding the value again, in Rust, for less than the
+    # decoding cost: scanning the bytes for exponents first costs more, and a walk of the value
+    # in Python matches it only for small bodies (`benchmarks/step_costs.py` times `parse`).
     if _holds_non_finite(value, pydantic_core.to_json(value)):
         raise ParseError("Parse error: the body holds a number too large for a 64-bit float (RFC 7493 section 2.2).")
     return value

@@ -24,8 +24,8 @@ from fastapi_mcp_routes.wire.json import dumps, loads
 
 SEALED_NAMES: Final = 8
 SEALED_TEXT: Final = 64
-# Sealed ids opened lately, by id and credentials: a live session's requests skip the decoding
-# (opening one costs 7.7 µs, about 3% of a tool call's server CPU; a kept one 0.2 µs).
+# Sealed ids opened lately, by id and credentials: a live session's requests skip the decoding,
+# which costs many times the look-up (`benchmarks/step_costs.py` times the session step).
 OPENED_KEPT: Final = 4096
 _PURPOSE: Final = "session id"
 
