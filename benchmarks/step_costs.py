@@ -47,6 +47,7 @@ from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, ToolCall
 from fastapi_mcp_routes.server.channel import holder_of
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
+from fastapi_mcp_routes.wire.fields import field_table
 
 REPEATS: Final = 7
 
@@ -63,7 +64,7 @@ class Step:
 
 
 STEPS: Final = (
-    Step("read the headers", endpoint_module, "header_table", "every check below reads them"),
+    Step("read the headers", endpoint_module, "field_table", "every check below reads them"),
     Step("Origin and Host", endpoint_module.StreamableHTTPEndpoint, "_check_origin", "DNS rebinding (spec)"),
     Step("media types", endpoint_module, "check_media_types", "415/406 as the spec names them"),
     Step("the body within its cap", endpoint_module, "read_body", "Limits.max_body_bytes", is_async=True),
@@ -227,7 +228,7 @@ class Flat:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         request = http.FreshRequest(scope, receive, send)
-        headers = http.header_table(request)
+        headers = field_table(request.scope["headers"])
         self.endpoint._check_origin(request, headers)
         accepts = http.check_media_types(headers)
         parsed = http.parse(await http.read_body(request, headers, self.max_body), self.max_batch)
@@ -235,7 +236,7 @@ class Flat:
         identity = http.caller_identity(request, self.credentials)
         address = http.client_address(request)
         session = await self.sessions.find(headers["mcp-session-id"], identity, holder_of(identity, address, None))
-        version = http.protocol_version(headers, session.protocol_version, False)
+        version = endpoint_module._protocol_version(headers, session.protocol_version, False)
         caller = invoke_module.caller_from_scope(scope, self.forwarded)
         channel = self.channels.session(
             caller=caller, principal=None, identity=identity, address=address, protocol_version=version, session=session

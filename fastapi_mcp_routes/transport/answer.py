@@ -7,27 +7,31 @@ answered as one JSON array, without streaming.
 
 from __future__ import annotations
 
-from typing import Protocol
+import logging
 
 import anyio.lowlevel
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.server.channel import SessionChannel
+from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.transport.http import Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
-from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError
-from fastapi_mcp_routes.wire.jsonrpc import Message, RequestId, encode_error
+from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore
+from fastapi_mcp_routes.wire.failures import error_answer
+from fastapi_mcp_routes.wire.jsonrpc import (
+    Message,
+    Notification,
+    Reply,
+    RequestId,
+    encode_error,
+    encode_result,
+    truncate,
+)
 from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 
-
-class Answer(Protocol):
-    """Answers one message of the POST (the endpoint's `answer`); None for nothing to answer."""
-
-    async def __call__(
-        self, entry: Message | McpError, entry_id: RequestId | None, channel: SessionChannel, *, answer_cancelled: bool
-    ) -> bytes | None: ...
+logger = logging.getLogger("fastapi_mcp_routes")
 
 
 class SessionAnswer(Response):
@@ -36,7 +40,7 @@ class SessionAnswer(Response):
     def __init__(
         self,
         *,
-        answer: Answer,
+        dispatcher: Dispatcher,
         parsed: Parsed,
         channel: SessionChannel,
         accepts: Accepts,
@@ -48,7 +52,7 @@ class SessionAnswer(Response):
         # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
         # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
         super().__init__()
-        self._answer = answer
+        self._dispatcher = dispatcher
         self._keep_alive = keep_alive
         self._max_open_s = max_open_s
         self._parsed = parsed
@@ -61,7 +65,7 @@ class SessionAnswer(Response):
         self._answer_cancelled = not accepts.sse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        parsed, channel, answer = self._parsed, self._channel, self._answer
+        parsed, channel = self._parsed, self._channel
         stream = ResponseStream(
             send, self._accepts.sse, self._accepts.json, self._keep_alive, self._logs, self._max_open_s
         )
@@ -73,7 +77,7 @@ class SessionAnswer(Response):
                 bodies = await self._answer_batch()
                 body = b"[" + b",".join(bodies) + b"]" if bodies else None
             else:
-                body = await answer(parsed.messages[0], parsed.ids[0], channel, answer_cancelled=self._answer_cancelled)
+                body = await self._answer(parsed.messages[0], parsed.ids[0])
             answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
             await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
@@ -93,11 +97,34 @@ class SessionAnswer(Response):
                 if isinstance(entry, RpcRequest):
                     bodies.append(encode_error(entry_id, _batch_full(cap)))
                 continue
-            reply = await self._answer(entry, entry_id, self._channel, answer_cancelled=self._answer_cancelled)
+            reply = await self._answer(entry, entry_id)
             if reply is not None:
                 bodies.append(reply)
                 size += len(reply)
         return bodies
+
+    async def _answer(self, entry: Message | McpError, entry_id: RequestId | None) -> bytes | None:
+        """The encoded response to one message; `None` for notifications, replies and
+        cancelled requests (where an empty SSE stream would not do, a cancelled request gets
+        an error)."""
+        if isinstance(entry, McpError):
+            return encode_error(entry_id, entry)
+        dispatcher, channel = self._dispatcher, self._channel
+        if isinstance(entry, Notification):
+            try:
+                await dispatcher.notification(entry.method, entry.params, channel)
+            except NeedsSharedStore:
+                pass  # in a batch, which has no place for it; logged once as a WARNING
+            except Exception:  # a notification gets no answer, so a failure is only logged
+                logger.exception("taking notification %s failed", truncate(entry.method))
+            return None
+        if isinstance(entry, Reply):
+            await dispatcher.reply(entry, channel)
+            return None
+        try:
+            return encode_result(entry.id, await dispatcher.request(entry, channel))
+        except Exception as exc:
+            return error_answer(entry.id, exc, answer_cancelled=self._answer_cancelled)
 
 
 def _batch_full(cap: int) -> InvalidRequest:

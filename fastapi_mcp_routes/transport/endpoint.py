@@ -24,25 +24,19 @@ from fastapi_mcp_routes.options import Limits
 from fastapi_mcp_routes.server.channel import Channels, SessionChannel, holder_of
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
-from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, is_modern, status_for
+from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, status_for
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, StoreFull
-from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
     RETRY_AFTER_S,
     STORE_RETRY_AFTER_S,
-    Accepts,
     Headers,
-    Parsed,
+    Posted,
     accepts_sse,
     caller_identity,
-    check_media_types,
     client_address,
-    header_table,
-    parse,
-    protocol_version,
-    read_body,
+    read_post,
 )
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.replay import Senders, StreamLogs
@@ -53,11 +47,10 @@ from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamS
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
+from fastapi_mcp_routes.wire.fields import field_table
 from fastapi_mcp_routes.wire.jsonrpc import (
-    Message,
     Notification,
     Reply,
-    RequestId,
     encode_error,
     encode_result,
     truncate,
@@ -108,7 +101,7 @@ class StreamableHTTPEndpoint:
 
     async def __call__(self, request: Request) -> Response:
         try:
-            headers = header_table(request)
+            headers: Headers = field_table(request.scope["headers"])
             self._check_origin(request, headers)
             if self._rate_limit is not None:
                 await self._rate_limit.check(request)
@@ -141,43 +134,52 @@ class StreamableHTTPEndpoint:
     def refuse_foreign_origin(self, request: Request) -> None:
         """The Origin/Host check as a FastAPI dependency: refusals raise HTTPException(403)."""
         try:
-            self._check_origin(request, header_table(request))
+            self._check_origin(request, field_table(request.scope["headers"]))
         except HttpError as refusal:
             raise HTTPException(refusal.status, refusal.error.message) from None
 
     # -- steps -------------------------------------------------------------------------------
 
     def _check_origin(self, request: Request, headers: Headers) -> None:
-        policy = self._config.origin_policy
-        host = headers.get(c.HEADER_HOST)
         server = request.scope.get("server")
-        if not policy.host_allowed(host, server[0] if server else None):
-            raise HttpError(403, InvalidRequest("Forbidden: this Host is not allowed."))
-        if not policy.origin_allowed(headers.get(c.HEADER_ORIGIN), host, request.scope.get("scheme", "http")):
-            raise HttpError(403, InvalidRequest("Forbidden: this Origin is not allowed."))
+        refusal = self._config.origin_policy.refusal(
+            headers.get(c.HEADER_HOST),
+            server[0] if server else None,
+            headers.get(c.HEADER_ORIGIN),
+            request.scope.get("scheme", "http"),
+        )
+        if refusal is not None:
+            raise HttpError(403, InvalidRequest(refusal))
 
     async def _post(self, request: Request, headers: Headers) -> Response:
-        accepts = check_media_types(headers)
-        limits = self._config.limits
-        parsed = parse(await read_body(request, headers, limits.max_body_bytes), limits.max_batch_length)
-        if is_modern(headers.get(c.HEADER_PROTOCOL_VERSION), parsed.first):
-            return await self._post_stateless(request, parsed, accepts)
+        config, limits = self._config, self._config.limits
+        posted = await read_post(
+            request,
+            headers,
+            max_body_bytes=limits.max_body_bytes,
+            max_batch_length=limits.max_batch_length,
+            credential_headers=config.credential_headers,
+            forward_headers=config.forward_headers,
+        )
+        parsed = posted.parsed
+        if posted.modern:
+            return await self._post_stateless(request, posted)
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
         # An initialize needs no session, even when its params are wrong (then it gets -32602).
         opening = parsed.methods[0] == "initialize"
-        identity = caller_identity(request, self._config.credential_headers)
         session = None
         if not opening and self._sessions is not None:
-            session = await self._require_session(headers, self._sessions, identity, self._holder(request, identity))
-        version = protocol_version(headers, session.protocol_version if session else None, opening)
+            holder = holder_of(posted.identity, posted.address, posted.principal)
+            session = await self._require_session(headers, self._sessions, posted.identity, holder)
+        version = _protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))
         channel = self._channels.session(
-            caller=caller_from_scope(request.scope, self._config.forward_headers),
-            principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
-            identity=identity,
-            address=client_address(request),
+            caller=posted.caller,
+            principal=posted.principal,
+            identity=posted.identity,
+            address=posted.address,
             protocol_version=version,
             session=session,
         )
@@ -188,20 +190,21 @@ class StreamableHTTPEndpoint:
             return await self._notification(first, channel)
         logs = None
         if session is not None and version >= c.RESUMABLE_VERSION:
-            logs = StreamLogs(self._store, session.id, self._config.limits, self.senders, session.trust)
+            logs = StreamLogs(self._store, session.id, limits, self.senders, session.trust)
         return SessionAnswer(
-            answer=self.answer,
+            dispatcher=self._dispatcher,
             parsed=parsed,
             channel=channel,
-            accepts=accepts,
+            accepts=posted.accepts,
             logs=logs,
             keep_alive=self.keep_alive,
-            max_open_s=self._config.max_stream_seconds,
+            max_open_s=config.max_stream_seconds,
             max_batch_answer_bytes=limits.max_batch_answer_bytes,
         )
 
-    async def _post_stateless(self, request: Request, parsed: Parsed, accepts: Accepts) -> Response:
+    async def _post_stateless(self, request: Request, posted: Posted) -> Response:
         """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
+        parsed, accepts = posted.parsed, posted.accepts
         entry = parsed.messages[0]
         if parsed.batch:
             raise HttpError(400, InvalidRequest("Invalid Request: a 2026-07-28 POST carries one message, not a batch."))
@@ -215,12 +218,11 @@ class StreamableHTTPEndpoint:
             envelope = check_request(entry, request.scope["headers"])
         except McpError as error:
             raise HttpError(status_for(error), error, request_id=entry.id) from None
-        identity = caller_identity(request, self._config.credential_headers)
         channel = self._channels.stateless(
-            caller=caller_from_scope(request.scope, self._config.forward_headers),
-            principal=request.scope.get(c.PRINCIPAL_SCOPE_KEY),
-            identity=identity,
-            address=client_address(request),
+            caller=posted.caller,
+            principal=posted.principal,
+            identity=posted.identity,
+            address=posted.address,
             envelope=envelope,
         )
         if entry.method == SUBSCRIBE:
@@ -288,7 +290,7 @@ class StreamableHTTPEndpoint:
     async def _delete(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
         identity = caller_identity(request, self._config.credential_headers)
         session = await self._require_session(headers, sessions, identity, self._holder(request, identity))
-        protocol_version(headers, session.protocol_version, opening=False)
+        _protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
         return Response(status_code=204)
 
@@ -300,7 +302,7 @@ class StreamableHTTPEndpoint:
         identity = caller_identity(request, self._config.credential_headers)
         holder = self._holder(request, identity)
         session = await self._require_session(headers, sessions, identity, holder)
-        protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
+        _protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
         # Renewed often enough to keep the session alive (it lasts idle_s) and its claim held.
         renew_s = min(self.keep_alive.interval_s, sessions.idle_s / 2)
         last_event_id = headers.get(c.HEADER_LAST_EVENT_ID)
@@ -355,29 +357,6 @@ class StreamableHTTPEndpoint:
             raise HttpError(404, InvalidRequest("Session not found."))
         return session
 
-    async def answer(
-        self, entry: Message | McpError, entry_id: RequestId | None, channel: SessionChannel, *, answer_cancelled: bool
-    ) -> bytes | None:
-        """The encoded response to one message; `None` for notifications, replies and
-        cancelled requests (with `answer_cancelled`, a cancelled request gets an error)."""
-        if isinstance(entry, McpError):
-            return encode_error(entry_id, entry)
-        if isinstance(entry, Notification):
-            try:
-                await self._dispatcher.notification(entry.method, entry.params, channel)
-            except NeedsSharedStore:
-                pass  # in a batch, which has no place for it; logged once as a WARNING
-            except Exception:  # a notification gets no answer, so a failure is only logged
-                logger.exception("taking notification %s failed", truncate(entry.method))
-            return None
-        if isinstance(entry, Reply):
-            await self._dispatcher.reply(entry, channel)
-            return None
-        try:
-            return encode_result(entry.id, await self._dispatcher.request(entry, channel))
-        except Exception as exc:
-            return error_answer(entry.id, exc, answer_cancelled=answer_cancelled)
-
 
 def _refusal(refusal: HttpError) -> Response:
     return Response(
@@ -386,3 +365,21 @@ def _refusal(refusal: HttpError) -> Response:
         media_type=c.MEDIA_JSON,
         headers=refusal.headers,
     )
+
+
+def _protocol_version(headers: Headers, session_version: str | None, opening: bool) -> str:
+    """The version a request is handled under: its session's, else its header's, else the
+    spec's fallback. An unsupported header is refused; a supported one that differs from the
+    session's is tolerated (clients only SHOULD send the negotiated version)."""
+    value = headers.get(c.HEADER_PROTOCOL_VERSION)
+    if value is None or opening:
+        return session_version or c.FALLBACK_VERSION
+    if value not in c.SESSION_ERA_VERSIONS:
+        raise HttpError(
+            400,
+            InvalidRequest(
+                f"Bad Request: unsupported MCP-Protocol-Version {truncate(value)!r}; "
+                f"supported: {', '.join(c.SESSION_ERA_VERSIONS)}."
+            ),
+        )
+    return session_version or value

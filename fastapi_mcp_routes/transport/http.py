@@ -15,11 +15,19 @@ from typing import Any, Final
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
+from fastapi_mcp_routes.server.envelope import is_modern
+from fastapi_mcp_routes.tools.invoke import Caller, caller_from_scope
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
-from fastapi_mcp_routes.wire.fields import field_value
 from fastapi_mcp_routes.wire.json import loads
-from fastapi_mcp_routes.wire.jsonrpc import Message, ParamsNotObject, RequestId, classify, request_id_of, truncate
+from fastapi_mcp_routes.wire.jsonrpc import (
+    Message,
+    ParamsNotObject,
+    RequestId,
+    classify,
+    classify_one,
+    request_id_of,
+)
 
 # What a refusal at a bound tells a client to wait: long enough for idle sessions, streams or
 # questions to end, short enough for an agent waiting on a person.
@@ -51,12 +59,43 @@ class Parsed:
 Headers = Mapping[str, str]
 
 
-def header_table(request: Request) -> Headers:
-    """The request's headers by lower-case name (the first value wins), read in one pass.
+@dataclass(slots=True)
+class Posted:
+    """What a POST says and who sent it, read in one step (`read_post`). Made for every POST:
+    not frozen; never changed."""
 
-    A POST looks up about eight headers; through Starlette's `Headers`, each lookup scans and
-    decodes the whole list again (`benchmarks/profile_tool_call.py --profile` shows the cost)."""
-    return {key.decode("latin-1"): field_value(value) for key, value in reversed(request.scope["headers"])}
+    accepts: Accepts
+    parsed: Parsed
+    modern: bool  # a 2026-07-28 request: no session, everything in the request
+    identity: bytes  # the caller's credentials, canonical (`caller_identity`)
+    address: str  # the client's address (`client_address`)
+    principal: Any  # what the endpoint's `auth` returned, if anything
+    caller: Caller  # what the route's own request inherits
+
+
+async def read_post(
+    request: Request,
+    headers: Headers,
+    *,
+    max_body_bytes: int,
+    max_batch_length: int,
+    credential_headers: frozenset[bytes],
+    forward_headers: frozenset[bytes],
+) -> Posted:
+    """A POST's media types checked, its body read within its cap, its messages decoded and
+    classified, and its caller's facts: the steps in order, each refusing with `HttpError`."""
+    accepts = check_media_types(headers)
+    parsed = parse(await read_body(request, headers, max_body_bytes), max_batch_length)
+    scope = request.scope
+    return Posted(
+        accepts,
+        parsed,
+        is_modern(headers.get(c.HEADER_PROTOCOL_VERSION), parsed.first),
+        caller_identity(request, credential_headers),
+        client_address(request),
+        scope.get(c.PRINCIPAL_SCOPE_KEY),
+        caller_from_scope(scope, forward_headers),
+    )
 
 
 def check_media_types(headers: Headers) -> Accepts:
@@ -183,32 +222,11 @@ def parse(body: bytes, max_batch_length: int) -> Parsed:
 def _parse_one(value: Any) -> Parsed:
     """A POST of one message, the common case, without the batch's loops and lists
     (`benchmarks/profile_tool_call.py` under callgrind shows the saving)."""
-    try:
-        message: Message | McpError = classify(value)
-    except ParamsNotObject as error:
-        message = error
-    except McpError as error:
-        raise HttpError(400, error, request_id=request_id_of(value)) from None
+    message, request_id = classify_one(value)
+    if isinstance(message, McpError) and not isinstance(message, ParamsNotObject):
+        raise HttpError(400, message, request_id=request_id)
     # `classify` took it, so it is an object.
-    return Parsed([message], False, [request_id_of(value)], [value.get("method")], value)
-
-
-def protocol_version(headers: Headers, session_version: str | None, opening: bool) -> str:
-    """The version a request is handled under: its session's, else its header's, else the
-    spec's fallback. An unsupported header is refused; a supported one that differs from the
-    session's is tolerated (clients only SHOULD send the negotiated version)."""
-    value = headers.get(c.HEADER_PROTOCOL_VERSION)
-    if value is None or opening:
-        return session_version or c.FALLBACK_VERSION
-    if value not in c.SESSION_ERA_VERSIONS:
-        raise HttpError(
-            400,
-            InvalidRequest(
-                f"Bad Request: unsupported MCP-Protocol-Version {truncate(value)!r}; "
-                f"supported: {', '.join(c.SESSION_ERA_VERSIONS)}."
-            ),
-        )
-    return session_version or value
+    return Parsed([message], False, [request_id], [value.get("method")], value)
 
 
 def caller_identity(request: Request, credential_headers: frozenset[bytes]) -> bytes:

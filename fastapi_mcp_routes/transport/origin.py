@@ -39,6 +39,14 @@ class OriginPolicy:
         hosts = frozenset(h.lower() for h in _strings(allowed_hosts, "allowed_hosts"))
         return cls(origins, hosts)
 
+    def refusal(self, host: str | None, server_address: str | None, origin: str | None, scheme: str) -> str | None:
+        """Why a request with this Host and Origin is refused, or None when both are allowed."""
+        if not self.host_allowed(host, server_address):
+            return "Forbidden: this Host is not allowed."
+        if not self.origin_allowed(origin, host, scheme):
+            return "Forbidden: this Origin is not allowed."
+        return None
+
     def origin_allowed(self, origin: str | None, host: str | None, scheme: str) -> bool:
         """Absent, same-origin, or listed; `"*"` among the allowed origins disables the check."""
         if origin is None or _WILDCARD in self.allowed_origins:

@@ -73,6 +73,17 @@ class ParamsNotObject(InvalidParams):
         self.request_id = request_id
 
 
+def classify_one(value: Any) -> tuple[Message | McpError, RequestId | None]:
+    """A POST's one message and its request id, in one step: the message classified, else the
+    `McpError` that refuses it (a `ParamsNotObject` among them, which is answered rather than
+    refused, as a batch answers it)."""
+    request_id = request_id_of(value)
+    try:
+        return classify(value), request_id
+    except McpError as error:
+        return error, request_id
+
+
 def request_id_of(value: Any) -> RequestId | None:
     """The id of a request that failed classification, when it has a usable one."""
     if isinstance(value, dict) and is_request_id(value.get("id")):
