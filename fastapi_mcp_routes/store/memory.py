@@ -112,8 +112,11 @@ class Ranks(Generic[_Key]):
             self.ranked[trust][key] = None
 
     def rank(self, key: _Key, trust: Trust) -> None:
-        """Put a record last in its rank (a session used, a task ended)."""
-        self.ranked[trust][key] = None
+        """Rank a record that was not, last (a task that ended); a ranked one keeps its place."""
+        self.ranked[trust].setdefault(key)
+
+    def rank_again(self, key: _Key, trust: Trust) -> None:
+        """Put a ranked record last (a session used)."""
         self.ranked[trust].move_to_end(key)
 
     def remove(self, key: _Key, owner: bytes, trust: Trust) -> None:
@@ -211,7 +214,7 @@ class MemoryStore:
             return None
         live.last_seen = now
         self._sessions.move_to_end(session_id)
-        self._session_ranks.rank(session_id, live.record.trust)
+        self._session_ranks.rank_again(session_id, live.record.trust)
         return live.record
 
     async def adopt_session(self, record: SessionRecord, bounds: SessionBounds) -> bool:
@@ -446,7 +449,7 @@ class MemoryStore:
             return False
         task.record = record
         if record.ended:
-            self._task_ranks.ranked[record.trust].setdefault(record.id)
+            self._task_ranks.rank(record.id, record.trust)
         return True
 
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:

@@ -4,16 +4,17 @@ Writing a store backend: implement `Store` (store/__init__.py says what each con
 execute the eviction policy of store/policy.py as it is handed to you, then subclass
 `StoreContract` in your tests and give it a `make_store` fixture: a callable that returns a new
 store, reading time from `clock` when one is passed (a fake clock the tests move; seconds, as
-`time.monotonic`). Stores one test makes may share what they hold (two processes on one
-server) or not; each test asks for a fresh store and the kit closes every store it made.
+`time.monotonic`). Each store the kit asks for must start empty (under a prefix of its own on
+a shared server); the kit closes each store it made at the test's end.
 
-    import pytest
+    import secrets, pytest
     from fastapi_mcp_routes.store.testing import StoreContract
 
     class TestMyStore(StoreContract):
         @pytest.fixture
         def make_store(self):
-            return lambda clock=None: MyStore("my://server", prefix=unique_prefix(), clock=clock)
+            prefix = secrets.token_hex(6)
+            return lambda clock=None: MyStore("my://server", prefix=prefix, clock=clock)
 
 The tests are async and run with anyio's pytest plugin (installed with anyio) on asyncio;
 override the `anyio_backend` fixture for another. This module imports pytest, a test
