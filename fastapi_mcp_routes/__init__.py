@@ -12,6 +12,7 @@ from fastapi_mcp_routes.router import mcp_routes
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
 from fastapi_mcp_routes.server.resources.updates import notify_resource_updated
+from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.tools.content import (
     ContentResponse,
     PromptMessage,
@@ -40,6 +41,7 @@ __all__ = [
     "ProtectedResource",
     "RedisStore",
     "Sessions",
+    "Store",
     "Tasks",
     "ToolCallEvent",
     "ToolContext",

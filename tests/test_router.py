@@ -34,6 +34,7 @@ def test_public_names_are_exactly_these() -> None:
         "ProtectedResource",
         "RedisStore",
         "Sessions",
+        "Store",
         "Tasks",
         "ToolCallEvent",
         "ToolContext",

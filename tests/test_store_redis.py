@@ -1,7 +1,8 @@
 """What only `RedisStore` does, on a real redis-server: one store shared by several processes
 (here, several stores on one prefix), Redis's own clock and key expiry, publish/subscribe over
 one connection, atomic steps under concurrency, and failing fast when Redis is gone. The
-contract every store keeps is tested in test_store.py."""
+contract every store keeps is the kit's (fastapi_mcp_routes/store/testing.py), run by
+test_store_contract.py."""
 
 from __future__ import annotations
 

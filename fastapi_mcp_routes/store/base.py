@@ -7,6 +7,11 @@ script): records with a time to live, atomic compare-and-use of a token, lists t
 bound, and publish/subscribe for a message that reaches a call or a stream waiting in another
 process (a client's reply, a session's end, a resumable stream's next event).
 
+The `Store` is made of one protocol per concern (`SessionStore`, `ClaimStore`, `SlotStore`,
+`StreamLogStore`, `TokenLedger`, `TaskStore`, `MessageBus`), so code that needs one concern
+names only it; one object implements them all. Who is pushed out at a bound is decided in
+store/policy.py, the same for every store.
+
 Values are bytes or small frozen records of plain values, so an implementation can keep them
 anywhere. `MemoryStore` (store/memory.py) is the default, for one process; `RedisStore`
 (store/redis.py) is shared by every process. A store that cannot take a step now (a Redis
@@ -33,44 +38,6 @@ class Trust(IntEnum):
     ANONYMOUS = 0  # no credential at all: told apart by client address only
     CLAIMED = 1  # credential headers the endpoint has not checked (no `auth=`)
     VERIFIED = 2  # a principal the endpoint's `auth` dependency returned
-
-
-_UNVERIFIED: Final = "/unverified"
-_ANONYMOUS: Final = "/anonymous"
-
-
-def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
-    """The slot pools `(name, limit)` a holder of `trust` takes a slot in for a total bound:
-    the total, and the shares of it that callers trusted less may fill. Anonymous callers may
-    hold half of the total, they and callers with unchecked credentials three quarters, so a
-    flood of either leaves room for those the server trusts more."""
-    pools = [(pool, total)]
-    if trust <= Trust.CLAIMED:
-        pools.append((pool + _UNVERIFIED, max(1, total * 3 // 4)))
-    if trust == Trust.ANONYMOUS:
-        pools.append((pool + _ANONYMOUS, max(1, total // 2)))
-    return pools
-
-
-def trust_shares(total: int, trust: Trust) -> list[tuple[Trust, int]]:
-    """`shares` by trust, for records counted by their holders' trust (tasks): each pair is the
-    highest trust whose records count, and how many such records may be held, for a holder of
-    `trust` to be given one more."""
-    pools = [(Trust.VERIFIED, total)]
-    if trust <= Trust.CLAIMED:
-        pools.append((Trust.CLAIMED, max(1, total * 3 // 4)))
-    if trust == Trust.ANONYMOUS:
-        pools.append((Trust.ANONYMOUS, max(1, total // 2)))
-    return pools
-
-
-def share_holders(pool: str) -> str | None:
-    """Who a pool of `shares` is the share of (for a refusal's message); `None` for the total."""
-    if pool.endswith(_UNVERIFIED):
-        return "callers without verified credentials"
-    if pool.endswith(_ANONYMOUS):
-        return "anonymous callers"
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +112,7 @@ class TaskRecord:
 @dataclass(frozen=True, slots=True)
 class TaskBounds:
     """Tasks kept (running or finished, until their time to live ends), per owner and in all;
-    of all, callers trusted less may hold only their share (`trust_shares`), so a flood of
+    of all, callers trusted less may hold only their share (store/policy.py, `trust_shares`), so a flood of
     anonymous tasks that never end leaves room for callers the server trusts more."""
 
     max_per_owner: int
@@ -186,19 +153,17 @@ class Inbox(Protocol):
         ...
 
 
-class Store(Protocol):
-    """The state that outlives a request. Every method is one round trip to a shared store."""
+class Shared(Protocol):
+    """What every concern of a store says of itself: whether every process serving the endpoint
+    sees it (Redis), or only this one (memory). Then what another process did (a session it
+    opened, a token it issued) is not here, and a message published here reaches this process
+    only."""
 
-    # Whether every process serving the endpoint sees this store (Redis), or only this one
-    # (memory): then what another process did (a session it opened, a token it issued) is not
-    # here, and a message published here reaches this process only.
     shared: bool
 
-    async def aclose(self) -> None:
-        """Let go of connections (at the app's shutdown)."""
-        ...
 
-    # -- sessions --------------------------------------------------------------------------
+class SessionStore(Shared, Protocol):
+    """Sessions: bounded per owner and in all, forgotten once idle past their time."""
 
     async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
         """Keep a new session; returns the ids it pushed out (expired, the owner's oldest past
@@ -229,7 +194,9 @@ class Store(Protocol):
         """Forget a session; `False` when it was not there."""
         ...
 
-    # -- claims: at most one holder of a name (one GET stream per session) --------------------
+
+class ClaimStore(Shared, Protocol):
+    """Claims: at most one holder of a name (one GET stream per session, one sender per stream)."""
 
     async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take `name` for `holder` if nobody else holds it, or renew the holder's own claim;
@@ -240,7 +207,9 @@ class Store(Protocol):
         """Give `name` up, if `holder` still holds it."""
         ...
 
-    # -- slots: bounded counts of things held open (streams, questions), per caller and in all --
+
+class SlotStore(Shared, Protocol):
+    """Slots: bounded counts of things held open (streams, questions), per caller and in all."""
 
     async def take_slots(self, pools: Sequence[tuple[str, int]], holder: str, ttl_s: float) -> str | None:
         """Take a slot for `holder` in every pool `(name, limit)`, all or none; a holder that
@@ -252,7 +221,9 @@ class Store(Protocol):
         """Give the holder's slots in these pools back."""
         ...
 
-    # -- resumable streams (2025-11-25) ----------------------------------------------------
+
+class StreamLogStore(Shared, Protocol):
+    """The events of resumable streams (2025-11-25), kept with their session and bounded."""
 
     async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int | None:
         """A new stream number for the session (whose caller has `trust`); past `max_kept`, the
@@ -270,15 +241,21 @@ class Store(Protocol):
         events dropped, never silently cut)."""
         ...
 
-    async def complete_stream(self, session_id: str, stream: int) -> None: ...
+    async def complete_stream(self, session_id: str, stream: int) -> None:
+        """Mark a stream finished: its answer is among its events, and past a bound it may go."""
+        ...
 
     async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
         """The events after the first `after`; `None` for a stream that cannot be resumed."""
         ...
 
-    async def forget_stream(self, session_id: str, stream: int) -> None: ...
+    async def forget_stream(self, session_id: str, stream: int) -> None:
+        """Forget a stream and its events (it can no longer be resumed)."""
+        ...
 
-    # -- single-use tokens -----------------------------------------------------------------
+
+class TokenLedger(Shared, Protocol):
+    """Single-use tokens: each used at most once, bounded per owner and in all."""
 
     async def put_token(self, key: str, value: bytes, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> None:
         """Keep a token; `bounds` = (per owner, in all). Past the owner's bound its own oldest
@@ -300,7 +277,10 @@ class Store(Protocol):
         """Mark a token used without using it (a declined question)."""
         ...
 
-    # -- tasks (2026-07-28 tasks extension) -------------------------------------------------
+
+class TaskStore(Shared, Protocol):
+    """Tasks (2026-07-28 tasks extension): kept for their time to live, bounded per owner and in
+    all, saved by compare-and-set."""
 
     async def put_task(self, record: TaskRecord, bounds: TaskBounds) -> str | None:
         """Keep a new task for its `ttl_ms`. Past the owner's bound the owner's oldest finished
@@ -323,7 +303,10 @@ class Store(Protocol):
         first: where a full bound looks for tasks whose process stopped."""
         ...
 
-    # -- messages between requests (and processes) ------------------------------------------
+
+class MessageBus(Shared, Protocol):
+    """Messages between requests (and processes): a client's reply, a session's end, a
+    resumable stream's next event."""
 
     async def publish(self, channel: str, message: bytes) -> bool:
         """Hand a message to whoever listens on `channel`; `False` when nobody does."""
@@ -331,4 +314,13 @@ class Store(Protocol):
 
     def subscribe(self, channel: str) -> AbstractAsyncContextManager[Inbox]:
         """Listen on `channel` for as long as the context is open."""
+        ...
+
+
+class Store(SessionStore, ClaimStore, SlotStore, StreamLogStore, TokenLedger, TaskStore, MessageBus, Protocol):
+    """The state that outlives a request: every concern above, in one object (what
+    `mcp_routes(store=...)` takes). Every method is one round trip to a shared store."""
+
+    async def aclose(self) -> None:
+        """Let go of connections (at the app's shutdown)."""
         ...

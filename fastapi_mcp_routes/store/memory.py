@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final, Generic, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -31,8 +31,8 @@ from fastapi_mcp_routes.store.base import (
     TaskBounds,
     TaskRecord,
     Trust,
-    trust_shares,
 )
+from fastapi_mcp_routes.store.policy import Admission, Refusal, session_admission, task_admission, token_admission
 
 _Key = TypeVar("_Key", bound=Hashable)
 
@@ -79,16 +79,80 @@ class _Task:
     expires: float
 
 
-def _oldest_of_lowest_trust(by_trust: Mapping[Trust, OrderedDict[_Key, None]], ceiling: Trust) -> _Key:
-    """The key to push out for a newcomer of trust `ceiling`: the oldest of the lowest trust,
-    never one trusted more than the newcomer."""
+def _lowest(ranked: Mapping[Trust, OrderedDict[_Key, None]], ceiling: Trust) -> _Key | None:
+    """The key to push out for a newcomer of trust `ceiling`: the first of the lowest trust,
+    never one trusted more than the newcomer; `None` when there is none."""
     for trust in Trust:
         if trust > ceiling:
             break
-        keys = by_trust.get(trust)
+        keys = ranked.get(trust)
         if keys:
             return next(iter(keys))
-    raise StoreFull
+    return None
+
+
+class Ranks(Generic[_Key]):
+    """What the bounds of one record family read (sessions, tokens, tasks), and the one routine
+    that executes an `Admission` (store/policy.py) on it: each owner's records in the order they
+    were made, the records a total bound may push out by trust in the order of their rank, and
+    how many records of each trust are kept."""
+
+    __slots__ = ("by_owner", "counts", "ranked")
+
+    def __init__(self) -> None:
+        self.by_owner: dict[bytes, OrderedDict[_Key, None]] = {}
+        self.ranked: dict[Trust, OrderedDict[_Key, None]] = {trust: OrderedDict() for trust in Trust}
+        self.counts: dict[Trust, int] = dict.fromkeys(Trust, 0)
+
+    def add(self, key: _Key, owner: bytes, trust: Trust, *, ranked: bool) -> None:
+        """Count a new record; `ranked`: it may be pushed out at once (last in its rank)."""
+        self.by_owner.setdefault(owner, OrderedDict())[key] = None
+        self.counts[trust] += 1
+        if ranked:
+            self.ranked[trust][key] = None
+
+    def rank(self, key: _Key, trust: Trust) -> None:
+        """Rank a record that was not, last (a task that ended); a ranked one keeps its place."""
+        self.ranked[trust].setdefault(key)
+
+    def rank_again(self, key: _Key, trust: Trust) -> None:
+        """Put a ranked record last (a session used)."""
+        self.ranked[trust].move_to_end(key)
+
+    def remove(self, key: _Key, owner: bytes, trust: Trust) -> None:
+        mine = self.by_owner[owner]
+        del mine[key]
+        if not mine:
+            del self.by_owner[owner]
+        self.counts[trust] -= 1
+        self.ranked[trust].pop(key, None)
+
+    def admit(self, owner: bytes, admission: Admission, drop: Callable[[_Key], object]) -> Refusal | None:
+        """Make room for one new record of `owner` as `admission` says, calling `drop` for each
+        record to push out (which must `remove` it); returns which bound left no room, if any."""
+        mine = self.by_owner.get(owner)
+        while mine and len(mine) >= admission.per_owner:
+            if admission.finished_only:
+                victim = next((key for key in mine if self._ranked(key)), None)
+            else:
+                victim = next(iter(mine))
+            if victim is None:
+                return "owner"
+            drop(victim)
+            if not admission.until_room:
+                break
+        for highest, limit in admission.shares:
+            while sum(self.counts[trust] for trust in Trust if trust <= highest) >= limit:
+                victim = _lowest(self.ranked, admission.trust)
+                if victim is None:
+                    return "total"
+                drop(victim)
+                if not admission.until_room:
+                    break
+        return None
+
+    def _ranked(self, key: _Key) -> bool:
+        return any(key in keys for keys in self.ranked.values())
 
 
 class MemoryStore:
@@ -104,8 +168,7 @@ class MemoryStore:
         self._clock = clock
         self._first_stream = first_stream
         self._sessions: OrderedDict[str, _Live] = OrderedDict()
-        self._by_owner: dict[bytes, OrderedDict[str, None]] = {}
-        self._by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
+        self._session_ranks: Ranks[str] = Ranks()  # ranked by last use
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._claims: dict[str, tuple[str, float]] = {}
         self._streams: dict[str, _Streams] = {}
@@ -113,14 +176,11 @@ class MemoryStore:
         # Finished streams by their session's trust, in the order they finished.
         self._finished: dict[Trust, OrderedDict[tuple[str, int], None]] = {trust: OrderedDict() for trust in Trust}
         self._tokens: OrderedDict[str, _Token] = OrderedDict()
-        self._tokens_by_owner: dict[bytes, OrderedDict[str, None]] = {}
-        self._tokens_by_trust: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
+        self._token_ranks: Ranks[str] = Ranks()  # ranked by keeping
         self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
         self._tasks: dict[str, _Task] = {}
-        self._tasks_by_owner: dict[bytes, OrderedDict[str, None]] = {}  # in the order they were made
-        # Finished tasks by their owner's trust, in the order they finished: what a bound pushes out.
-        self._tasks_ended: dict[Trust, OrderedDict[str, None]] = {trust: OrderedDict() for trust in Trust}
-        self._tasks_of_trust: dict[Trust, int] = dict.fromkeys(Trust, 0)  # kept tasks, by their holders' trust
+        # Only finished tasks are ranked, in the order they finished: a running task never goes.
+        self._task_ranks: Ranks[str] = Ranks()
         # pool -> holder -> expiry, in the order of renewal: lapsed slots are at the front.
         self._slots: dict[str, OrderedDict[str, float]] = {}
 
@@ -137,17 +197,11 @@ class MemoryStore:
             if now - oldest.last_seen <= bounds.idle_s:
                 break
             gone.append(self._drop_session(oldest.record.id, ended=False))
-        mine = self._by_owner.get(record.owner)
-        while mine and len(mine) >= bounds.max_per_owner:
-            gone.append(self._drop_session(next(iter(mine))))
-        while len(self._sessions) >= bounds.max_sessions:
-            try:
-                gone.append(self._drop_session(_oldest_of_lowest_trust(self._by_trust, record.trust)))
-            except StoreFull:
-                raise StoreFull(tuple(gone)) from None
+        admission = session_admission(record, bounds)
+        if self._session_ranks.admit(record.owner, admission, lambda key: gone.append(self._drop_session(key))):
+            raise StoreFull(tuple(gone))
         self._sessions[record.id] = _Live(record, now)
-        self._by_owner.setdefault(record.owner, OrderedDict())[record.id] = None
-        self._by_trust[record.trust][record.id] = None
+        self._session_ranks.add(record.id, record.owner, record.trust, ranked=True)
         return tuple(gone)
 
     async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
@@ -160,7 +214,7 @@ class MemoryStore:
             return None
         live.last_seen = now
         self._sessions.move_to_end(session_id)
-        self._by_trust[live.record.trust].move_to_end(session_id)
+        self._session_ranks.rank_again(session_id, live.record.trust)
         return live.record
 
     async def adopt_session(self, record: SessionRecord, bounds: SessionBounds) -> bool:
@@ -191,11 +245,7 @@ class MemoryStore:
             self._ended[session_id] = None
             if len(self._ended) > ENDED_KEPT:
                 self._ended.popitem(last=False)
-        mine = self._by_owner[live.record.owner]
-        del mine[session_id]
-        if not mine:
-            del self._by_owner[live.record.owner]
-        del self._by_trust[live.record.trust][session_id]
+        self._session_ranks.remove(session_id, live.record.owner, live.record.trust)
         streams = self._streams.get(session_id)
         for number in list(streams.kept) if streams is not None else ():
             self._discard(session_id, number)
@@ -275,10 +325,10 @@ class MemoryStore:
             self._discard(session_id, done)
         # Room in the total: anyone's finished streams, the lowest trust first.
         while self._log_size + size > bounds.max_total_bytes:
-            try:
-                self._discard(*_oldest_of_lowest_trust(self._finished, streams.trust))
-            except StoreFull:
+            finished = _lowest(self._finished, streams.trust)
+            if finished is None:
                 break
+            self._discard(*finished)
         fits = streams.size + size <= bounds.max_session_bytes and self._log_size + size <= bounds.max_total_bytes
         if not fits or len(kept.events) >= bounds.max_events:
             self._overflow(streams, kept)
@@ -327,21 +377,16 @@ class MemoryStore:
 
     async def put_token(self, key: str, value: bytes, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> None:
         owner, trust = holder.owner, holder.trust
-        per_owner, total = bounds
         now = self._clock()
         while self._tokens:  # expired ones first; a later expiry behind an earlier is harmless
             oldest_key, oldest = next(iter(self._tokens.items()))
             if oldest.expires > now:
                 break
             self._drop_token(oldest_key)
-        mine = self._tokens_by_owner.get(owner)
-        while mine and len(mine) >= per_owner:
-            self._drop_token(next(iter(mine)))
-        while len(self._tokens) >= total:
-            self._drop_token(_oldest_of_lowest_trust(self._tokens_by_trust, trust))
+        if self._token_ranks.admit(owner, token_admission(holder, bounds), self._drop_token):
+            raise StoreFull
         self._tokens[key] = _Token(value, now + ttl_s, owner, trust)
-        self._tokens_by_owner.setdefault(owner, OrderedDict())[key] = None
-        self._tokens_by_trust[trust][key] = None
+        self._token_ranks.add(key, owner, trust, ranked=True)
 
     async def use_token(self, key: str, expected: bytes) -> bytes | None:
         token = self._live_token(key)
@@ -372,11 +417,7 @@ class MemoryStore:
 
     def _drop_token(self, key: str) -> None:
         token = self._tokens.pop(key)
-        mine = self._tokens_by_owner[token.owner]
-        del mine[key]
-        if not mine:
-            del self._tokens_by_owner[token.owner]
-        del self._tokens_by_trust[token.trust][key]
+        self._token_ranks.remove(key, token.owner, token.trust)
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -384,23 +425,11 @@ class MemoryStore:
         now = self._clock()
         for task_id in [key for key, task in self._tasks.items() if task.expires <= now]:
             self._drop_task(task_id)  # bounded by `max_tasks`; tasks live for different times
-        mine = self._tasks_by_owner.get(record.owner)
-        if mine and len(mine) >= bounds.max_per_owner:
-            done = next((task_id for task_id in mine if self._tasks[task_id].record.ended), None)
-            if done is None:
-                return "owner"
-            self._drop_task(done)
-        for highest, limit in trust_shares(bounds.max_tasks, record.trust):
-            if sum(self._tasks_of_trust[trust] for trust in Trust if trust <= highest) >= limit:
-                try:
-                    self._drop_task(_oldest_of_lowest_trust(self._tasks_ended, record.trust))
-                except StoreFull:
-                    return "total"
+        refused = self._task_ranks.admit(record.owner, task_admission(record, bounds), self._drop_task)
+        if refused is not None:
+            return refused
         self._tasks[record.id] = _Task(record, now + record.ttl_ms / 1000)
-        self._tasks_of_trust[record.trust] += 1
-        self._tasks_by_owner.setdefault(record.owner, OrderedDict())[record.id] = None
-        if record.ended:
-            self._tasks_ended[record.trust][record.id] = None
+        self._task_ranks.add(record.id, record.owner, record.trust, ranked=record.ended)
         return None
 
     async def find_task(self, task_id: str) -> TaskRecord | None:
@@ -420,23 +449,18 @@ class MemoryStore:
             return False
         task.record = record
         if record.ended:
-            self._tasks_ended[record.trust][record.id] = None
+            self._task_ranks.rank(record.id, record.trust)
         return True
 
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
         now = self._clock()
-        ids = self._tasks_by_owner.get(owner, {}) if owner is not None else self._tasks
+        ids = self._task_ranks.by_owner.get(owner, {}) if owner is not None else self._tasks
         running = (task_id for task_id in ids if self._tasks[task_id].expires > now)
         return tuple(itertools.islice((i for i in running if not self._tasks[i].record.ended), limit))
 
     def _drop_task(self, task_id: str) -> None:
         record = self._tasks.pop(task_id).record
-        self._tasks_of_trust[record.trust] -= 1
-        mine = self._tasks_by_owner[record.owner]
-        del mine[task_id]
-        if not mine:
-            del self._tasks_by_owner[record.owner]
-        self._tasks_ended[record.trust].pop(task_id, None)
+        self._task_ranks.remove(task_id, record.owner, record.trust)
 
     # -- messages --------------------------------------------------------------------------
 

@@ -58,6 +58,7 @@ from fastapi_mcp_routes.store.base import (
     TaskRecord,
     Trust,
 )
+from fastapi_mcp_routes.store.policy import session_admission, task_admission, token_admission
 from fastapi_mcp_routes.store.redis_pubsub import Channels
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
@@ -229,8 +230,7 @@ class RedisStore:
             record.owner.hex(),
             int(record.trust),
             _ms(bounds.idle_s),
-            bounds.max_sessions,
-            bounds.max_per_owner,
+            *session_admission(record, bounds).terms(),
         )
         ids = tuple(session_id.decode() for session_id in gone)
         if full:
@@ -323,9 +323,8 @@ class RedisStore:
         await self._run(self._revoke_token, key, USED)
 
     @staticmethod
-    def _token_terms(ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> tuple[int, str, int, int, int]:
-        per_owner, total = bounds
-        return _ms(ttl_s), holder.owner.hex(), int(holder.trust), per_owner, total
+    def _token_terms(ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> tuple[int | str, ...]:
+        return _ms(ttl_s), holder.owner.hex(), int(holder.trust), *token_admission(holder, bounds).terms()
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -338,8 +337,7 @@ class RedisStore:
             int(record.trust),
             max(1, record.ttl_ms),
             int(record.ended),
-            bounds.max_per_owner,
-            bounds.max_tasks,
+            *task_admission(record, bounds).terms(),
         )
         return (None, "owner", "total")[full]
 

@@ -65,6 +65,53 @@ local function renew(meta, keys, life)
 end
 """
 
+# The one routine that executes an eviction policy (store/policy.py, `Admission`) in Redis, for
+# every record family; the policy itself comes in the script's arguments.
+_ADMIT: Final = """
+-- The head of `ranked` (scores: trust band + age), unless it is trusted more than `ceiling`.
+local function lowest(ranked, ceiling)
+  local head = redis.call('ZRANGE', ranked, 0, 0, 'WITHSCORES')
+  if #head == 0 or band(head[2]) > ceiling then return nil end
+  return head[1]
+end
+
+-- Makes room for one new record of a family as the `Admission` in ARGV from `first` on says
+-- (`Admission.terms`). `family`: `mine` the zset of the owner's records (by their making),
+-- `ranked` the zset of the records a total may push out, `count(highest)` the records of trust
+-- up to `highest`, `drop(id)` forgets a record. Returns 0 with room made, 1 when the owner's
+-- bound left none, 2 when a total (or a share of one) did.
+local function admit(family, first)
+  local per_owner, ceiling = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
+  local finished_only, until_room = ARGV[first + 2] == '1', ARGV[first + 3] == '1'
+  while true do
+    local held = redis.call('ZCARD', family.mine)
+    if held == 0 or held < per_owner then break end
+    local victim = nil
+    for _, id in ipairs(redis.call('ZRANGE', family.mine, 0, finished_only and -1 or 0)) do
+      if not finished_only or redis.call('ZSCORE', family.ranked, id) then
+        victim = id
+        break
+      end
+    end
+    if not victim then return 1 end
+    family.drop(victim)
+    redis.call('ZREM', family.mine, victim)
+    if not until_room then break end
+  end
+  local shares = tonumber(ARGV[first + 4])
+  for i = 1, shares do
+    local highest, limit = tonumber(ARGV[first + 3 + 2 * i]), tonumber(ARGV[first + 4 + 2 * i])
+    while family.count(highest) >= limit do
+      local victim = lowest(family.ranked, ceiling)
+      if not victim then return 2 end
+      family.drop(victim)
+      if not until_room then break end
+    end
+  end
+  return 0
+end
+"""
+
 _SESSIONS: Final = """
 local META = P .. 'sessions'
 local LRU = P .. 'sessions:lru'
@@ -188,23 +235,17 @@ local function drop_token(key)
   redis.call('UNLINK', token_key(key))
 end
 
--- Keeps a token within its bounds; false when the total is reached by tokens trusted more.
-local function put_token(key, value, ttl, owner, trust, per_owner, total)
+-- Keeps a token within its bounds (the admission in ARGV from `first` on); false when the
+-- total is reached by tokens trusted more.
+local function put_token(key, value, ttl, owner, trust, first)
   for _, expired in ipairs(redis.call('ZRANGE', TEXPIRY, '-inf', int(NOW), 'BYSCORE')) do
     drop_token(expired)
   end
   if redis.call('ZSCORE', ORDER, key) then drop_token(key) end
   local mine = token_owner_key(owner)
-  while redis.call('ZCARD', mine) >= per_owner do
-    local oldest = redis.call('ZRANGE', mine, 0, 0)[1]
-    drop_token(oldest)
-    redis.call('ZREM', mine, oldest)
-  end
-  while redis.call('ZCARD', ORDER) >= total do
-    local head = redis.call('ZRANGE', ORDER, 0, 0, 'WITHSCORES')
-    if band(head[2]) > trust then return false end
-    drop_token(head[1])
-  end
+  local family = {mine = mine, ranked = ORDER, drop = drop_token}
+  function family.count() return redis.call('ZCARD', ORDER) end
+  if admit(family, first) ~= 0 then return false end
   local seq = redis.call('HINCRBY', TMETA, 'seq', 1)
   redis.call('SET', token_key(key), value, 'PX', int(ttl))
   redis.call('ZADD', ORDER, int(trust * BAND + seq), key)
@@ -253,28 +294,25 @@ def _script(*parts: str) -> str:
 
 # -- sessions ----------------------------------------------------------------------------------
 
-# ARGV: id, record, owner, trust, idle ms, max sessions, max per owner -> {full (0/1), {gone ids}}
+# ARGV: id, record, owner, trust, idle ms, then the admission -> {full (0/1), {gone ids}}
 OPEN_SESSION: Final = _script(
     _PRELUDE,
+    _ADMIT,
     _SESSIONS,
     """
 local id, record, owner, trust = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
-local idle, max_sessions, max_per_owner = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local idle = tonumber(ARGV[7])
 local gone = sweep_sessions(-1)
 if redis.call('ZSCORE', EXPIRY, id) then drop_session(id) end
 local mine = owner_key(owner)
-while redis.call('ZCARD', mine) >= max_per_owner do
-  local oldest = redis.call('ZRANGE', mine, 0, 0)[1]
-  if redis.call('ZSCORE', EXPIRY, oldest) then gone[#gone + 1] = oldest end
-  drop_session(oldest)
-  redis.call('ZREM', mine, oldest)
+local family = {mine = mine, ranked = LRU}
+function family.count() return redis.call('ZCARD', LRU) end
+function family.drop(other)
+  -- The owner's set may still name a session Redis forgot on its own: not one pushed out.
+  if redis.call('ZSCORE', EXPIRY, other) then gone[#gone + 1] = other end
+  drop_session(other)
 end
-while redis.call('ZCARD', LRU) >= max_sessions do
-  local head = redis.call('ZRANGE', LRU, 0, 0, 'WITHSCORES')
-  if band(head[2]) > trust then return {1, gone} end
-  drop_session(head[1])
-  gone[#gone + 1] = head[1]
-end
+if admit(family, 8) ~= 0 then return {1, gone} end
 local seq = next_seq()
 redis.call('HSET', session_key(id), 'r', record)
 redis.call('PEXPIRE', session_key(id), int(idle))
@@ -365,6 +403,7 @@ return number
 # ARGV: id, number, event, max events, max session bytes, max total bytes
 APPEND_EVENT: Final = _script(
     _PRELUDE,
+    _ADMIT,
     _SESSIONS,
     """
 local id, n, event = ARGV[3], tonumber(ARGV[4]), ARGV[5]
@@ -384,11 +423,11 @@ end
 if bytes_of('bytes') + size > max_total then sweep_sessions(-1) end
 local ceiling = tonumber(redis.call('HGET', key, 'lt') or '0')
 while bytes_of('bytes') + size > max_total do
-  local head = redis.call('ZRANGE', FINISHED, 0, 0, 'WITHSCORES')
-  if #head == 0 or band(head[2]) > ceiling then break end
-  local number, other = string.match(head[1], '^(%d+):(.*)$')
+  local head = lowest(FINISHED, ceiling)
+  if not head then break end
+  local number, other = string.match(head, '^(%d+):(.*)$')
   if redis.call('EXISTS', session_key(other)) == 1 then discard(other, tonumber(number)) else drop_session(other) end
-  redis.call('ZREM', FINISHED, head[1])
+  redis.call('ZREM', FINISHED, head)
 end
 if state_of(key, n) < 0 then return end  -- it was finished itself, and made room
 local count = tonumber(redis.call('HGET', key, 'c' .. n))
@@ -511,26 +550,26 @@ for i = 4, #ARGV do redis.call('ZREM', P .. 'slots:' .. ARGV[i], ARGV[3]) end
 
 # -- single-use tokens -------------------------------------------------------------------------
 
-# ARGV: key, value, ttl ms, owner, trust, per owner, total -> 1 when kept, 0 when full
+# ARGV: key, value, ttl ms, owner, trust, then the admission -> 1 when kept, 0 when full
 PUT_TOKEN: Final = _script(
     _PRELUDE,
+    _ADMIT,
     _TOKENS,
     """
 local ttl, owner, trust = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
-local kept = put_token(ARGV[3], ARGV[4], ttl, owner, trust, tonumber(ARGV[8]), tonumber(ARGV[9]))
-return kept and 1 or 0
+return put_token(ARGV[3], ARGV[4], ttl, owner, trust, 8) and 1 or 0
 """,
 )
 
-# ARGV: key, used, ttl ms, owner, trust, per owner, total -> 1 adopted, 0 known, -1 full
+# ARGV: key, used, ttl ms, owner, trust, then the admission -> 1 adopted, 0 known, -1 full
 ADOPT_TOKEN: Final = _script(
     _PRELUDE,
+    _ADMIT,
     _TOKENS,
     """
 if live_token(ARGV[3]) then return 0 end
 local ttl, owner, trust = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
-local kept = put_token(ARGV[3], ARGV[4], ttl, owner, trust, tonumber(ARGV[8]), tonumber(ARGV[9]))
-return kept and 1 or -1
+return put_token(ARGV[3], ARGV[4], ttl, owner, trust, 8) and 1 or -1
 """,
 )
 
@@ -558,41 +597,25 @@ if live_token(ARGV[3]) then redis.call('SET', token_key(ARGV[3]), ARGV[4], 'XX',
 
 # -- tasks -------------------------------------------------------------------------------------
 
-# ARGV: id, record, owner, trust, ttl ms, ended (0/1), max per owner, max tasks
+# ARGV: id, record, owner, trust, ttl ms, ended (0/1), then the admission
 # -> 0 kept, 1 the owner's bound is full of running tasks, 2 the total is (or of tasks trusted more)
 PUT_TASK: Final = _script(
     _PRELUDE,
+    _ADMIT,
     _TASKS,
     """
 local id, record, owner, trust, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
-local per_owner, total = tonumber(ARGV[9]), tonumber(ARGV[10])
 for _, expired in ipairs(redis.call('ZRANGE', KEXPIRY, '-inf', int(NOW), 'BYSCORE')) do drop_task(expired) end
 local mine = task_owner_key(owner)
-if redis.call('ZCARD', mine) >= per_owner then
-  local done = nil
-  for _, other in ipairs(redis.call('ZRANGE', mine, 0, -1)) do
-    if redis.call('ZSCORE', KENDED, other) then
-      done = other
-      break
-    end
-  end
-  if not done then return 1 end
-  drop_task(done)
-end
--- The total, then the shares of it callers trusted less may hold (store/base.py, trust_shares).
-local shares = {{2, total}}
-if trust <= 1 then shares[#shares + 1] = {1, math.max(1, math.floor(total * 3 / 4))} end
-if trust == 0 then shares[#shares + 1] = {0, math.max(1, math.floor(total / 2))} end
-for _, share in ipairs(shares) do
+local family = {mine = mine, ranked = KENDED, drop = drop_task}
+function family.count(highest)
+  if highest >= 2 then return redis.call('ZCARD', KEXPIRY) end
   local held = 0
-  for level = 0, share[1] do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
-  if share[1] == 2 then held = redis.call('ZCARD', KEXPIRY) end
-  if held >= share[2] then
-    local head = redis.call('ZRANGE', KENDED, 0, 0, 'WITHSCORES')
-    if #head == 0 or band(head[2]) > trust then return 2 end
-    drop_task(head[1])
-  end
+  for level = 0, highest do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
+  return held
 end
+local refused = admit(family, 9)
+if refused ~= 0 then return refused end
 local seq = redis.call('HINCRBY', KMETA, 'seq', 1)
 redis.call('SET', task_key(id), record, 'PX', int(ttl))
 redis.call('ZADD', KEXPIRY, int(NOW + ttl), id)

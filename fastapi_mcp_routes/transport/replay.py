@@ -33,7 +33,7 @@ from typing import Final
 import anyio
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.store.base import Inbox, LogBounds, Store, StreamEvents, Trust
+from fastapi_mcp_routes.store.base import ClaimStore, Inbox, LogBounds, Store, StreamEvents, Trust
 from fastapi_mcp_routes.transport.sse import priming_event, sse_event
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
@@ -47,7 +47,7 @@ LEASE_RENEWALS: Final = 3
 class Senders:
     """The resumable streams this process is sending, each holding a lease in the store."""
 
-    def __init__(self, store: Store, interval_s: float) -> None:
+    def __init__(self, store: ClaimStore, interval_s: float) -> None:
         self._store = store
         self.interval_s = interval_s
         self._holder = "sender/" + secrets.token_urlsafe(12)  # this process

@@ -21,7 +21,7 @@ import anyio
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import RECHECK_S, SessionManager, uri_digest
-from fastapi_mcp_routes.store.base import Inbox, SessionRecord, Store
+from fastapi_mcp_routes.store.base import ClaimStore, Inbox, SessionRecord
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
@@ -36,7 +36,7 @@ from fastapi_mcp_routes.wire.json import dumps
 class Claim:
     """A name one holder has to itself for `ttl_s` unless renewed (the session's GET stream)."""
 
-    store: Store
+    store: ClaimStore
     name: str
     holder: str
     ttl_s: float

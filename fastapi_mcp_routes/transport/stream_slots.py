@@ -24,7 +24,8 @@ from typing import Final
 
 from fastapi_mcp_routes.options import Limits
 from fastapi_mcp_routes.server.sealing.secret import Secret
-from fastapi_mcp_routes.store.base import Holder, Store, Trust, share_holders, shares
+from fastapi_mcp_routes.store.base import Holder, SlotStore, Trust
+from fastapi_mcp_routes.store.policy import share_holders, shares
 from fastapi_mcp_routes.transport.http import RETRY_AFTER_S
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest
 from fastapi_mcp_routes.wire.jsonrpc import RequestId
@@ -45,7 +46,7 @@ class _Pool:
 class StreamSlots:
     """Takes the slots of each new long-lived stream, or refuses it."""
 
-    def __init__(self, store: Store, limits: Limits, secret: Secret) -> None:
+    def __init__(self, store: SlotStore, limits: Limits, secret: Secret) -> None:
         self._store = store
         self._limits = limits
         # Processes sharing a Store share the secret too, or each would count a caller apart.
@@ -105,7 +106,7 @@ class Slots:
     __slots__ = ("_holder", "_pools", "_store", "_ttl_s", "renew_s")
 
     def __init__(
-        self, store: Store, pools: tuple[tuple[str, int], ...], holder: str, ttl_s: float, renew_s: float
+        self, store: SlotStore, pools: tuple[tuple[str, int], ...], holder: str, ttl_s: float, renew_s: float
     ) -> None:
         self._store = store
         self._pools = pools

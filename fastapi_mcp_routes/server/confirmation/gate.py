@@ -50,7 +50,7 @@ from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest
 from fastapi_mcp_routes.server.confirmation.summary import MAX_SUMMARY, shorten, summarize
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.sealing.secret import INSTANCE_BYTES
-from fastapi_mcp_routes.store.base import USED, Holder, StoreFull, Trust
+from fastapi_mcp_routes.store.base import USED, Holder, StoreFull, TokenLedger, Trust
 from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY, TOKEN_ARGUMENT
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
@@ -91,7 +91,7 @@ class TokenStore:
         if capacity < 1 or per_caller < 1:
             raise ValueError(f"token store bounds must be positive, got {capacity!r} and {per_caller!r}")
         self._deployment = deployment
-        self._store = deployment.store
+        self._store: TokenLedger = deployment.store
         self._secret = deployment.secret
         self._bounds = (per_caller, capacity)
         self._clock = clock

@@ -19,7 +19,7 @@ from typing import Any, Final, NoReturn
 
 import anyio
 
-from fastapi_mcp_routes.store.base import Store
+from fastapi_mcp_routes.store.base import MessageBus
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
@@ -39,7 +39,7 @@ _STATE_KEY: Final = "fastapi_mcp_routes_updates"
 class ResourceUpdates:
     """Publishes resource updates and lets streams listen for them."""
 
-    def __init__(self, store: Store, registry: ToolRegistry) -> None:
+    def __init__(self, store: MessageBus, registry: ToolRegistry) -> None:
         self._store = store
         self._registry = registry
         self._local = 0  # streams of this process listening now

@@ -40,10 +40,9 @@ from fastapi_mcp_routes.store.base import (
     SessionRecord,
     StoreFull,
     Trust,
-    share_holders,
-    shares,
 )
 from fastapi_mcp_routes.store.memory import MemoryStore
+from fastapi_mcp_routes.store.policy import share_holders, shares
 from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, NeedsSharedStore, StoreUnavailable, ToolContextError
 from fastapi_mcp_routes.wire.json import dumps, loads
 
