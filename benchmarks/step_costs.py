@@ -45,7 +45,7 @@ import fastapi_mcp_routes.transport.http as http
 import fastapi_mcp_routes.wire.jsonrpc as jsonrpc
 from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, ToolCall
-from fastapi_mcp_routes.server.channel import holder_of
+from fastapi_mcp_routes.store.policy import holder_of
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.wire.fields import field_table
 

@@ -33,7 +33,8 @@ from fastapi_mcp_routes.server.call import (
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
-from fastapi_mcp_routes.store.base import Holder, SessionRecord, Trust
+from fastapi_mcp_routes.store.base import Holder, SessionRecord
+from fastapi_mcp_routes.store.policy import address_key, holder_of
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.constants import (
@@ -70,19 +71,6 @@ class CallInput:
 NO_EARLIER_ROUND: Final = CallInput({})
 
 
-def holder_of(identity: bytes, address: str, principal: Any) -> Holder:
-    """Whom what a caller holds counts against: a principal the endpoint verified, else the
-    client's address. Credentials the endpoint cannot check (no `auth=`) do not widen what one
-    address may hold, or made-up API keys would; they still rank above no credential at all."""
-    if principal is not None:
-        return Holder(identity, Trust.VERIFIED)
-    return Holder(_address_key(address), Trust.CLAIMED if identity else Trust.ANONYMOUS)
-
-
-def _address_key(address: str) -> bytes:
-    return b"address\x00" + address.encode()
-
-
 class ClientChannel(abc.ABC):
     """What every era answers alike: who calls, and where the call's messages go."""
 
@@ -116,7 +104,7 @@ class ClientChannel(abc.ABC):
     def owner(self) -> bytes:
         """Whom what the caller is given belongs to (a confirmation token): the credentials,
         else (anonymous) the client's address, so anonymous callers are not all one caller."""
-        return self.identity or _address_key(self.address)
+        return self.identity or address_key(self.address)
 
     @property
     def holder(self) -> Holder:

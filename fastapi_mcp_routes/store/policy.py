@@ -33,6 +33,20 @@ _UNVERIFIED: Final = "/unverified"
 _ANONYMOUS: Final = "/anonymous"
 
 
+def holder_of(identity: bytes, address: str, principal: object) -> Holder:
+    """Whom what a caller holds counts against: a principal the endpoint verified, else the
+    client's address. Credentials the endpoint cannot check (no `auth=`) do not widen what one
+    address may hold, or made-up API keys would; they still rank above no credential at all."""
+    if principal is not None:
+        return Holder(identity, Trust.VERIFIED)
+    return Holder(address_key(address), Trust.CLAIMED if identity else Trust.ANONYMOUS)
+
+
+def address_key(address: str) -> bytes:
+    """An anonymous caller's key: its network address."""
+    return b"address\x00" + address.encode()
+
+
 def trust_shares(total: int, trust: Trust) -> list[tuple[Trust, int]]:
     """The bounds a holder of `trust` is counted against, for a total of `total`: each pair is
     the highest trust whose records count, and how many such records may be held, for a holder

@@ -21,12 +21,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.server.channel import Channels, SessionChannel, holder_of
+from fastapi_mcp_routes.server.channel import Channels, SessionChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, status_for
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, StoreFull
+from fastapi_mcp_routes.store.policy import holder_of
 from fastapi_mcp_routes.transport.answer import SessionAnswer
 from fastapi_mcp_routes.transport.http import (
     RETRY_AFTER_S,
@@ -170,8 +171,7 @@ class StreamableHTTPEndpoint:
         opening = parsed.methods[0] == "initialize"
         session = None
         if not opening and self._sessions is not None:
-            holder = holder_of(posted.identity, posted.address, posted.principal)
-            session = await self._require_session(headers, self._sessions, posted.identity, holder)
+            session = await self._require_session(headers, self._sessions, posted.identity, posted.holder)
         version = _protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))

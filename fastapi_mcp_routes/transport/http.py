@@ -16,6 +16,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from fastapi_mcp_routes.server.envelope import is_modern
+from fastapi_mcp_routes.store.base import Holder
+from fastapi_mcp_routes.store.policy import holder_of
 from fastapi_mcp_routes.tools.invoke import Caller, caller_from_scope
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
@@ -71,6 +73,7 @@ class Posted:
     address: str  # the client's address (`client_address`)
     principal: Any  # what the endpoint's `auth` returned, if anything
     caller: Caller  # what the route's own request inherits
+    holder: Holder  # whom what the request holds counts against (`holder_of`)
 
 
 async def read_post(
@@ -87,14 +90,18 @@ async def read_post(
     accepts = check_media_types(headers)
     parsed = parse(await read_body(request, headers, max_body_bytes), max_batch_length)
     scope = request.scope
+    identity = caller_identity(request, credential_headers)
+    address = client_address(request)
+    principal = scope.get(c.PRINCIPAL_SCOPE_KEY)
     return Posted(
         accepts,
         parsed,
         is_modern(headers.get(c.HEADER_PROTOCOL_VERSION), parsed.first),
-        caller_identity(request, credential_headers),
-        client_address(request),
-        scope.get(c.PRINCIPAL_SCOPE_KEY),
+        identity,
+        address,
+        principal,
         caller_from_scope(scope, forward_headers),
+        holder_of(identity, address, principal),
     )
 
 
