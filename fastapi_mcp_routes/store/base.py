@@ -144,7 +144,7 @@ class StreamEvents:
 
 
 class Inbox(Protocol):
-    """Messages published to one channel, from when it was opened."""
+    """Messages published to one topic, from when it was opened."""
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...
 
@@ -308,12 +308,12 @@ class MessageBus(Shared, Protocol):
     """Messages between requests (and processes): a client's reply, a session's end, a
     resumable stream's next event."""
 
-    async def publish(self, channel: str, message: bytes) -> bool:
-        """Hand a message to whoever listens on `channel`; `False` when nobody does."""
+    async def publish(self, topic: str, message: bytes) -> bool:
+        """Hand a message to whoever listens on `topic`; `False` when nobody does."""
         ...
 
-    def subscribe(self, channel: str) -> AbstractAsyncContextManager[Inbox]:
-        """Listen on `channel` for as long as the context is open."""
+    def subscribe(self, topic: str) -> AbstractAsyncContextManager[Inbox]:
+        """Listen on `topic` for as long as the context is open."""
         ...
 
 

@@ -36,7 +36,7 @@ from fastapi_mcp_routes.store.policy import Admission, Refusal, session_admissio
 
 _Key = TypeVar("_Key", bound=Hashable)
 
-# Messages a subscriber has not read yet; a reply channel gets one message, so this is slack.
+# Messages a subscriber has not read yet; a reply topic gets one message, so this is slack.
 _INBOX_SIZE: Final = 16
 # Ids of sessions that ended here (closed, pushed out), so a sealed id another process issued is
 # not adopted again after its end here: the most recent ones, about 100 bytes each.
@@ -177,7 +177,7 @@ class MemoryStore:
         self._finished: dict[Trust, OrderedDict[tuple[str, int], None]] = {trust: OrderedDict() for trust in Trust}
         self._tokens: OrderedDict[str, _Token] = OrderedDict()
         self._token_ranks: Ranks[str] = Ranks()  # ranked by keeping
-        self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
+        self._topics: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
         self._tasks: dict[str, _Task] = {}
         # Only finished tasks are ranked, in the order they finished: a running task never goes.
         self._task_ranks: Ranks[str] = Ranks()
@@ -464,8 +464,8 @@ class MemoryStore:
 
     # -- messages --------------------------------------------------------------------------
 
-    async def publish(self, channel: str, message: bytes) -> bool:
-        listeners = self._channels.get(channel)
+    async def publish(self, topic: str, message: bytes) -> bool:
+        listeners = self._topics.get(topic)
         if not listeners:
             return False
         for send in list(listeners):
@@ -475,9 +475,9 @@ class MemoryStore:
         return True
 
     @asynccontextmanager
-    async def subscribe(self, channel: str) -> AsyncIterator[Inbox]:
+    async def subscribe(self, topic: str) -> AsyncIterator[Inbox]:
         send, receive = anyio.create_memory_object_stream[bytes](_INBOX_SIZE)
-        listeners = self._channels.setdefault(channel, set())
+        listeners = self._topics.setdefault(topic, set())
         listeners.add(send)
         try:
             with send, receive:
@@ -485,7 +485,7 @@ class MemoryStore:
         finally:
             listeners.discard(send)
             if not listeners:
-                del self._channels[channel]
+                del self._topics[topic]
 
     def __repr__(self) -> str:
         streams = sum(len(kept.kept) for kept in self._streams.values())

@@ -59,7 +59,7 @@ from fastapi_mcp_routes.store.base import (
     Trust,
 )
 from fastapi_mcp_routes.store.policy import session_admission, task_admission, token_admission
-from fastapi_mcp_routes.store.redis_pubsub import Channels
+from fastapi_mcp_routes.store.redis_pubsub import Topics
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 DEFAULT_PREFIX: Final = "fastapi-mcp-routes:"
@@ -150,7 +150,7 @@ class RedisStore:
     ) -> None:
         """`client`: a redis-py asyncio client that returns bytes (`decode_responses=False`);
         it stays open at `aclose`, for whoever made it to close. `prefix`: put before every key
-        and channel. `clock`: seconds, sent with each call instead of Redis's own `TIME`."""
+        and topic. `clock`: seconds, sent with each call instead of Redis's own `TIME`."""
         if client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("RedisStore needs a client that returns bytes, got one made with decode_responses=True")
         if not prefix:
@@ -160,7 +160,7 @@ class RedisStore:
         self._clock = clock
         self._url: str | None = None  # set by from_url, which owns its client
         self._owns_client = False
-        self._channels = Channels(client, f"{prefix}pubsub:{secrets.token_hex(8)}".encode())
+        self._topics = Topics(client, f"{prefix}pubsub:{secrets.token_hex(8)}".encode())
         self._open_session = client.register_script(scripts.OPEN_SESSION)
         self._find_session = client.register_script(scripts.FIND_SESSION)
         self._save_session = client.register_script(scripts.SAVE_SESSION)
@@ -209,7 +209,7 @@ class RedisStore:
         return self._url
 
     async def aclose(self) -> None:
-        await self._channels.aclose()
+        await self._topics.aclose()
         if self._owns_client:
             await self._redis.aclose()
 
@@ -358,16 +358,16 @@ class RedisStore:
 
     # -- messages --------------------------------------------------------------------------
 
-    async def publish(self, channel: str, message: bytes) -> bool:
+    async def publish(self, topic: str, message: bytes) -> bool:
         try:
-            listening: int = await self._redis.publish(self._prefix + channel, message)
+            listening: int = await self._redis.publish(self._prefix + topic, message)
         except RedisError as error:
             raise StoreUnavailable(str(error)) from error
         return listening > 0
 
     @asynccontextmanager
-    async def subscribe(self, channel: str) -> AsyncIterator[Inbox]:
-        async with self._channels.listen((self._prefix + channel).encode()) as inbox:  # StoreUnavailable
+    async def subscribe(self, topic: str) -> AsyncIterator[Inbox]:
+        async with self._topics.listen((self._prefix + topic).encode()) as inbox:  # StoreUnavailable
             yield inbox
 
     def __repr__(self) -> str:

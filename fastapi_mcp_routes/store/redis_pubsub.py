@@ -1,9 +1,9 @@
-"""`Channels`: every subscription of one `RedisStore`, over one pub/sub connection.
+"""`Topics`: every subscription of one `RedisStore`, over one pub/sub connection.
 
-A process may hold a thousand long-lived streams, each listening on a channel of its own (a
+A process may hold a thousand long-lived streams, each listening on a topic of its own (a
 session's end, a stream's next event), and a call waiting for a client's reply: one connection
 each would exhaust Redis's clients. So one connection carries them all, one reader task hands
-each message to the inboxes of its channel, and a channel is subscribed while at least one
+each message to the inboxes of its topic, and a topic is subscribed while at least one
 local listener is on it (SUBSCRIBE when the first comes, UNSUBSCRIBE when the last leaves).
 
 Entering a subscription returns once Redis has taken the SUBSCRIBE: a PING sent after it is
@@ -13,7 +13,7 @@ left, a publisher anywhere is told nobody listens.
 
 An inbox holds a few messages (`INBOX_SIZE`); a listener that does not read loses the next ones,
 never blocking the reader or the other listeners. When the connection drops, the reader makes
-another and subscribes it to every channel listened to then (or redis-py does, within a read,
+another and subscribes it to every topic listened to then (or redis-py does, within a read,
 when its client retries); messages published meanwhile are lost, as with any Redis pub/sub.
 A PING after `HEARTBEAT_S` of silence notices a connection that died without a word; while
 Redis is unreachable a subscription fails at once, and one Redis does not confirm within
@@ -41,8 +41,8 @@ from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
-# Messages a listener has not read yet, as in MemoryStore: a reply channel gets one message, a
-# stream's wake-up channel needs one waiting message to read everything kept since.
+# Messages a listener has not read yet, as in MemoryStore: a reply topic gets one message, a
+# stream's wake-up topic needs one waiting message to read everything kept since.
 INBOX_SIZE: Final = 16
 # Silence on the connection after which a PING checks it is alive; no answer by the next
 # period, and it is taken for dead and made again.
@@ -55,11 +55,11 @@ RETRY_CAP_S: Final = 2.0
 _HEARTBEAT: Final = b"heartbeat"
 
 
-class Channels:
+class Topics:
     """The subscriptions of one store, multiplexed over one pub/sub connection."""
 
     def __init__(self, client: redis.asyncio.Redis, own: bytes) -> None:
-        """`own`: a channel nobody publishes on, that keeps the connection subscribed."""
+        """`own`: a topic nobody publishes on, that keeps the connection subscribed."""
         self._client = client
         self._own = own
         self._listeners: dict[bytes, set[MemoryObjectSendStream[bytes]]] = {}
@@ -67,7 +67,7 @@ class Channels:
         # Set once the current attempt to connect has an outcome: up, or `_failure`.
         self._attempt = asyncio.Event()
         self._failure: BaseException | None = None
-        # One writer at a time: a channel's SUBSCRIBE and UNSUBSCRIBE go out in the order its
+        # One writer at a time: a topic's SUBSCRIBE and UNSUBSCRIBE go out in the order its
         # listeners came and went, and a reconnection subscribes to what is listened to then.
         self._writing = asyncio.Lock()
         self._tokens = itertools.count(1)
@@ -75,13 +75,13 @@ class Channels:
         self._reader: asyncio.Task[None] | None = None
 
     @asynccontextmanager
-    async def listen(self, channel: bytes) -> AsyncIterator[MemoryObjectReceiveStream[bytes]]:
-        """Listen on `channel` while the context is open; entered once Redis confirmed it."""
+    async def listen(self, topic: bytes) -> AsyncIterator[MemoryObjectReceiveStream[bytes]]:
+        """Listen on `topic` while the context is open; entered once Redis confirmed it."""
         send, receive = anyio.create_memory_object_stream[bytes](INBOX_SIZE)
         with send, receive:
             try:
                 try:
-                    await self._enter(channel, send)
+                    await self._enter(topic, send)
                 except Exception as error:  # a RedisError, an OSError, or redis-py caught reconnecting
                     raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
                 yield receive
@@ -95,30 +95,30 @@ class Channels:
                     # A connection dropping meanwhile may fail it any way redis-py fails mid-reconnect.
                     contextlib.suppress(Exception),
                 ):
-                    await self._leave(channel, send)
+                    await self._leave(topic, send)
 
-    async def _enter(self, channel: bytes, send: MemoryObjectSendStream[bytes]) -> None:
+    async def _enter(self, topic: bytes, send: MemoryObjectSendStream[bytes]) -> None:
         if self._reader is None:
             self._reader = asyncio.get_running_loop().create_task(self._read(), name="redis-store-pubsub")
         async with self._writing:
-            listeners = self._listeners.setdefault(channel, set())
+            listeners = self._listeners.setdefault(topic, set())
             listeners.add(send)
             if len(listeners) == 1 and self._pubsub is not None:
-                await self._pubsub.subscribe(channel)
+                await self._pubsub.subscribe(topic)
         await self._confirmed()
 
-    async def _leave(self, channel: bytes, send: MemoryObjectSendStream[bytes]) -> None:
+    async def _leave(self, topic: bytes, send: MemoryObjectSendStream[bytes]) -> None:
         async with self._writing:
-            listeners = self._listeners.get(channel)
+            listeners = self._listeners.get(topic)
             if listeners is None or send not in listeners:
                 return
             listeners.discard(send)
             if listeners:
                 return
-            del self._listeners[channel]
+            del self._listeners[topic]
             if self._pubsub is None:
                 return  # the connection is down: it subscribes again only to what is listened to
-            await self._pubsub.unsubscribe(channel)
+            await self._pubsub.unsubscribe(topic)
         await self._confirmed()
 
     async def _confirmed(self) -> None:
@@ -140,7 +140,7 @@ class Channels:
             self._pongs.pop(token, None)
 
     async def _read(self) -> None:
-        """Connect, hand every message to its channel's listeners, and connect again when the
+        """Connect, hand every message to its topic's listeners, and connect again when the
         connection drops, for as long as the store lives."""
         wait = RETRY_FIRST_S
         while True:
@@ -149,7 +149,7 @@ class Channels:
             pubsub = self._client.pubsub()
             try:
                 async with self._writing:
-                    # Its own channel keeps the connection subscribed even when nobody listens:
+                    # Its own topic keeps the connection subscribed even when nobody listens:
                     # redis-py then never checks its health inline, which would read a reply
                     # meant for this reader.
                     await pubsub.subscribe(self._own, *self._listeners)

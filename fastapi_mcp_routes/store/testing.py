@@ -695,7 +695,7 @@ class StoreContract:
                 assert await anext(aiter(inbox)) == b"answer"
         assert await store.publish("reply/a1/1", b"late") is False
 
-    async def test_every_listener_of_a_channel_gets_each_message_in_order(self, new_store: MakeStore) -> None:
+    async def test_every_listener_of_a_topic_gets_each_message_in_order(self, new_store: MakeStore) -> None:
         store = new_store()
         async with store.subscribe("news") as first, store.subscribe("news") as second:
             for message in (b"one", b"two"):

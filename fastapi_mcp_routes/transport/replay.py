@@ -15,7 +15,7 @@ stream unfinished and its lease free (the sending process died, or the call ende
 answer) delivers what was kept and ends, so the client knows to call again.
 
 A resume waits for the stream's next event without polling: each event kept, and the stream's
-completion, is announced on the stream's own channel of the Store (`wakes`), so the resume
+completion, is announced on the stream's own topic of the Store (`wakes`), so the resume
 reads again only then, in whichever process it runs.
 """
 
@@ -118,7 +118,7 @@ class StreamLog:
             try:
                 await self._senders.hold(self._session_id, self.number)
                 await self._store.append_event(self._session_id, self.number, framed, self._bounds)
-                await self._store.publish(_wake_channel(self._session_id, self.number), b"")
+                await self._store.publish(_wake_topic(self._session_id, self.number), b"")
             except StoreUnavailable as down:
                 self._lose(down)
         return framed
@@ -128,7 +128,7 @@ class StreamLog:
             return
         try:
             await self._store.complete_stream(self._session_id, self.number)
-            await self._store.publish(_wake_channel(self._session_id, self.number), b"")
+            await self._store.publish(_wake_topic(self._session_id, self.number), b"")
         except StoreUnavailable as down:
             self._lose(down)
 
@@ -187,7 +187,7 @@ class StreamLogs:
         """A message each time the stream keeps an event or completes (open it before reading,
         so no event slips between the read and the wait). A message lost to a full inbox is
         no loss: one waiting message is enough to read everything kept since."""
-        return self._store.subscribe(_wake_channel(self.session_id, stream))
+        return self._store.subscribe(_wake_topic(self.session_id, stream))
 
     async def read(self, stream: int, seen: int) -> StreamEvents | None:
         return await self._store.read_stream(self.session_id, stream, seen)
@@ -199,5 +199,5 @@ class StreamLogs:
         await self._store.forget_stream(self.session_id, stream)
 
 
-def _wake_channel(session_id: str, stream: int) -> str:
+def _wake_topic(session_id: str, stream: int) -> str:
     return f"stream/{session_id}/{stream}"

@@ -112,7 +112,7 @@ class _Subscriptions:
     """The resources a session's stream passes the updates of, read from the session's record
     when first asked and again only once the record changed: every stream of the deployment
     hears every update, and one store round trip each would cost each write one per stream.
-    A change is heard before any update published after the client saw it made (one channel
+    A change is heard before any update published after the client saw it made (one topic
     after the other, in order), so none of those is checked against the old subscriptions. A
     change whose message was lost (the store's pub/sub connection dropped meanwhile) is read
     at the next update `RECHECK_S` later, as a session checked lately is (server/sessions/manager.py)."""

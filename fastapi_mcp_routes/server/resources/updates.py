@@ -1,6 +1,6 @@
 """Resource updates: who is told that a resource changed, from whichever process changed it.
 
-An update is one message on one Store channel, so it reaches the listening streams of every
+An update is one message on one Store topic, so it reaches the listening streams of every
 process that shares the store (and of this process alone with the default memory store): a
 session's GET stream sends it when the session subscribed to the URI, a 2026-07-28
 `subscriptions/listen` stream when its `resourceSubscriptions` name it. Updates come from the
@@ -25,7 +25,7 @@ from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-CHANNEL: Final = "resources/updated"
+TOPIC: Final = "resources/updated"
 # What a listener that follows a resource is sent when it changes.
 RESOURCE_UPDATED: Final = "notifications/resources/updated"
 RETRY_S: Final = 2.0
@@ -53,7 +53,7 @@ class ResourceUpdates:
 
     async def updated(self, uri: str) -> None:
         """Tell every listener that `uri` changed."""
-        await self._store.publish(CHANNEL, uri.encode())
+        await self._store.publish(TOPIC, uri.encode())
 
     def canonical(self, uri: str) -> str:
         """The URI as the server spells it (its template expanded again), so an update and a
@@ -95,7 +95,7 @@ class ResourceUpdates:
         """The URIs updated from now on, for as long as the context is open."""
         self._local += 1
         try:
-            async with self._store.subscribe(CHANNEL) as inbox:
+            async with self._store.subscribe(TOPIC) as inbox:
                 yield _decoded(inbox)
         finally:
             self._local -= 1

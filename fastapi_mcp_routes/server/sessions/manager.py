@@ -11,7 +11,7 @@ gone); a store of this process's memory alone adopts a session another process s
 runs) stays here, by session id.
 
 A session that ends (closed, or pushed out by the store's bounds) is announced on its own
-channel of the Store, so a stream of it open in any process ends too. Expiry is not announced:
+topic of the Store, so a stream of it open in any process ends too. Expiry is not announced:
 an open stream renews its session, and checks that it is still there, now and then.
 """
 
@@ -213,7 +213,7 @@ class SessionManager:
 
     def ended(self, session_id: str) -> AbstractAsyncContextManager[Inbox]:
         """Listen for the session's end (open it, then check the session is still there)."""
-        return self._store.subscribe(_ended_channel(session_id))
+        return self._store.subscribe(_ended_topic(session_id))
 
     async def set_log_level(self, record: SessionRecord, level: str) -> None:
         def set_level(current: SessionRecord) -> SessionRecord:
@@ -262,7 +262,7 @@ class SessionManager:
         """Listen for changes to the session's record (its subscriptions, its log level), made
         in any process. A change is announced before its request is answered, so it is heard
         before anything published after the client saw that answer."""
-        return self._store.subscribe(_changed_channel(session_id))
+        return self._store.subscribe(_changed_topic(session_id))
 
     async def _change(self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord], what: str) -> None:
         """Make `change` to the session's record as it is now. Another request of the session
@@ -284,7 +284,7 @@ class SessionManager:
         if not await self._store.save_session(changed, replacing):
             return False
         self._checked.pop(changed.id, None)
-        await self._store.publish(_changed_channel(changed.id), b"")
+        await self._store.publish(_changed_topic(changed.id), b"")
         if self._store.shared:
             await self._store.publish(NEWS, dumps({"session": changed.id, "changed": True}))
         return True
@@ -367,7 +367,7 @@ class SessionManager:
         and, with a shared store, in every process (`forward_news`)."""
         for session_id in session_ids:
             self._retire(session_id)
-            await self._store.publish(_ended_channel(session_id), b"")
+            await self._store.publish(_ended_topic(session_id), b"")
             if self._store.shared:
                 await self._store.publish(NEWS, dumps({"session": session_id, "ended": True}))
 
@@ -384,7 +384,7 @@ class SessionManager:
 
     async def deliver(self, session_id: str, request_id: RequestKey, payload: Mapping[str, Any]) -> None:
         """Hand a client's reply to the call waiting for it; a reply nobody waits for is dropped."""
-        await self._store.publish(_reply_channel(session_id, request_id), dumps(dict(payload)))
+        await self._store.publish(_reply_topic(session_id, request_id), dumps(dict(payload)))
 
     @asynccontextmanager
     async def question(self, session_id: str, holder: Holder, request_id: str, wait_s: float) -> AsyncIterator[None]:
@@ -420,18 +420,18 @@ class SessionManager:
 
     def replies(self, session_id: str, request_id: RequestKey) -> AbstractAsyncContextManager[Inbox]:
         """Listen for the reply to one request (open it before the request goes out)."""
-        return self._store.subscribe(_reply_channel(session_id, request_id))
+        return self._store.subscribe(_reply_topic(session_id, request_id))
 
     def decode_reply(self, message: bytes) -> Mapping[str, Any]:
         reply = loads(message)
         return reply if isinstance(reply, dict) else {}
 
 
-def _ended_channel(session_id: str) -> str:
+def _ended_topic(session_id: str) -> str:
     return f"ended/{session_id}"
 
 
-def _changed_channel(session_id: str) -> str:
+def _changed_topic(session_id: str) -> str:
     return f"changed/{session_id}"
 
 
@@ -467,7 +467,7 @@ def _scalar(value: object) -> bool:
     )
 
 
-def _reply_channel(session_id: str, request_id: RequestKey) -> str:
+def _reply_topic(session_id: str, request_id: RequestKey) -> str:
     return f"reply/{session_id}/{request_id!r}"
 
 

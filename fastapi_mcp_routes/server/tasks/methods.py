@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
-from fastapi_mcp_routes.server.tasks.records import TASK_CHANNEL, detailed, ended, now_ms
+from fastapi_mcp_routes.server.tasks.records import TASK_TOPIC, detailed, ended, now_ms
 from fastapi_mcp_routes.server.tasks.runs import ANSWERED, CANCEL, RECHECK_S, TaskRuns, needs_tasks
 from fastapi_mcp_routes.store.base import TaskRecord
 from fastapi_mcp_routes.wire.errors import InvalidParams, StoreUnavailable
@@ -56,7 +56,7 @@ class TaskMethods:
         while the store cannot be reached, listen again every `RECHECK_S`."""
         while True:
             try:
-                async with self._runs.store.subscribe(TASK_CHANNEL) as changes:
+                async with self._runs.store.subscribe(TASK_TOPIC) as changes:
                     listening.set()
                     async for raw in changes:
                         task_id = raw.decode(errors="replace")

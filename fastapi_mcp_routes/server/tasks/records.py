@@ -5,7 +5,7 @@ and change it: the process running the route (its status, its questions, its end
 process a client's `tasks/update` or `tasks/cancel` reached. Each change is read, changed,
 saved against what was read, and tried again when another process changed it in between, so
 two changes at once are both kept, and an ended task never changes again (SEP-2663: terminal
-statuses are final). Every saved change is announced on the `Store` channel `TASK_CHANNEL`, for
+statuses are final). Every saved change is announced on the `Store` topic `TASK_TOPIC`, for
 `subscriptions/listen` streams that name the task (`notifications/tasks`).
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Final
 from fastapi_mcp_routes.store.base import Store, TaskRecord
 
 # Where a saved change of any task is announced (its id), for listening streams.
-TASK_CHANNEL: Final = "tasks/status"
+TASK_TOPIC: Final = "tasks/status"
 # Compare-and-set rounds before a change gives up: each lost round means another change was
 # saved, and a task has only a handful of writers (its route, its client's update and cancel).
 _ROUNDS: Final = 16
@@ -97,6 +97,6 @@ class TaskBook:
             if changed is None:
                 return None
             if await self.store.save_task(changed, record):
-                await self.store.publish(TASK_CHANNEL, task_id.encode())
+                await self.store.publish(TASK_TOPIC, task_id.encode())
                 return changed
         return None

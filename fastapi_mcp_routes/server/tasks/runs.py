@@ -14,7 +14,7 @@ on whether or not the client stays. From then on:
   log messages have nowhere to go (the extension forbids them on a listening stream) and are
   dropped;
 - `tasks/cancel` ends the task `cancelled` at once and cancels the route's scope, in whichever
-  process runs it (a message on that process's `Store` channel; a message lost on the way is
+  process runs it (a message on that process's `Store` topic; a message lost on the way is
   made up for when the process next renews the task's lease, and reads the task again);
 - the route's result, kept up to `Tasks.max_result_bytes`, ends it `completed` (an `isError`
   result too); a protocol error ends it `failed`; its time to live ending cancels the route.
