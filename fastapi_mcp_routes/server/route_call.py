@@ -18,18 +18,12 @@ from fastapi import FastAPI
 
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall, progress_token
 from fastapi_mcp_routes.server.channel import ClientChannel
+from fastapi_mcp_routes.server.running import Halted, Raised, registered, run_call
 from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
-from fastapi_mcp_routes.wire.errors import (
-    CallCancelled,
-    InvalidParams,
-    InvalidRequest,
-    McpError,
-    ToolContextError,
-    ToolError,
-)
-from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolContextError, ToolError
+from fastapi_mcp_routes.wire.jsonrpc import Request
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -60,13 +54,10 @@ class RouteRunner:
             arguments=arguments,
             answers=given.answers,
         )
-        running = channel.running()
-        if request.id in running:
-            raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
-        running[request.id] = running_call.cancel_scope
-        try:
-            with running_call.cancel_scope:
-                response = await invoke(
+        with registered(channel, running_call):
+            ended = await run_call(
+                running_call,
+                lambda: invoke(
                     self._app,
                     call,
                     arguments,
@@ -75,26 +66,15 @@ class RouteRunner:
                     max_response_bytes=self._max_response_bytes,
                     on_answered=running_call.answered,
                     stop=running_call.halt,
-                )
-        except ToolError as exc:  # arguments that cannot make a request
-            raise InvalidParams(f"Invalid params: {exc}") from None
-        except ToolContextError as exc:
-            raise McpError(f"The route could not finish: {exc}.") from None
-        except McpError:
-            raise
-        except Exception as exc:  # the route raised: the app answered 500, and so do we
-            raise crashed(call, exc) from None
-        finally:
-            channel.call_ended(request.id)
-        stopped = running_call.stopped
-        if isinstance(stopped, McpError):
-            raise stopped
-        if isinstance(stopped, InputRequired):
-            return stopped
-        if isinstance(stopped, ToolError):  # the response outgrew the cap
-            raise McpError(str(stopped))
-        if running_call.cancel_scope.cancelled_caught:
-            raise CallCancelled(request.id)
+                ),
+            )
+        if isinstance(ended, InputRequired):
+            return ended
+        if isinstance(ended, Raised):
+            raise refused_or_crashed(call, ended.error)
+        if isinstance(ended, Halted):  # the response outgrew the cap
+            raise McpError(str(ended.error))
+        response = ended.value
         try:
             check_status(call, response)
         except RouteFailed as failed:
@@ -102,6 +82,15 @@ class RouteRunner:
                 raise not_found() from None
             raise route_error(call, failed) from None
         return response
+
+
+def refused_or_crashed(call: Tool, exc: Exception) -> McpError:
+    """What the client is told of a route's call that raised `exc`."""
+    if isinstance(exc, ToolError):  # arguments that cannot make a request
+        return InvalidParams(f"Invalid params: {exc}")
+    if isinstance(exc, ToolContextError):
+        return McpError(f"The route could not finish: {exc}.")
+    return crashed(call, exc)  # the route raised: the app answered 500, and so do we
 
 
 def route_error(call: Tool, failed: RouteFailed) -> McpError:
