@@ -10,7 +10,6 @@ becomes a JSON-RPC error here: they have no `isError` result as tools do.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,9 +22,8 @@ from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableRespon
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolContextError, ToolError
+from fastapi_mcp_routes.wire.failures import internal_error
 from fastapi_mcp_routes.wire.jsonrpc import Request
-
-logger = logging.getLogger("fastapi_mcp_routes")
 
 
 class RouteRunner:
@@ -98,21 +96,16 @@ def route_error(call: Tool, failed: RouteFailed) -> McpError:
     is logged with a reference the answer names."""
     if failed.status < 500:
         return InvalidParams(failed.text, {"status": failed.status})
-    reference = uuid.uuid4().hex[:12]
-    logger.warning("%s: the route answered HTTP %d (reference %s)", call.name, failed.status, reference)
-    return McpError(f"Internal error: the route failed with HTTP {failed.status}. Reference: {reference}.")
+    said = f"the route failed with HTTP {failed.status}"
+    return internal_error(said, "%s: the route answered HTTP %d", call.name, failed.status, level=logging.WARNING)
 
 
 def crashed(call: Tool, exc: Exception) -> McpError:
     """A route that raised: its traceback is logged with a reference the answer names, and
     nothing of it reaches the client (as a tool call's crash, wire/failures.py)."""
-    reference = uuid.uuid4().hex[:12]
-    logger.error("%s: the route raised (reference %s)", call.name, reference, exc_info=exc)
-    return McpError(f"Internal error: the route failed. Reference: {reference}.")
+    return internal_error("the route failed", "%s: the route raised", call.name, exc=exc)
 
 
 def unusable(call: Tool, problem: UnusableResponse) -> McpError:
     """A route that answered something its feature cannot use: a bug in the route, logged."""
-    reference = uuid.uuid4().hex[:12]
-    logger.error("%s: %s (reference %s)", call.name, problem, reference)
-    return McpError(f"Internal error: {problem}. Reference: {reference}.")
+    return internal_error(str(problem), "%s: %s", call.name, problem)
