@@ -10,8 +10,7 @@ call raises `CallCancelled`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar
 
@@ -48,19 +47,27 @@ class Halted:
 Ended: TypeAlias = "Finished[_T] | Raised | Halted | InputRequired"
 
 
-@contextmanager
-def registered(channel: ClientChannel, call: ToolCall) -> Iterator[None]:
+class registered:  # lower case, as contextlib.closing: it reads `with registered(channel, call):`
     """The call is one `notifications/cancelled` (or a closed stream) can stop while inside;
-    `InvalidRequest` when a request with its id is running already."""
-    running = channel.running()
-    if call.request_id in running:
-        # Ids of requests in flight must be unique, or a cancellation could not name one.
-        raise InvalidRequest(f"Invalid Request: a request with id {truncate(call.request_id)!r} is still running.")
-    running[call.request_id] = call.cancel_scope
-    try:
-        yield
-    finally:
-        channel.call_ended(call.request_id)
+    `InvalidRequest` on entry when a request with its id is running already."""
+
+    # A class rather than a generator-based context manager: it is entered on every call.
+    __slots__ = ("_call", "_channel")
+
+    def __init__(self, channel: ClientChannel, call: ToolCall) -> None:
+        self._channel = channel
+        self._call = call
+
+    def __enter__(self) -> None:
+        call = self._call
+        running = self._channel.running()
+        if call.request_id in running:
+            # Ids of requests in flight must be unique, or a cancellation could not name one.
+            raise InvalidRequest(f"Invalid Request: a request with id {truncate(call.request_id)!r} is still running.")
+        running[call.request_id] = call.cancel_scope
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._channel.call_ended(self._call.request_id)
 
 
 async def run_call(call: ToolCall, work: Callable[[], Awaitable[_T]]) -> Ended[_T]:
