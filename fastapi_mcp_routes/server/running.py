@@ -6,6 +6,9 @@ A `tools/call`, a resource read, a prompt and a completion all run their route a
 with a JSON-RPC error), but what stopped the call is found out here, once, for all of them: a
 protocol error it met is raised, a question for a later round is handed back, and a cancelled
 call raises `CallCancelled`.
+
+Registering and running are two steps because a tool call that becomes a task runs on after
+its request ended, when a cancellation of that request must no longer reach it.
 """
 
 from __future__ import annotations
