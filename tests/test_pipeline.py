@@ -220,10 +220,14 @@ async def test_a_cancelled_call_is_not_answered_and_frees_its_id() -> None:
 
 @pytest.mark.anyio
 async def test_a_second_call_with_the_id_of_a_running_one_is_refused() -> None:
-    steps, channel = pipeline(FakeApp()), session_channel()
-    channel.running()[1] = anyio.CancelScope()
+    events: list[ToolCallEvent] = []
+    steps, channel = pipeline(FakeApp(), events), session_channel()
+    first = channel.running()[1] = anyio.CancelScope()
     with pytest.raises(InvalidRequest, match="still running"):
         await steps(call("get_item", {"item_id": 7}), channel)
+    # Refused before it ran: not audited, and the running call keeps its id.
+    assert events == []
+    assert channel.running() == {1: first}
 
 
 def test_channels_of_both_eras_answer_the_same_questions() -> None:

@@ -22,6 +22,7 @@ from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, T
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.confirmation.guards import refusal
+from fastapi_mcp_routes.server.running import Finished, registered, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
@@ -31,7 +32,7 @@ from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Sample, Sampling, Window, describe, sample, sample_result
-from fastapi_mcp_routes.wire.errors import CallCancelled, InvalidParams, InvalidRequest, McpError
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError
 from fastapi_mcp_routes.wire.failures import tool_failure
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
@@ -119,73 +120,66 @@ class ToolCallPipeline:
             arguments=parsed.arguments,
             answers=given.answers,
         )
-        running = channel.running()
-        if request.id in running:
-            # Ids of requests in flight must be unique, or a cancellation could not name one.
-            raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
-        running[request.id] = call.cancel_scope
+        ran: Ran | None = None  # stays `None` for a request refused before it runs: not audited
         started = time.perf_counter()
-        ran = Ran({}, "cancelled")
         try:
-            if as_task and self._tasks is not None:
+            with registered(channel, call):
+                ran = Ran({}, "cancelled")
+                if as_task and self._tasks is not None:
 
-                async def work() -> Ran:
-                    return await self.run(parsed, given, call)
+                    async def work() -> Ran:
+                        return await self.run(parsed, given, call)
 
-                async def task_ended(ended: Ran) -> None:
-                    await self._audit(parsed, call, ended, started)
+                    async def task_ended(ended: Ran) -> None:
+                        await self._audit(parsed, call, ended, started)
 
-                ran = await self._tasks.start(call, channel, parsed.tool, work, task_ended)
-            else:
-                ran = await self.run(parsed, given, call)
-            return ran.result
+                    ran = await self._tasks.start(call, channel, parsed.tool, work, task_ended)
+                else:
+                    ran = await self.run(parsed, given, call)
+                return ran.result
         except McpError:
-            ran = Ran({}, "refused")
+            if ran is not None:
+                ran = Ran({}, "refused")
             raise
         finally:
-            channel.call_ended(request.id)
-            await self._audit(parsed, call, ran, started)
+            if ran is not None:
+                await self._audit(parsed, call, ran, started)
 
     async def run(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran:
         """Steps 2 to 5: the arguments' depth and URLs, the gate, the route, the result. A call
         stopped from inside (a question for a later round, a missing client capability) ends as
         it asked."""
         confirming = parsed.tool.confirm
-        try:
+
+        async def work() -> Ran | Sample | CapturedResponse:
+            nonlocal confirming
             # Before the gate: a call that will be refused is never offered for confirmation.
             check_argument_depth(parsed.arguments, self._max_argument_depth)
             self._urls.check(parsed.tool, parsed.arguments)
             window = self._sampling.window(parsed.window) if parsed.window is not None else None
-            with call.cancel_scope:
-                if confirming:
-                    held = await self._confirm(parsed, given, call)
-                    if held is not None:
-                        return held
-                confirming = False
-                response = await (
-                    self._sample(parsed, call, window)
-                    if window is not None
-                    else self._invoke(parsed.tool, parsed.arguments, call)
-                )
-        except McpError:
-            raise
-        except Exception as exc:
-            result, failure = tool_failure(exc, parsed.tool.name)
-            return Ran(result, failure)
-        stopped = call.stopped
-        if isinstance(stopped, McpError):
-            raise stopped  # a protocol error the call met (a missing client capability)
-        if isinstance(stopped, InputRequired):
-            return Ran(stopped.result, "confirmation_required" if confirming else "input_required")
-        if isinstance(stopped, Exception):  # the route's response outgrew the cap
-            result, failure = tool_failure(stopped, parsed.tool.name)
-            return Ran(result, failure)
-        if call.cancel_scope.cancelled_caught:
-            raise CallCancelled(call.request_id)
-        if isinstance(response, Sample):
-            return Ran(sample_result(response), "ok", 200)
-        result = tool_result(parsed.tool, response, parsed.arguments)
-        return Ran(result, "error" if result.get("isError") else "ok", response.status)
+            if confirming:
+                held = await self._confirm(parsed, given, call)
+                if held is not None:
+                    return held
+            confirming = False
+            if window is not None:
+                return await self._sample(parsed, call, window)
+            return await self._invoke(parsed.tool, parsed.arguments, call)
+
+        ended = await run_call(call, work)
+        if isinstance(ended, Finished):
+            response = ended.value
+            if isinstance(response, Ran):
+                return response
+            if isinstance(response, Sample):
+                return Ran(sample_result(response), "ok", 200)
+            result = tool_result(parsed.tool, response, parsed.arguments)
+            return Ran(result, "error" if result.get("isError") else "ok", response.status)
+        if isinstance(ended, InputRequired):
+            return Ran(ended.result, "confirmation_required" if confirming else "input_required")
+        # The call raised, or its route's response outgrew the cap.
+        result, failure = tool_failure(ended.error, parsed.tool.name)
+        return Ran(result, failure)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.

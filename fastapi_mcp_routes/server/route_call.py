@@ -10,7 +10,6 @@ becomes a JSON-RPC error here: they have no `isError` result as tools do.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,20 +17,13 @@ from fastapi import FastAPI
 
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall, progress_token
 from fastapi_mcp_routes.server.channel import ClientChannel
+from fastapi_mcp_routes.server.running import Halted, Raised, registered, run_call
 from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
-from fastapi_mcp_routes.wire.errors import (
-    CallCancelled,
-    InvalidParams,
-    InvalidRequest,
-    McpError,
-    ToolContextError,
-    ToolError,
-)
-from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
-
-logger = logging.getLogger("fastapi_mcp_routes")
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolContextError, ToolError
+from fastapi_mcp_routes.wire.failures import internal_error
+from fastapi_mcp_routes.wire.jsonrpc import Request
 
 
 class RouteRunner:
@@ -60,13 +52,10 @@ class RouteRunner:
             arguments=arguments,
             answers=given.answers,
         )
-        running = channel.running()
-        if request.id in running:
-            raise InvalidRequest(f"Invalid Request: a request with id {truncate(request.id)!r} is still running.")
-        running[request.id] = running_call.cancel_scope
-        try:
-            with running_call.cancel_scope:
-                response = await invoke(
+        with registered(channel, running_call):
+            ended = await run_call(
+                running_call,
+                lambda: invoke(
                     self._app,
                     call,
                     arguments,
@@ -75,26 +64,15 @@ class RouteRunner:
                     max_response_bytes=self._max_response_bytes,
                     on_answered=running_call.answered,
                     stop=running_call.halt,
-                )
-        except ToolError as exc:  # arguments that cannot make a request
-            raise InvalidParams(f"Invalid params: {exc}") from None
-        except ToolContextError as exc:
-            raise McpError(f"The route could not finish: {exc}.") from None
-        except McpError:
-            raise
-        except Exception as exc:  # the route raised: the app answered 500, and so do we
-            raise crashed(call, exc) from None
-        finally:
-            channel.call_ended(request.id)
-        stopped = running_call.stopped
-        if isinstance(stopped, McpError):
-            raise stopped
-        if isinstance(stopped, InputRequired):
-            return stopped
-        if isinstance(stopped, ToolError):  # the response outgrew the cap
-            raise McpError(str(stopped))
-        if running_call.cancel_scope.cancelled_caught:
-            raise CallCancelled(request.id)
+                ),
+            )
+        if isinstance(ended, InputRequired):
+            return ended
+        if isinstance(ended, Raised):
+            raise refused_or_crashed(call, ended.error)
+        if isinstance(ended, Halted):  # the response outgrew the cap
+            raise McpError(str(ended.error))
+        response = ended.value
         try:
             check_status(call, response)
         except RouteFailed as failed:
@@ -104,26 +82,30 @@ class RouteRunner:
         return response
 
 
+def refused_or_crashed(call: Tool, exc: Exception) -> McpError:
+    """What the client is told of a route's call that raised `exc`."""
+    if isinstance(exc, ToolError):  # arguments that cannot make a request
+        return InvalidParams(f"Invalid params: {exc}")
+    if isinstance(exc, ToolContextError):
+        return McpError(f"The route could not finish: {exc}.")
+    return crashed(call, exc)  # the route raised: the app answered 500, and so do we
+
+
 def route_error(call: Tool, failed: RouteFailed) -> McpError:
     """A refusal (4xx) says what the route said, so the client can act on it; a failure (5xx)
     is logged with a reference the answer names."""
     if failed.status < 500:
         return InvalidParams(failed.text, {"status": failed.status})
-    reference = uuid.uuid4().hex[:12]
-    logger.warning("%s: the route answered HTTP %d (reference %s)", call.name, failed.status, reference)
-    return McpError(f"Internal error: the route failed with HTTP {failed.status}. Reference: {reference}.")
+    said = f"the route failed with HTTP {failed.status}"
+    return internal_error(said, "%s: the route answered HTTP %d", call.name, failed.status, level=logging.WARNING)
 
 
 def crashed(call: Tool, exc: Exception) -> McpError:
     """A route that raised: its traceback is logged with a reference the answer names, and
     nothing of it reaches the client (as a tool call's crash, wire/failures.py)."""
-    reference = uuid.uuid4().hex[:12]
-    logger.error("%s: the route raised (reference %s)", call.name, reference, exc_info=exc)
-    return McpError(f"Internal error: the route failed. Reference: {reference}.")
+    return internal_error("the route failed", "%s: the route raised", call.name, exc=exc)
 
 
 def unusable(call: Tool, problem: UnusableResponse) -> McpError:
     """A route that answered something its feature cannot use: a bug in the route, logged."""
-    reference = uuid.uuid4().hex[:12]
-    logger.error("%s: %s (reference %s)", call.name, problem, reference)
-    return McpError(f"Internal error: {problem}. Reference: {reference}.")
+    return internal_error(str(problem), "%s: %s", call.name, problem)

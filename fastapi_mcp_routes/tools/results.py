@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import uuid
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any, Final
@@ -15,11 +14,9 @@ from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire.constants import MEDIA_JSON
 from fastapi_mcp_routes.wire.errors import ParseError
-from fastapi_mcp_routes.wire.failures import crash_result, error_result
+from fastapi_mcp_routes.wire.failures import crash_result, error_result, failed_result
 from fastapi_mcp_routes.wire.json import dumps, loads
 from fastapi_mcp_routes.wire.jsonrpc import truncate
-
-logger = logging.getLogger("fastapi_mcp_routes")
 
 # Error text from a route is cut to this many characters: enough for a model to act on.
 _MAX_ERROR_TEXT: Final = 2000
@@ -34,15 +31,14 @@ def tool_result(tool: Tool, response: CapturedResponse, arguments: Mapping[str, 
     if 200 <= response.status < 300:
         return _success(tool, response, arguments)
     if response.status >= 500:
-        reference = uuid.uuid4().hex[:12]
-        logger.warning(
-            "tool %s: the route answered HTTP %d (reference %s): %r",
+        return failed_result(
+            f"The tool failed with HTTP {response.status}",
+            "tool %s: the route answered HTTP %d: %r",
             tool.name,
             response.status,
-            reference,
             response.body[:_MAX_ERROR_TEXT],
+            level=logging.WARNING,
         )
-        return error_result(f"The tool failed with HTTP {response.status}. Reference: {reference}.")
     return error_result(client_error_text(tool, response))
 
 

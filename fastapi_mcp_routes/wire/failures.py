@@ -6,6 +6,10 @@ its POST must carry one: then a -32800 error), and anything else is a generic in
 whose traceback stays in the server's log. A tool call that fails is answered with an `isError`
 result instead, so the model can read what went wrong and correct its call. Every path
 (session POST, stateless POST, initialize, batch entries, tool results) asks this module.
+
+A failure inside the app (a route that raised, a 5xx, a response its feature cannot use) is
+logged once under a new reference, and the answer, either kind, names only that reference
+(`failure_reference`): what the app said stays in the server's log.
 """
 
 from __future__ import annotations
@@ -66,6 +70,30 @@ def error_result(text: str) -> dict[str, Any]:
 
 def crash_result(tool: str, exc: BaseException | None = None) -> dict[str, Any]:
     """The result for a failure inside the app; the traceback stays in the log."""
+    return failed_result("The tool failed with an internal error", "tool %s failed", tool, exc=exc)
+
+
+def failure_reference(what: str, *args: object, exc: BaseException | None = None, level: int = logging.ERROR) -> str:
+    """A new reference for a failure the client is told of only by it: `what % args` is logged
+    with it once, at `level`, with the traceback of `exc` when there is one."""
     reference = uuid.uuid4().hex[:12]
-    logger.error("tool %s failed (reference %s)", tool, reference, exc_info=exc)
-    return error_result(f"The tool failed with an internal error. Reference: {reference}.")
+    logger.log(level, what + " (reference %s)", *args, reference, exc_info=exc)
+    return reference
+
+
+def internal_error(
+    said: str, what: str, *args: object, exc: BaseException | None = None, level: int = logging.ERROR
+) -> McpError:
+    """The JSON-RPC error for a failure inside the app: `said` and a reference, logged as
+    `failure_reference` logs it."""
+    reference = failure_reference(what, *args, exc=exc, level=level)
+    return McpError(f"Internal error: {said}. Reference: {reference}.")
+
+
+def failed_result(
+    said: str, what: str, *args: object, exc: BaseException | None = None, level: int = logging.ERROR
+) -> dict[str, Any]:
+    """The `isError` result for a failure inside the app: `said` and a reference, logged as
+    `failure_reference` logs it."""
+    reference = failure_reference(what, *args, exc=exc, level=level)
+    return error_result(f"{said}. Reference: {reference}.")
