@@ -40,6 +40,7 @@ import fastapi_mcp_routes.server.pipeline as pipeline_module
 import fastapi_mcp_routes.server.sessions.manager as sessions_module
 import fastapi_mcp_routes.server.urls.policy as url_policy_module
 import fastapi_mcp_routes.tools.invoke as invoke_module
+import fastapi_mcp_routes.transport.answer as answer_module
 import fastapi_mcp_routes.transport.endpoint as endpoint_module
 import fastapi_mcp_routes.transport.http as http
 import fastapi_mcp_routes.wire.jsonrpc as jsonrpc
@@ -66,15 +67,15 @@ class Step:
 STEPS: Final = (
     Step("read the headers", endpoint_module, "field_table", "every check below reads them"),
     Step("Origin and Host", endpoint_module.StreamableHTTPEndpoint, "_check_origin", "DNS rebinding (spec)"),
-    Step("media types", endpoint_module, "check_media_types", "415/406 as the spec names them"),
-    Step("the body within its cap", endpoint_module, "read_body", "Limits.max_body_bytes", is_async=True),
-    Step("decode and classify", endpoint_module, "parse", "JSON-RPC errors, finite numbers only"),
-    Step("which revision", endpoint_module, "is_modern", "both eras on one path"),
-    Step("the caller's identity", endpoint_module, "caller_identity", "sessions bound to credentials"),
-    Step("whom it counts against", endpoint_module, "holder_of", "per-caller bounds"),
+    Step("media types", http, "check_media_types", "415/406 as the spec names them"),
+    Step("the body within its cap", http, "read_body", "Limits.max_body_bytes", is_async=True),
+    Step("decode and classify", http, "parse", "JSON-RPC errors, finite numbers only"),
+    Step("which revision", http, "is_modern", "both eras on one path"),
+    Step("the caller's identity", http, "caller_identity", "sessions bound to credentials"),
+    Step("whom it counts against", http, "holder_of", "per-caller bounds"),
     Step("the session", sessions_module.SessionManager, "find", "sealed id, expiry, caller binding", True),
-    Step("protocol version", endpoint_module, "protocol_version", "400 for an unsupported version"),
-    Step("what the route inherits", endpoint_module, "caller_from_scope", "the caller's credentials reach it"),
+    Step("protocol version", endpoint_module, "_protocol_version", "400 for an unsupported version"),
+    Step("what the route inherits", http, "caller_from_scope", "the caller's credentials reach it"),
     Step("the request's channel", channel_module.Channels, "session", "progress, logs, questions per era"),
     Step("tool and arguments", pipeline_module, "parse_call", "-32602 for an unknown tool or bad params"),
     Step("earlier rounds' answers", channel_module.SessionChannel, "call_input", "multi-round calls"),
@@ -83,7 +84,7 @@ STEPS: Final = (
     Step("the route's request", invoke_module, "build_request", "the route sees a REST request"),
     Step("the route's JSON as a result", pipeline_module, "tool_result", "text plus structuredContent"),
     Step("the result for its era", channel_module.SessionChannel, "shape", "the era's result shape"),
-    Step("the JSON-RPC answer", endpoint_module, "encode_result", "finite numbers only"),
+    Step("the JSON-RPC answer", answer_module, "encode_result", "finite numbers only"),
 )
 
 
@@ -244,17 +245,10 @@ class Flat:
         message = parsed.messages[0]
         call = pipeline_module.parse_call(message.params, self.registry)
         given = channel.call_input(message.params, call.tool, call.arguments)
-        running = ToolCall(
-            request_id=message.id,
-            progress_token=call.progress_token,
-            channel=channel,
-            tool=call.tool.name,
-            arguments=call.arguments,
-            answers=given.answers,
-        )
+        running = ToolCall.of(message.id, message.params, channel, call.tool.name, call.arguments, given.answers)
         channel.running()[message.id] = running.cancel_scope
         try:
-            invoke_module.check_argument_depth(call.arguments, self.max_depth)
+            pipeline_module.check_argument_depth(call.arguments, self.max_depth)
             self.urls.check(call.tool, call.arguments)
             with running.cancel_scope:
                 route_scope, body = invoke_module.build_request(call.tool, call.arguments, caller)

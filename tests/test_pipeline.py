@@ -122,11 +122,12 @@ def test_parse_takes_the_confirmation_token_out_of_the_routes_arguments() -> Non
     assert parsed.token == "t"
 
 
-def test_parse_keeps_a_progress_token_only_when_it_is_a_string_or_an_integer() -> None:
-    params = {"name": "get_item", "arguments": {}, "_meta": {"progressToken": True}}
-    assert parse_call(params, registry()).progress_token is None
+@pytest.mark.anyio
+async def test_a_call_keeps_a_progress_token_only_when_it_is_a_string_or_an_integer() -> None:
+    params: dict[str, Any] = {"name": "get_item", "arguments": {}, "_meta": {"progressToken": True}}
+    assert ToolCall.of(1, params, session_channel(), "get_item", {}, {}).progress_token is None
     params["_meta"] = {"progressToken": 5}
-    assert parse_call(params, registry()).progress_token == 5
+    assert ToolCall.of(1, params, session_channel(), "get_item", {}, {}).progress_token == 5
 
 
 @pytest.mark.parametrize(

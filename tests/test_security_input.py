@@ -28,8 +28,9 @@ from fastapi_mcp_routes import Limits, ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.options import MAX_ARGUMENT_DEPTH
 from fastapi_mcp_routes.server.call import ToolCall
 from fastapi_mcp_routes.server.channel import SessionChannel
+from fastapi_mcp_routes.server.pipeline import check_argument_depth
 from fastapi_mcp_routes.server.sealing.request_state import InvalidRequestState, RequestStateSealer
-from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, check_argument_depth
+from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError

@@ -184,6 +184,26 @@ class ToolCall:
         self._asked = 0
         self._last_progress: float | None = None
 
+    @classmethod
+    def of(
+        cls,
+        request_id: str | int,
+        params: Mapping[str, Any],
+        channel: Channel,
+        tool: str,
+        arguments: Mapping[str, Any],
+        answers: Mapping[str, Any],
+    ) -> ToolCall:
+        """The call a request with these params makes (its progress token read from `_meta`)."""
+        return cls(
+            request_id=request_id,
+            progress_token=progress_token(params),
+            channel=channel,
+            tool=tool,
+            arguments=arguments,
+            answers=answers,
+        )
+
     @property
     def principal(self) -> Any:
         return self.channel.principal

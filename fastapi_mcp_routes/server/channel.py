@@ -47,7 +47,7 @@ from fastapi_mcp_routes.wire.constants import (
 )
 from fastapi_mcp_routes.wire.errors import InvalidRequest, ToolContextError
 from fastapi_mcp_routes.wire.json import RawJSON
-from fastapi_mcp_routes.wire.jsonrpc import RequestId, is_request_id, truncate
+from fastapi_mcp_routes.wire.jsonrpc import Request, RequestId, is_request_id, truncate
 
 Result = Mapping[str, Any] | RawJSON
 # The two eras a channel speaks, and a method is declared for (server/features.py).
@@ -69,6 +69,31 @@ class CallInput:
 
 
 NO_EARLIER_ROUND: Final = CallInput({})
+
+
+class Registration:
+    """While inside, the call is one `notifications/cancelled` (or a closed stream) can stop;
+    `InvalidRequest` on entry when a request with its id is running already. Separate from
+    running the call: a tool call that becomes a task runs on after its request ended, when a
+    cancellation of that request must no longer reach it."""
+
+    # A class rather than a generator-based context manager: it is entered on every call.
+    __slots__ = ("_call", "_channel")
+
+    def __init__(self, channel: ClientChannel, call: ToolCall) -> None:
+        self._channel = channel
+        self._call = call
+
+    def __enter__(self) -> None:
+        call = self._call
+        running = self._channel.running()
+        if call.request_id in running:
+            # Ids of requests in flight must be unique, or a cancellation could not name one.
+            raise InvalidRequest(f"Invalid Request: a request with id {truncate(call.request_id)!r} is still running.")
+        running[call.request_id] = call.cancel_scope
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._channel.call_ended(self._call.request_id)
 
 
 class ClientChannel(abc.ABC):
@@ -109,6 +134,15 @@ class ClientChannel(abc.ABC):
     @property
     def holder(self) -> Holder:
         return holder_of(self.identity, self.address, self.principal)
+
+    def start_call(
+        self, request: Request, tool: Tool, arguments: Mapping[str, Any]
+    ) -> tuple[CallInput, ToolCall, Registration]:
+        """The call `request` makes of `tool`'s route: what it brings from earlier rounds, the
+        running call, and its registration (`with registration:` while it runs)."""
+        given = self.call_input(request.params, tool, arguments)
+        call = ToolCall.of(request.id, request.params, self, tool.name, arguments, given.answers)
+        return given, call, Registration(self, call)
 
     def running(self) -> dict[RequestId, anyio.CancelScope]:
         """The calls a cancellation can name: by default, this request's own."""

@@ -12,27 +12,27 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from fastapi import FastAPI
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import ToolCallEvent, arguments_digest, log_tool_call, report
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall, progress_token
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.confirmation.guards import refusal
-from fastapi_mcp_routes.server.running import Finished, registered, run_call
+from fastapi_mcp_routes.server.running import Finished, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, check_argument_depth, invoke, planned_path
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, invoke, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Sample, Sampling, Window, describe, sample, sample_result
-from fastapi_mcp_routes.wire.errors import InvalidParams, McpError
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolError
 from fastapi_mcp_routes.wire.failures import tool_failure
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
@@ -49,7 +49,6 @@ class ParsedCall(NamedTuple):
     tool: Tool
     arguments: Mapping[str, Any]
     token: object  # the `confirmationToken` argument of a gated tool, not the route's
-    progress_token: str | int | None
     window: Mapping[str, Any] | None = None  # a streaming tool's `durationMs` and `maxFrames`
 
 
@@ -75,7 +74,7 @@ def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
     if tool.stream:
         window = {name: arguments[name] for name in STREAM_ARGUMENTS if name in arguments}
         arguments = {name: value for name, value in arguments.items() if name not in window}
-    return ParsedCall(tool, arguments, token, progress_token(params), window)
+    return ParsedCall(tool, arguments, token, window)
 
 
 class ToolCallPipeline:
@@ -111,19 +110,11 @@ class ToolCallPipeline:
         as_task = parsed.tool.task != "never" and channel.tasks_declared
         if as_task is False and parsed.tool.task == "required":
             raise needs_tasks(f"the tool {truncate(parsed.tool.name)!r}")
-        given = channel.call_input(request.params, parsed.tool, parsed.arguments)
-        call = ToolCall(
-            request_id=request.id,
-            progress_token=parsed.progress_token,
-            channel=channel,
-            tool=parsed.tool.name,
-            arguments=parsed.arguments,
-            answers=given.answers,
-        )
+        given, call, registration = channel.start_call(request, parsed.tool, parsed.arguments)
         ran: Ran | None = None  # stays `None` for a request refused before it runs: not audited
         started = time.perf_counter()
         try:
-            with registered(channel, call):
+            with registration:
                 ran = Ran({}, "cancelled")
                 if as_task and self._tasks is not None:
 
@@ -248,3 +239,35 @@ class ToolCallPipeline:
             parsed.tool.name, call.principal, digest, ran.outcome, ran.status, duration_ms, call.request_id
         )
         await report(self._on_tool_call, event)
+
+
+_CONTAINERS: Final = (dict, list)  # what nests in a decoded JSON value
+
+
+def check_argument_depth(arguments: Mapping[str, Any], limit: int) -> None:
+    """`ToolError` for an argument whose objects and arrays nest more than `limit` levels.
+
+    Whatever is accepted must be echoed too (a confirmation plan, a question), a few levels
+    further down a response, and still be read by the client's parser."""
+    for name, value in arguments.items():
+        if isinstance(value, _CONTAINERS) and _nesting_exceeds(value, limit):
+            raise ToolError(
+                f"Argument {truncate(name)!r} nests objects or arrays more than {limit} levels deep; "
+                f"the server accepts at most {limit} (Limits.max_argument_depth)."
+            )
+
+
+def _nesting_exceeds(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Level by level, so a wide argument costs one pass and a deep one stops past the limit.
+    Plain loops, cheaper here than comprehensions (`benchmarks/step_costs.py` times this step)."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        below: list[Any] = []
+        for container in level:
+            for child in container.values() if isinstance(container, dict) else container:
+                if isinstance(child, _CONTAINERS):
+                    below.append(child)
+        if not below:
+            return False
+        level = below
+    return True

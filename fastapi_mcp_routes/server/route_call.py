@@ -15,9 +15,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, ToolCall, progress_token
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel
-from fastapi_mcp_routes.server.running import Halted, Raised, registered, run_call
+from fastapi_mcp_routes.server.running import Halted, Raised, run_call
 from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -43,16 +43,8 @@ class RouteRunner:
     ) -> CapturedResponse | InputRequired:
         """The route's successful response, or the question that ends the request for now;
         raises the `McpError` the client is answered with otherwise (`not_found()` for a 404)."""
-        given = channel.call_input(request.params, call, arguments)
-        running_call = ToolCall(
-            request_id=request.id,
-            progress_token=progress_token(request.params),
-            channel=channel,
-            tool=call.name,
-            arguments=arguments,
-            answers=given.answers,
-        )
-        with registered(channel, running_call):
+        _, running_call, registration = channel.start_call(request, call, arguments)
+        with registration:
             ended = await run_call(
                 running_call,
                 lambda: invoke(

@@ -23,7 +23,7 @@ from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import ToolError
 from fastapi_mcp_routes.wire.json import dumps
-from fastapi_mcp_routes.wire.jsonrpc import some, truncate
+from fastapi_mcp_routes.wire.jsonrpc import some
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -34,7 +34,6 @@ _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 # What percent-encoding leaves as it is, in a path segment and in a query (RFC 3986 section 2.3).
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
-_CONTAINERS = (dict, list)  # what nests in a decoded JSON value
 
 
 # Per-request values, built on every call: not frozen, since a frozen dataclass sets each
@@ -221,35 +220,6 @@ async def call_app(
 
 def _too_large(limit: int) -> ToolError:
     return ToolError(f"The route's response is larger than {limit} bytes.")
-
-
-def check_argument_depth(arguments: Mapping[str, Any], limit: int) -> None:
-    """`ToolError` for an argument whose objects and arrays nest more than `limit` levels.
-
-    Whatever is accepted must be echoed too (a confirmation plan, a question), a few levels
-    further down a response, and still be read by the client's parser."""
-    for name, value in arguments.items():
-        if isinstance(value, _CONTAINERS) and _nesting_exceeds(value, limit):
-            raise ToolError(
-                f"Argument {truncate(name)!r} nests objects or arrays more than {limit} levels deep; "
-                f"the server accepts at most {limit} (Limits.max_argument_depth)."
-            )
-
-
-def _nesting_exceeds(value: dict[str, Any] | list[Any], limit: int) -> bool:
-    """Level by level, so a wide argument costs one pass and a deep one stops past the limit.
-    Plain loops, cheaper here than comprehensions (`benchmarks/step_costs.py` times this step)."""
-    level: list[Any] = [value]
-    for _ in range(limit):
-        below: list[Any] = []
-        for container in level:
-            for child in container.values() if isinstance(container, dict) else container:
-                if isinstance(child, _CONTAINERS):
-                    below.append(child)
-        if not below:
-            return False
-        level = below
-    return True
 
 
 def _check_argument_names(tool: Tool, arguments: Mapping[str, Any]) -> None:
