@@ -13,6 +13,7 @@ from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
 from fastapi_mcp_routes.server.resources.updates import notify_resource_updated
 from fastapi_mcp_routes.store.base import Store
+from fastapi_mcp_routes.tools.catalog.marks import mcp_completion, mcp_prompt, mcp_resource
 from fastapi_mcp_routes.tools.content import (
     ContentResponse,
     PromptMessage,
@@ -23,11 +24,10 @@ from fastapi_mcp_routes.tools.content import (
     resource_link,
     text_content,
 )
-from fastapi_mcp_routes.tools.feature_marks import mcp_completion, mcp_prompt, mcp_resource
 from fastapi_mcp_routes.tools.marking import auth_guard, mcp_tool
 
 if TYPE_CHECKING:
-    from fastapi_mcp_routes.store.redis import RedisStore
+    from fastapi_mcp_routes.store.redis.store import RedisStore
 
 __all__ = [
     "ContentResponse",
@@ -65,7 +65,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # RedisStore is imported on first use: the package itself does not need redis (an extra).
     if name == "RedisStore":
-        from fastapi_mcp_routes.store.redis import RedisStore
+        from fastapi_mcp_routes.store.redis.store import RedisStore
 
         return RedisStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

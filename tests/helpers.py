@@ -51,7 +51,7 @@ from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.store.redis import RedisStore
+from fastapi_mcp_routes.store.redis.store import RedisStore
 from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry

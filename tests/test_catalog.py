@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_completion, mcp_prompt, mcp_resource, mcp_tool
-from fastapi_mcp_routes.tools.catalog import PROMPT_REF, RESOURCE_REF, Catalog
+from fastapi_mcp_routes.tools.catalog.entries import PROMPT_REF, RESOURCE_REF, Catalog
 from tests.helpers import registry_of
 
 

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from fastapi_mcp_routes import Limits, RedisStore, mcp_prompt, mcp_resource, mcp_routes, notify_resource_updated
 from fastapi_mcp_routes.store.base import SessionRecord
 from fastapi_mcp_routes.store.memory import MemoryStore
-from fastapi_mcp_routes.tools.uri_template import UriTemplate
+from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
 from tests.helpers import (
     HEADERS,
     SESSION_VERSION,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from fastapi_mcp_routes.store import MemoryStore, Store
-from fastapi_mcp_routes.store.redis import RedisStore
+from fastapi_mcp_routes.store.redis.store import RedisStore
 from fastapi_mcp_routes.store.testing import MakeStore, StoreContract
 
 

@@ -283,7 +283,7 @@ async def cancelled_elsewhere(first: str, second: str, session: dict[str, str], 
 # How long Redis is away after the processes start: their listener for cancellations sent to
 # other processes has failed a few times by then. A scenario's length, not synchronisation.
 REDIS_LATE_S: Final = 16.0
-# Once Redis is back, the pub/sub connection returns within 2 s (store/redis_pubsub.py); the
+# Once Redis is back, the pub/sub connection returns within 2 s (store/redis/pubsub.py); the
 # listener must be back soon after.
 HEARD_AGAIN_WITHIN_S: Final = 8.0
 

@@ -21,9 +21,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import fastapi_mcp_routes
-from fastapi_mcp_routes.store import redis_pubsub
 from fastapi_mcp_routes.store.base import USED, Holder, LogBounds, SessionBounds, SessionRecord, Store, Trust
-from fastapi_mcp_routes.store.redis import RedisStore
+from fastapi_mcp_routes.store.redis import pubsub as redis_pubsub
+from fastapi_mcp_routes.store.redis.store import RedisStore
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 from tests.helpers import WAIT_S, Stores, gone_redis_url
 
@@ -332,6 +332,6 @@ def test_importing_the_package_does_not_import_redis() -> None:
 
 def test_without_redis_the_store_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)  # as if it were not installed
-    monkeypatch.delitem(sys.modules, "fastapi_mcp_routes.store.redis")
+    monkeypatch.delitem(sys.modules, "fastapi_mcp_routes.store.redis.store")
     with pytest.raises(ModuleNotFoundError, match=re.escape("pip install 'fastapi-mcp-routes[redis]'")):
         _ = fastapi_mcp_routes.RedisStore

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fastapi_mcp_routes.tools.uri_template import UriTemplate
+from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
 
 
 @pytest.mark.parametrize(

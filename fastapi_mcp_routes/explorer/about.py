@@ -22,7 +22,7 @@ from fastapi_mcp_routes.explorer.facts import ServerFacts
 from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.tools.access import Access
-from fastapi_mcp_routes.tools.catalog import PROMPT_REF, RESOURCE_REF
+from fastapi_mcp_routes.tools.catalog.entries import PROMPT_REF, RESOURCE_REF
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire import constants as c

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.running import Halted, Raised, run_call
-from fastapi_mcp_routes.tools.feature_results import RouteFailed, UnusableResponse, check_status
+from fastapi_mcp_routes.tools.catalog.results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolContextError, ToolError

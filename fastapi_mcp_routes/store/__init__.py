@@ -1,6 +1,6 @@
 """The state that outlives a request, behind the `Store` protocol.
 
-`MemoryStore` keeps it in one process (the default); `RedisStore` (store/redis.py, the `redis`
+`MemoryStore` keeps it in one process (the default); `RedisStore` (store/redis/store.py, the `redis`
 extra) shares it between every process serving the endpoint. Any object that implements
 `Store` can be handed to `mcp_routes(store=...)`.
 

@@ -14,7 +14,7 @@ store/policy.py, the same for every store.
 
 Values are bytes or small frozen records of plain values, so an implementation can keep them
 anywhere. `MemoryStore` (store/memory.py) is the default, for one process; `RedisStore`
-(store/redis.py) is shared by every process. A store that cannot take a step now (a Redis
+(store/redis/store.py) is shared by every process. A store that cannot take a step now (a Redis
 outage) raises `StoreUnavailable` (wire/errors.py): the endpoint answers 503 with Retry-After.
 """
 

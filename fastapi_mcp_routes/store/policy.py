@@ -12,7 +12,7 @@ would pass a bound, records are pushed out by the same rules in every backend:
 What differs from one family to another is data, an `Admission` made by `session_admission`,
 `token_admission` or `task_admission`. A backend only executes it, with one routine for every
 family: `MemoryStore` with `Ranks.admit` (store/memory.py), `RedisStore` with the Lua function
-`admit` (store/redis_scripts.py), which gets the admission as script arguments
+`admit` (store/redis/scripts.py), which gets the admission as script arguments
 (`Admission.terms`). What "oldest" means in a total is the order a backend ranks the family's
 records in: a session by its last use, a token by its keeping, a task by its ending.
 """

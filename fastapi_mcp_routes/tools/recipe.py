@@ -3,7 +3,7 @@
 A tool, a resource read, a prompt and a completion all run a route the same way: its method,
 its path with placeholders filled, its arguments put where its OpenAPI operation says they go
 (tools/invoke.py). `Tool` holds that, as discovered once; the tool list's definitions and the
-other features' descriptions are built beside it (tools/registry.py, tools/catalog.py).
+other features' descriptions are built beside it (tools/registry.py, tools/catalog/entries.py).
 """
 
 from __future__ import annotations

@@ -23,9 +23,8 @@ from fastapi.routing import APIRoute, iter_route_contexts
 
 from fastapi_mcp_routes.options import DEFAULT_PAGE_SIZE
 from fastapi_mcp_routes.tools.access import access_of
-from fastapi_mcp_routes.tools.catalog import EMPTY_CATALOG, Catalog, FeatureMark, Kind, build_catalog
-from fastapi_mcp_routes.tools.confirmation import gated_input_schema
-from fastapi_mcp_routes.tools.feature_marks import (
+from fastapi_mcp_routes.tools.catalog.entries import EMPTY_CATALOG, Catalog, FeatureMark, Kind, build_catalog
+from fastapi_mcp_routes.tools.catalog.marks import (
     CompletionOptions,
     PromptOptions,
     ResourceOptions,
@@ -33,6 +32,7 @@ from fastapi_mcp_routes.tools.feature_marks import (
     read_prompt_options,
     read_resource_options,
 )
+from fastapi_mcp_routes.tools.confirmation import gated_input_schema
 from fastapi_mcp_routes.tools.inline import INLINED_SCHEMA_LIMIT, inline_models
 from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
 from fastapi_mcp_routes.tools.paging import pages

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from fastapi_mcp_routes.server.features import Feature, ListChange, Listed, Listing, Method
 from fastapi_mcp_routes.server.prompts.methods import PromptMethods
-from fastapi_mcp_routes.tools.catalog import Prompt
+from fastapi_mcp_routes.tools.catalog.entries import Prompt
 from fastapi_mcp_routes.tools.registry import ToolTable
 
 PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"

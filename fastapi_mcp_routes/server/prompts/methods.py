@@ -18,8 +18,8 @@ from typing import Any
 from fastapi_mcp_routes.server.call import InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.route_call import RouteRunner, unusable
-from fastapi_mcp_routes.tools.catalog import COMPLETION_VALUE, PROMPT_REF, RESOURCE_REF, Catalog
-from fastapi_mcp_routes.tools.feature_results import UnusableResponse, completion, completion_values, prompt_result
+from fastapi_mcp_routes.tools.catalog.entries import COMPLETION_VALUE, PROMPT_REF, RESOURCE_REF, Catalog
+from fastapi_mcp_routes.tools.catalog.results import UnusableResponse, completion, completion_values, prompt_result
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire.errors import InvalidParams
 from fastapi_mcp_routes.wire.jsonrpc import Request, some, truncate

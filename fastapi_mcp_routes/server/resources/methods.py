@@ -19,8 +19,8 @@ from typing import Any
 from fastapi_mcp_routes.server.call import InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.route_call import RouteRunner
-from fastapi_mcp_routes.tools.catalog import Resource
-from fastapi_mcp_routes.tools.feature_results import resource_contents
+from fastapi_mcp_routes.tools.catalog.entries import Resource
+from fastapi_mcp_routes.tools.catalog.results import resource_contents
 from fastapi_mcp_routes.tools.invoke import planned_path
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ResourceNotFound, ToolError

@@ -71,7 +71,7 @@ CHECKED_KEPT: Final = 4096
 FORWARDED_ID_CHARS: Final = 256
 # Listening for other processes' news again after a store outage: first after this long, then
 # twice as long each time, up to the last. The last is the pace at which the store's pub/sub
-# connection is made again (store/redis_pubsub.py): a try while it is down fails at once, without
+# connection is made again (store/redis/pubsub.py): a try while it is down fails at once, without
 # a word to Redis, and a longer wait loses the news sent meanwhile.
 FORWARD_RETRY_FIRST_S: Final = 1.0
 FORWARD_RETRY_LAST_S: Final = 2.0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, TypeVar
 
-from fastapi_mcp_routes.tools.uri_template import UriTemplate
+from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
 
 RESOURCE_ATTRIBUTE: Final = "__mcp_resource__"
 PROMPT_ATTRIBUTE: Final = "__mcp_prompt__"

@@ -18,11 +18,11 @@ from typing import Any, Final, Literal
 from starlette.routing import compile_path
 
 from fastapi_mcp_routes.tools.access import Access, access_of
-from fastapi_mcp_routes.tools.feature_marks import CompletionOptions, PromptOptions, ResourceOptions
+from fastapi_mcp_routes.tools.catalog.marks import CompletionOptions, PromptOptions, ResourceOptions
+from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
 from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, route_description
 from fastapi_mcp_routes.tools.schema import BodyMode
-from fastapi_mcp_routes.tools.uri_template import UriTemplate
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import ToolError
 from fastapi_mcp_routes.wire.json import RawJSON

@@ -2,7 +2,7 @@
 
     store = RedisStore.from_url("redis://localhost:6379/0")
 
-Every method is one round trip: a Lua script (store/redis_scripts.py, sent once and then run
+Every method is one round trip: a Lua script (store/redis/scripts.py, sent once and then run
 by its digest) or a single command, so each step is atomic however many processes share the
 store. `find_session`, on every request's path, is one script that returns the record and
 restarts its idle time. Every key lives under `prefix`, so several apps can share one Redis
@@ -17,7 +17,7 @@ slot on its own once nothing renews it, even when every process died. A `clock` 
 pass a fake one; processes would need one clock they agree on, such as `time.time`) is sent with
 each call instead; keys then still expire by Redis's clock, and records by the one passed in.
 
-Publish/subscribe goes through one pub/sub connection per store (store/redis_pubsub.py);
+Publish/subscribe goes through one pub/sub connection per store (store/redis/pubsub.py);
 messages published while that connection is down are lost. A Redis outage surfaces as
 `StoreUnavailable` from the method that needed it (answered 503, or as a JSON-RPC error);
 `from_url` bounds connecting and each reply so nothing waits long on a Redis that is gone.
@@ -44,7 +44,6 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from fastapi_mcp_routes.store import redis_scripts as scripts
 from fastapi_mcp_routes.store.base import (
     USED,
     Holder,
@@ -59,7 +58,8 @@ from fastapi_mcp_routes.store.base import (
     Trust,
 )
 from fastapi_mcp_routes.store.policy import session_admission, task_admission, token_admission
-from fastapi_mcp_routes.store.redis_pubsub import Topics
+from fastapi_mcp_routes.store.redis import scripts
+from fastapi_mcp_routes.store.redis.pubsub import Topics
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 DEFAULT_PREFIX: Final = "fastapi-mcp-routes:"
