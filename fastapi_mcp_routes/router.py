@@ -47,7 +47,7 @@ from fastapi_mcp_routes.server.urls.policy import url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable
-from fastapi_mcp_routes.tools.streams import Sampling
+from fastapi_mcp_routes.tools.streams import WindowBounds
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.plain_routes import ENDPOINT_METHODS, Swap, serve_plainly
@@ -196,9 +196,9 @@ def mcp_routes(
     credentials = frozenset(_ALWAYS_CREDENTIALS) | forwarded
     caller_headers = credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS)
     urls = url_policy(allowed_server_urls, allow_arbitrary_urls, allowed_server_urls_from_env, os.environ)
-    sampling = Sampling(default_subscribe_ms, max_subscribe_ms, max_subscribe_frames)
+    sampling = WindowBounds(default_subscribe_ms, max_subscribe_ms, max_subscribe_frames)
     registry = ToolRegistry(
-        app, caller_headers, require_confirmation_for_mutations, page_size=limits.page_size, sampling=sampling
+        app, caller_headers, require_confirmation_for_mutations, page_size=limits.page_size, windows=sampling
     )
     identity = ServerIdentity(server_name or app.title, server_version or app.version, instructions)
     config = TransportConfig(
@@ -229,7 +229,7 @@ def mcp_routes(
         urls=urls,
         max_argument_depth=limits.max_argument_depth,
         tasks=task_runs,
-        sampling=sampling,
+        windows=sampling,
     )
     runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
     updates = ResourceUpdates(store, registry)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastapi_mcp_routes.tools.streams import LineParser, Sampling, SseParser, describe
+from fastapi_mcp_routes.tools.streams import LineParser, SseParser, WindowBounds, describe
 from fastapi_mcp_routes.wire.errors import ToolError
 
 EVENTS = (
@@ -62,17 +62,17 @@ def test_json_lines_are_parsed_whatever_the_chunks_and_a_last_line_without_newli
 
 
 def test_the_window_is_clamped_to_its_bounds_and_defaults_when_not_given() -> None:
-    sampling = Sampling(default_ms=300, max_ms=1000, max_frames=5)
-    assert sampling.window({}) == sampling.window({"durationMs": 300, "maxFrames": 5})
-    clamped = sampling.window({"durationMs": 60_000, "maxFrames": 10_000})
+    windows = WindowBounds(default_ms=300, max_ms=1000, max_frames=5)
+    assert windows.window({}) == windows.window({"durationMs": 300, "maxFrames": 5})
+    clamped = windows.window({"durationMs": 60_000, "maxFrames": 10_000})
     assert (clamped.duration_s, clamped.max_frames) == (1.0, 5)
-    assert sampling.window({"durationMs": 250.0}).duration_s == 0.25
+    assert windows.window({"durationMs": 250.0}).duration_s == 0.25
 
 
 @pytest.mark.parametrize("value", [0, -5, "abc", 1.5, True, None])
 def test_a_window_that_is_not_a_positive_whole_number_is_refused(value: object) -> None:
     with pytest.raises(ToolError, match="durationMs"):
-        Sampling().window({"durationMs": value})
+        WindowBounds().window({"durationMs": value})
 
 
 @pytest.mark.parametrize(
@@ -84,9 +84,9 @@ def test_a_window_that_is_not_a_positive_whole_number_is_refused(value: object) 
         ({"default_ms": 5000, "max_ms": 1000}, "default_subscribe_ms must not exceed max_subscribe_ms"),
     ],
 )
-def test_invalid_sampling_options_are_refused_naming_the_option(options: dict[str, int], named: str) -> None:
+def test_invalid_stream_window_options_are_refused_naming_the_option(options: dict[str, int], named: str) -> None:
     with pytest.raises(ValueError, match=named):
-        Sampling(**options)
+        WindowBounds(**options)
 
 
 def test_a_frame_in_a_progress_message_is_short_and_on_one_line() -> None:

@@ -33,7 +33,7 @@ _DEFINITIONS_REF: Final = "#/$defs/"
 
 
 @dataclass(frozen=True, slots=True)
-class Argument:
+class ListedArgument:
     """One argument of an entry: its name, its JSON type in short, and whether it is required."""
 
     name: str
@@ -49,7 +49,7 @@ class Entry:
     definition: Mapping[str, Any]
     method: str
     path: str
-    arguments: tuple[Argument, ...]
+    arguments: tuple[ListedArgument, ...]
     hidden_from_anonymous: bool
     confirm: bool = False
     task: str = "never"
@@ -133,10 +133,12 @@ def _entry(kind: str, listed: Listed, hidden: bool) -> Entry:
     )
 
 
-def _arguments(schema: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[Argument, ...]:
+def _arguments(schema: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[ListedArgument, ...]:
     required = set(schema.get("required", ()))
     definitions = schema.get("$defs", {})
-    return tuple(Argument(name, type_of(node, definitions), name in required) for name, node in properties.items())
+    return tuple(
+        ListedArgument(name, type_of(node, definitions), name in required) for name, node in properties.items()
+    )
 
 
 def type_of(node: Any, definitions: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fastapi_mcp_routes.cli.inventory import Argument, Entry, Inventory, Section
+from fastapi_mcp_routes.cli.inventory import Entry, Inventory, ListedArgument, Section
 
 # Annotation hints shown when true, in this order, by the word the table uses.
 _HINTS = (
@@ -106,5 +106,5 @@ def _marks(entry: Entry) -> str:
     return "\n".join(marks)
 
 
-def _listed(arguments: Sequence[Argument]) -> Text:
+def _listed(arguments: Sequence[ListedArgument]) -> Text:
     return Text("\n".join(f"{a.name}{'*' if a.required else ''}: {a.type}" for a in arguments))

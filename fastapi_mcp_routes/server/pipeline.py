@@ -31,7 +31,15 @@ from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, inv
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
-from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Sample, Sampling, Window, describe, sample, sample_result
+from fastapi_mcp_routes.tools.streams import (
+    STREAM_ARGUMENTS,
+    Window,
+    WindowBounds,
+    WindowRead,
+    describe,
+    read_window,
+    window_result,
+)
 from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolError
 from fastapi_mcp_routes.wire.failures import tool_failure
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
@@ -92,9 +100,9 @@ class ToolCallPipeline:
         max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH,
         invoker: Invoke | None = None,
         tasks: TaskRuns | None = None,
-        sampling: Sampling | None = None,
+        windows: WindowBounds | None = None,
     ) -> None:
-        self._sampling = sampling if sampling is not None else Sampling()
+        self._windows = windows if windows is not None else WindowBounds()
         self._tasks = tasks
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
@@ -142,19 +150,19 @@ class ToolCallPipeline:
         it asked."""
         confirming = parsed.tool.confirm
 
-        async def work() -> Ran | Sample | CapturedResponse:
+        async def work() -> Ran | WindowRead | CapturedResponse:
             nonlocal confirming
             # Before the gate: a call that will be refused is never offered for confirmation.
             check_argument_depth(parsed.arguments, self._max_argument_depth)
             self._urls.check(parsed.tool, parsed.arguments)
-            window = self._sampling.window(parsed.window) if parsed.window is not None else None
+            window = self._windows.window(parsed.window) if parsed.window is not None else None
             if confirming:
                 held = await self._confirm(parsed, given, call)
                 if held is not None:
                     return held
             confirming = False
             if window is not None:
-                return await self._sample(parsed, call, window)
+                return await self._read_window(parsed, call, window)
             return await self._invoke(parsed.tool, parsed.arguments, call)
 
         ended = await run_call(call, work)
@@ -162,8 +170,8 @@ class ToolCallPipeline:
             response = ended.value
             if isinstance(response, Ran):
                 return response
-            if isinstance(response, Sample):
-                return Ran(sample_result(response), "ok", 200)
+            if isinstance(response, WindowRead):
+                return Ran(window_result(response), "ok", 200)
             result = tool_result(parsed.tool, response, parsed.arguments)
             return Ran(result, "error" if result.get("isError") else "ok", response.status)
         if isinstance(ended, InputRequired):
@@ -199,7 +207,7 @@ class ToolCallPipeline:
         call.carried = carried
         return None
 
-    async def _sample(self, parsed: ParsedCall, call: ToolCall, window: Window) -> Sample | CapturedResponse:
+    async def _read_window(self, parsed: ParsedCall, call: ToolCall, window: Window) -> WindowRead | CapturedResponse:
         """Step 4 for a streaming tool: the route's stream, read for the call's window, each
         frame reported as progress to a client that asked for it."""
         scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
@@ -213,7 +221,7 @@ class ToolCallPipeline:
             total = window.max_frames if progress <= window.max_frames else None
             await call.report_progress(progress, total, f"frame {count}: {describe(frame)}")
 
-        return await sample(self._app, scope, body, window, on_frame, self._max_response_bytes)
+        return await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes)
 
     async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
         """Step 4: the route, through the app, as the caller's own HTTP request."""

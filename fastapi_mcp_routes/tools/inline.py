@@ -66,7 +66,7 @@ def inline_models(
     if not inlined:
         return dict(schema)
     bound = max(limit, len(dumps(schema)))
-    writer = _Writer(definitions, inlined, bound)
+    writer = _SchemaWriter(definitions, inlined, bound)
     try:
         written: dict[str, Any] = writer.schema({k: v for k, v in schema.items() if k != "$defs"}, "")
         kept = {
@@ -81,7 +81,7 @@ def inline_models(
     return written if len(dumps(written)) <= bound else None
 
 
-class _Writer:
+class _SchemaWriter:
     """Copies a schema, writing the inlined models out at their references, within a budget of
     bytes: counted short rather than long, so the budget never stops a schema that fits, and the
     caller measures the result exactly."""

@@ -38,7 +38,7 @@ from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
 from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, recipe, route_description
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
-from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Sampling, Streamed, output_schema, stream_of
+from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Streamed, WindowBounds, output_schema, stream_of
 from fastapi_mcp_routes.tools.urls import url_arguments
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.json import RawJSON
@@ -117,10 +117,10 @@ class ToolRegistry:
         confirm_mutations: bool = False,
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
-        sampling: Sampling | None = None,
+        windows: WindowBounds | None = None,
     ) -> None:
         self._app = app
-        self._sampling = sampling if sampling is not None else Sampling()
+        self._windows = windows if windows is not None else WindowBounds()
         self._page_size = page_size
         self._caller_headers = caller_headers  # headers that are never tool arguments
         self._confirm_mutations = confirm_mutations  # gate tools that are not read-only
@@ -165,7 +165,7 @@ class ToolRegistry:
 
     def _build(self, routes: list[Any], originals: tuple[Any, ...]) -> ToolTable:
         return _build_table(
-            self._app, routes, originals, self._caller_headers, self._confirm_mutations, self._page_size, self._sampling
+            self._app, routes, originals, self._caller_headers, self._confirm_mutations, self._page_size, self._windows
         )
 
     def cached(self) -> ToolTable:
@@ -202,7 +202,7 @@ def _build_table(
     caller_headers: frozenset[str],
     confirm_mutations: bool,
     page_size: int,
-    sampling: Sampling,
+    windows: WindowBounds,
 ) -> ToolTable:
     marked = _marked_routes(routes)
     _check_names(marked)
@@ -215,7 +215,7 @@ def _build_table(
         operation = operations["paths"][entry.route.path_format][entry.method.lower()]
         schema = build_tool_schema(operation, components, caller_headers, entry.where, definitions)
         if isinstance(entry.options, ToolOptions):
-            tools.append(_tool(entry, entry.options, schema, confirm_mutations, sampling))
+            tools.append(_tool(entry, entry.options, schema, confirm_mutations, windows))
         else:
             kind = _KINDS[type(entry.options)]
             call = recipe(entry.route, entry.method, f"{kind}:{entry.name}", schema, entry.where)
@@ -327,12 +327,12 @@ def _operations(app: FastAPI, marked: list[_Marked]) -> dict[str, Any]:
 
 
 def _tool(
-    entry: _Marked, options: ToolOptions, schema: ToolSchema, confirm_mutations: bool, sampling: Sampling
+    entry: _Marked, options: ToolOptions, schema: ToolSchema, confirm_mutations: bool, windows: WindowBounds
 ) -> Tool:
     route = entry.route
     streamed = stream_of(route, options.stream)
     if streamed is not None:
-        schema = _sampled(schema, streamed, sampling, entry.where)
+        schema = _windowed(schema, streamed, windows, entry.where)
     for which in schema.oversized:
         logger.warning(
             "%s: the %s of the tool %r keeps its models in $defs, because written out where each is used "
@@ -374,7 +374,7 @@ def _tool(
     )
 
 
-def _sampled(schema: ToolSchema, streamed: Streamed, sampling: Sampling, where: str) -> ToolSchema:
+def _windowed(schema: ToolSchema, streamed: Streamed, windows: WindowBounds, where: str) -> ToolSchema:
     """A streaming tool's schemas: the window's two arguments, and the sample as its output."""
     properties = schema.input_schema["properties"]
     clash = sorted(set(STREAM_ARGUMENTS) & set(properties))
@@ -383,7 +383,7 @@ def _sampled(schema: ToolSchema, streamed: Streamed, sampling: Sampling, where: 
             f"{where}: a streaming tool takes the arguments {', '.join(STREAM_ARGUMENTS)} for its window, and "
             f"the route has a parameter named {clash[0]!r}; rename the parameter (an alias keeps its wire name)"
         )
-    input_schema = {**schema.input_schema, "properties": {**properties, **sampling.input_properties()}}
+    input_schema = {**schema.input_schema, "properties": {**properties, **windows.input_properties()}}
     output = output_schema(streamed.sse, streamed.item)
     # The item's models, from pydantic, are written out as the route's are (tools/inline.py).
     inlined = inline_models(output, output.get("$defs", ()))

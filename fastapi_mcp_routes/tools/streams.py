@@ -1,4 +1,4 @@
-"""Streaming routes as tools: a sample of an SSE or JSON Lines response, for a bounded window.
+"""Streaming routes as tools: the frames of an SSE or JSON Lines response, read for a bounded window.
 
 A route whose response streams (an `EventSourceResponse` of sse-starlette or FastAPI, a
 `StreamingResponse`, a generator endpoint FastAPI streams as JSON Lines, or one marked
@@ -9,10 +9,10 @@ so the route's generator is cancelled and its `finally` runs, as for a REST clie
 
 Frames of an SSE stream are `{"data", "event", "id", "retry"}` (comments ignored, `data`
 parsed as JSON when it is JSON); frames of anything else are lines, each parsed as JSON when it
-is JSON. The result says what was sampled: `frames`, `frameCount`, `elapsedMs` (the time
-actually sampled), `ended` (the stream finished by itself) and `truncated` (a frame that had
+is JSON. The result says what was read: `frames`, `frameCount`, `elapsedMs` (the time
+actually read), `ended` (the stream finished by itself) and `truncated` (a frame that had
 arrived was left unread because of a bound: `maxFrames`, or the response cap for the whole).
-A single frame larger than the response cap ends the sample with an error saying so.
+A single frame larger than the response cap ends the window with an error saying so.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ STREAM_ARGUMENTS: Final = (DURATION_ARGUMENT, FRAMES_ARGUMENT)
 SSE_MEDIA_TYPE: Final = "text/event-stream"
 # How long a route may take to unwind once told the client left, before it is cancelled.
 UNWIND_S: Final = 5.0
-# How long after a sample stops, and the route has handed over what it was sending, the route is
-# told its client left: a moment, as a real client's hang-up takes to arrive. A sample often stops
+# How long after a window stops, and the route has handed over what it was sending, the route is
+# told its client left: a moment, as a real client's hang-up takes to arrive. A window often stops
 # while the route hands a frame over (maxFrames, or a cancelled call while its progress goes
 # out), its generator held at the `yield`; in that moment the route gets back to its generator's
 # own await, where the disconnect's cancellation then lands and its `finally` runs. Told at once,
@@ -61,8 +61,8 @@ OnFrame = Callable[[int, Any], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
-    """The bounds of every sample: `mcp_routes(default_subscribe_ms=, max_subscribe_ms=,
+class WindowBounds:
+    """The bounds of every window: `mcp_routes(default_subscribe_ms=, max_subscribe_ms=,
     max_subscribe_frames=)`."""
 
     default_ms: int = 5000
@@ -97,7 +97,7 @@ class Sampling:
                 "minimum": 1,
                 "default": self.default_ms,
                 "description": (
-                    f"How long to sample the stream, in milliseconds (at most {self.max_ms}; "
+                    f"How long to read the stream, in milliseconds (at most {self.max_ms}; "
                     "a longer window is cut to it)."
                 ),
             },
@@ -298,8 +298,8 @@ class LineParser:
 
 
 @dataclass(slots=True)
-class Sample:
-    """What one sample read of the route's stream."""
+class WindowRead:
+    """What one window read of the route's stream."""
 
     frames: list[Any] = field(default_factory=list)
     size: int = 0  # bytes of the frames' encoding
@@ -317,8 +317,8 @@ class Sample:
         }
 
 
-def sample_result(taken: Sample) -> dict[str, Any]:
-    """The `CallToolResult` of a sample: the frames as structured content, and as text."""
+def window_result(taken: WindowRead) -> dict[str, Any]:
+    """The `CallToolResult` of a window: the frames as structured content, and as text."""
     structured = taken.structured()
     return {"content": [{"type": "text", "text": dumps(structured).decode()}], "structuredContent": structured}
 
@@ -331,14 +331,14 @@ def describe(frame: Any) -> str:
     return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 1] + "…"
 
 
-async def sample(
+async def read_window(
     app: ASGIApp,
     scope: Scope,
     body: bytes,
     window: Window,
     on_frame: OnFrame,
     max_response_bytes: int,
-) -> Sample | CapturedResponse:
+) -> WindowRead | CapturedResponse:
     """Run the route and read its stream for `window`; the response as a REST client had it
     when the route did not stream (an error status before any frame). `ToolError` for a frame,
     or a response that does not stream, larger than `max_response_bytes`.
@@ -346,7 +346,7 @@ async def sample(
     Nothing is raised inside `send`, which would travel back through the app's middleware: a
     failure is kept, the route is told its client left, and the failure is raised after."""
     scope = {**scope, "asgi": {"version": "3.0", "spec_version": "2.3"}}  # disconnects go by receive
-    run = _Run(window, on_frame, max_response_bytes)
+    run = _WindowRun(window, on_frame, max_response_bytes)
     delivered = False
 
     async def receive() -> Message:
@@ -370,11 +370,11 @@ async def sample(
                 await app(scope, receive, run.send)
             except Exception as exc:
                 if not run.stopped.is_set():
-                    raise  # the route failed while sampled: the call fails, as any tool's would
-                # It failed unwinding, after the sample was over (its own cleanup, or FastAPI's
-                # SSE keep-alive task for a route that yields fast): what was sampled stands.
+                    raise  # the route failed while read: the call fails, as any tool's would
+                # It failed unwinding, after the window was over (its own cleanup, or FastAPI's
+                # SSE keep-alive task for a route that yields fast): what was read stands.
                 logger.warning(
-                    "a streaming route raised %s while it unwound after its sample ended",
+                    "a streaming route raised %s while it unwound after its window ended",
                     type(exc).__name__,
                     exc_info=logger.isEnabledFor(logging.DEBUG),
                 )
@@ -391,22 +391,22 @@ async def sample(
     return run.taken
 
 
-class _Run:
-    """One sample while the route streams: what `send` is handed, and when it stops."""
+class _WindowRun:
+    """One window while the route streams: what `send` is handed, and when it stops."""
 
     def __init__(self, window: Window, on_frame: OnFrame, max_response_bytes: int) -> None:
         self.window = window
         self.on_frame = on_frame
         self.max_bytes = max_response_bytes
         self.started = time.monotonic()
-        self.stopped = anyio.Event()  # the sample is over: the route is told its client left
+        self.stopped = anyio.Event()  # the window is over: the route is told its client left
         self.full = False  # maxFrames frames were taken
         self.overdue = False  # the route did not unwind within UNWIND_S and is cancelled
         self.returned = False  # the route has returned: there is no one left to hang up on
         self.unwinding = anyio.CancelScope(shield=True)  # counts UNWIND_S, even in a cancelled call
         self.sending = 0  # calls of `send` under way: the route is handing something over
         self.sent = anyio.Event()  # set whenever no call of `send` is under way
-        self.taken = Sample()
+        self.taken = WindowRead()
         self.answered = False  # the route began its response
         self.status = 500
         self.headers: tuple[tuple[bytes, bytes], ...] = ()
