@@ -119,7 +119,7 @@ def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str
 
 def one_process(store: Store | None = None) -> Deployment:
     """What a single process serves with: a random secret of its own, and a store (its memory)."""
-    return Deployment(Secret.configure(None, {}, None), store or MemoryStore())
+    return Deployment(Secret.configure(None, {}), store or MemoryStore())
 
 
 # -- several processes: uvicorn workers, replicas, a balancer ---------------------------------
