@@ -84,6 +84,10 @@ def fold_old_keywords(options: EndpointOptions, old: Mapping[str, Any]) -> Endpo
     fields: dict[str, dict[str, Any]] = {}
     for keyword, value in old.items():
         if keyword == REQUEST_STATE_KEY:
+            _warn(
+                f"mcp_routes({REQUEST_STATE_KEY}=...) is deprecated; use mcp_routes(secret=...) (or set "
+                "FASTAPI_MCP_ROUTES_SECRET), which seals requestState, session ids and confirmation tokens alike"
+            )
             options = replace(options, secret=_request_state_key(value, options.secret))
             continue
         moved = MOVED[keyword]
@@ -96,10 +100,6 @@ def fold_old_keywords(options: EndpointOptions, old: Mapping[str, Any]) -> Endpo
 
 
 def _request_state_key(value: Any, secret: Any) -> bytes:
-    _warn(
-        f"mcp_routes({REQUEST_STATE_KEY}=...) is deprecated; use mcp_routes(secret=...) (or set "
-        "FASTAPI_MCP_ROUTES_SECRET), which seals requestState, session ids and confirmation tokens alike"
-    )
     if secret is not None:
         raise ValueError(
             f"mcp_routes({REQUEST_STATE_KEY}=...) is the old spelling of mcp_routes(secret=...): "

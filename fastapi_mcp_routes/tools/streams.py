@@ -62,8 +62,8 @@ OnFrame = Callable[[int, Any], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """The bounds of every sample: `mcp_routes(default_subscribe_ms=, max_subscribe_ms=,
-    max_subscribe_frames=)`."""
+    """The bounds of every sample: `mcp_routes(streaming=Streaming(default_subscribe_ms=,
+    max_subscribe_ms=, max_subscribe_frames=))`."""
 
     default_ms: int = 5000
     max_ms: int = 30000
