@@ -113,9 +113,9 @@ def build_app(impl: str, extra_routes: int) -> FastAPI:
 
 
 def attach_routes_first(app: FastAPI) -> None:
-    from fastapi_mcp_routes import mcp_routes
+    from fastapi_mcp_routes import ToolCalls, mcp_routes
 
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+    app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))
 
 
 def attach_fastapi_mcp(app: FastAPI) -> None:

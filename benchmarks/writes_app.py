@@ -21,7 +21,7 @@ from typing import Final
 from fastapi import FastAPI
 from peer_app import Item, ItemId, ItemIn
 
-from fastapi_mcp_routes import mcp_resource, mcp_routes
+from fastapi_mcp_routes import ToolCalls, mcp_resource, mcp_routes
 from fastapi_mcp_routes.transport.writes import ResourceWrites
 
 MCP_ENV: Final = "FMR_BENCH_MCP"
@@ -46,13 +46,13 @@ def build_app(variant: str) -> FastAPI:
     as the README advises) unless `variant` is `WITHOUT` or `WITH_LAST`."""
     app = FastAPI(title="Writes benchmark", version="1.0.0")
     if variant in (WITH, WITHOUT_WRITES):
-        app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+        app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))
     if variant == WITHOUT_WRITES:
         app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not ResourceWrites]
     app.add_api_route("/items/{item_id}", get_item, methods=["GET"], response_model=Item, summary="Get an item")
     app.add_api_route("/items/{item_id}", replace_item, methods=["PUT"], response_model=Item, summary="Replace one")
     if variant == WITH_LAST:
-        app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+        app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))
     return app
 
 

@@ -26,6 +26,7 @@ from fastapi_mcp_routes import (
     InputRequest,
     PromptMessage,
     PromptResponse,
+    ToolCalls,
     ToolContext,
     image_content,
     mcp_completion,
@@ -84,7 +85,7 @@ app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0", 
 # The fixtures are protocol tests driven by a client that knows nothing of confirmation tokens,
 # like a deployment whose own approval layer confirms calls. The secret that several processes
 # share (FASTAPI_MCP_ROUTES_SECRET) is read by mcp_routes itself.
-app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, store=store))
+app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False), store=store))
 
 # A 1x1 red pixel.
 RED_PIXEL_PNG = base64.b64decode(

@@ -4,7 +4,7 @@ for agents.
 Run it with `make run`, then open http://127.0.0.1:8000/docs (REST) or point an MCP client at
 http://127.0.0.1:8000/mcp. Writes need the API key `demo-key` (header `x-api-key`); the stats
 route needs a JWT with the scope `notes:stats`, which `make token` prints (see `auth.py`).
-Tools that change notes run once the call is confirmed (`require_confirmation_for_mutations`).
+Tools that change notes run once the call is confirmed (`ToolCalls.require_confirmation_for_mutations`).
 
 Each note is also the resource `notes://{note_id}` (read from `GET /notes/{note_id}`, so a PUT or
 DELETE of the note tells its subscribers), the newest notes are `notes://recent`, and the prompt
@@ -37,6 +37,7 @@ from fastapi_mcp_routes import (
     PromptMessage,
     PromptResponse,
     ProtectedResource,
+    ServerInfo,
     ToolContext,
     mcp_completion,
     mcp_prompt,
@@ -58,7 +59,7 @@ app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, expo
 app.include_router(
     mcp_routes(
         app,
-        instructions="Notes service: list, read and edit notes.",
+        server=ServerInfo(instructions="Notes service: list, read and edit notes."),
         # Tells a client that got a 401 where tokens come from (RFC 9728).
         protected_resource=ProtectedResource(
             authorization_servers=[ISSUER], scopes_supported=list(SCOPES), resource=AUDIENCE

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
-from fastapi_mcp_routes.options import Limits, Sessions, Tasks
+from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, ToolCalls
 from fastapi_mcp_routes.router import mcp_routes
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
@@ -35,15 +35,19 @@ __all__ = [
     "InputRequest",
     "JWTBearer",
     "Limits",
+    "Origins",
     "Principal",
     "PromptMessage",
     "PromptResponse",
     "ProtectedResource",
     "RedisStore",
+    "ServerInfo",
     "Sessions",
     "Store",
+    "Streaming",
     "Tasks",
     "ToolCallEvent",
+    "ToolCalls",
     "ToolContext",
     "ToolContextError",
     "audio_content",

@@ -12,8 +12,9 @@ Tests and deployments set the numbers through the groups, never by patching a co
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 # Thirty minutes: long enough for a person to read an answer and come back to the agent.
 DEFAULT_SESSION_IDLE_S: Final = 30 * 60.0
@@ -187,6 +188,10 @@ class Limits:
             subscribed to; past it, the subscription is refused (-32602) naming this bound.
         max_uri_chars: the longest resource URI a read or a subscription may name; past it,
             -32602 before the URI is matched against the templates.
+        rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
+            ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
+            storage when one is installed (`app.state.limiter`), else in the store's Redis when
+            `store=` is a `RedisStore`, else in memory. `None`: no budget.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -210,6 +215,7 @@ class Limits:
     max_resumes_per_session: int = DEFAULT_MAX_RESUMES_PER_SESSION
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     max_uri_chars: int = DEFAULT_MAX_URI_CHARS
+    rate_limit: str | None = None
 
     def __post_init__(self) -> None:
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
@@ -235,6 +241,153 @@ class Limits:
         for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):
             _check_count(f"Limits.{name}", getattr(self, name), "bytes")
         _check_count("Limits.max_argument_depth", self.max_argument_depth, "levels", MAX_ARGUMENT_DEPTH)
+        if self.rate_limit is not None:
+            _check_rate("Limits.rate_limit", self.rate_limit)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What the server tells clients about itself in the `initialize` result:
+    `mcp_routes(app, server=ServerInfo(name="notes", instructions="..."))`.
+
+    Args:
+        name, version: the server's identity; default to the app's title and version.
+        instructions: guidance for the model.
+    """
+
+    name: str | None = None
+    version: str | None = None
+    instructions: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("name", "version", "instructions"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"ServerInfo.{name} must be a string or None, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Origins:
+    """Which browser origins and Host values the endpoint answers (cross-site requests, DNS
+    rebinding): `mcp_routes(app, origins=Origins(allowed_hosts=["api.example.com"]))`.
+
+    Args:
+        allowed_origins: browser origins allowed besides the server's own; `["*"]` allows all.
+        allowed_hosts: Host values a loopback-bound server accepts besides loopback names, for
+            a reverse proxy on the same machine.
+    """
+
+    allowed_origins: Iterable[str] = ()
+    allowed_hosts: Iterable[str] = ()
+
+    def __post_init__(self) -> None:
+        # Kept as tuples: an iterator given here is read once, and the value stays comparable.
+        object.__setattr__(self, "allowed_origins", _strings("Origins.allowed_origins", self.allowed_origins))
+        object.__setattr__(self, "allowed_hosts", _strings("Origins.allowed_hosts", self.allowed_hosts))
+
+
+# A streaming route (SSE, JSON Lines) called as a tool is sampled this long by default, at most
+# this long, and returns at most this many frames.
+DEFAULT_SUBSCRIBE_MS: Final = 5000
+DEFAULT_MAX_SUBSCRIBE_MS: Final = 30000
+DEFAULT_MAX_SUBSCRIBE_FRAMES: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Streaming:
+    """How long streams run: the streaming routes a tool call samples, and the endpoint's own
+    resumable responses: `mcp_routes(app, streaming=Streaming(max_subscribe_ms=10_000))`.
+
+    Args:
+        default_subscribe_ms, max_subscribe_ms, max_subscribe_frames: a streaming route (SSE,
+            JSON Lines) called as a tool is sampled for `durationMs` (by default
+            `default_subscribe_ms`, at most `max_subscribe_ms`) and returns at most `maxFrames`
+            frames (at most `max_subscribe_frames`).
+        max_stream_seconds: end a resumable (2025-11-25) POST stream after this many seconds,
+            for proxies that cut long responses; the call runs on and the client resumes the
+            stream with `Last-Event-ID`. `None` keeps streams open until the answer.
+    """
+
+    default_subscribe_ms: int = DEFAULT_SUBSCRIBE_MS
+    max_subscribe_ms: int = DEFAULT_MAX_SUBSCRIBE_MS
+    max_subscribe_frames: int = DEFAULT_MAX_SUBSCRIBE_FRAMES
+    max_stream_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("default_subscribe_ms", "max_subscribe_ms", "max_subscribe_frames"):
+            _check_count(f"Streaming.{name}", getattr(self, name))
+        if self.default_subscribe_ms > self.max_subscribe_ms:
+            raise ValueError(
+                "Streaming.default_subscribe_ms must not exceed Streaming.max_subscribe_ms, "
+                f"got {self.default_subscribe_ms!r} > {self.max_subscribe_ms!r}"
+            )
+        if self.max_stream_seconds is not None:
+            check_seconds("Streaming.max_stream_seconds", self.max_stream_seconds, " or None")
+
+
+# How long a confirmation token stays usable: long enough for a person to read the plan.
+DEFAULT_CONFIRMATION_TTL_S: Final = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalls:
+    """What a tool call must pass before its route runs, and who hears of it:
+    `mcp_routes(app, tool_calls=ToolCalls(allowed_server_urls=["https://api.example.com/v1"]))`.
+
+    Args:
+        require_confirmation_for_mutations: a tool that is not read-only runs only once its
+            call is confirmed: by the user where the client can ask (elicitation, or an input
+            request in the stateless revision), else by calling again with the
+            `confirmationToken` the first call returned. `mcp_tool(confirm=...)` overrides it
+            per tool. Turn it off where an approval layer of your own confirms calls.
+        confirmation_ttl_s: how long a confirmation token stays usable.
+        allowed_server_urls: the server URLs a tool call may pass to a route, as prefixes
+            (`"https://api.example.com/v1"` allows `/v1` and `/v1/...`, not `/v10`). A URL
+            argument (JSON Schema `format: uri`, as pydantic's `HttpUrl` and `AnyUrl` give) must
+            have the same scheme, host and port as an entry and a path under its path; any
+            other is refused with an `isError` result before the route runs (and before a
+            confirmation is asked for), so a prompt-injected agent cannot make the server
+            fetch internal addresses. `None` or empty: every URL argument is refused, and a
+            warning at startup names the tools taking URLs. REST calls are not checked.
+        allow_arbitrary_urls: accept every URL argument (a warning at startup says so); cannot
+            be combined with `allowed_server_urls` or `allowed_server_urls_from_env`.
+        allowed_server_urls_from_env: add entries from an environment variable, read when
+            `mcp_routes` is called: `True` reads `MCP_ALLOWED_SERVER_URLS`, a string names
+            another variable. Entries are separated by commas or whitespace.
+        on_tool_call: receives a `ToolCallEvent` per tool call (principal, tool, a digest of
+            the arguments, outcome, HTTP status, duration); `None` (the default) is
+            `log_tool_call`, an INFO line on the `fastapi_mcp_routes` logger. May be a
+            coroutine function.
+    """
+
+    require_confirmation_for_mutations: bool = True
+    confirmation_ttl_s: float = DEFAULT_CONFIRMATION_TTL_S
+    allowed_server_urls: Iterable[str] | None = None
+    allow_arbitrary_urls: bool = False
+    allowed_server_urls_from_env: bool | str = False
+    # Takes a `ToolCallEvent`, not named here: the server, which defines it, reads these options.
+    on_tool_call: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_bool("ToolCalls.require_confirmation_for_mutations", self.require_confirmation_for_mutations)
+        check_seconds("ToolCalls.confirmation_ttl_s", self.confirmation_ttl_s)
+        if isinstance(self.allowed_server_urls, str):
+            raise ValueError(
+                "ToolCalls.allowed_server_urls must be a list of URLs, "
+                f"got the single string {self.allowed_server_urls!r}"
+            )
+        if self.allowed_server_urls is not None:
+            # Kept as a tuple: an iterator given here is read once, and the value stays comparable.
+            object.__setattr__(self, "allowed_server_urls", tuple(self.allowed_server_urls))
+        _check_bool("ToolCalls.allow_arbitrary_urls", self.allow_arbitrary_urls)
+        from_env = self.allowed_server_urls_from_env
+        if not isinstance(from_env, bool) and not (isinstance(from_env, str) and from_env):
+            raise ValueError(
+                "ToolCalls.allowed_server_urls_from_env must be True, False or the name of an "
+                f"environment variable, got {from_env!r}"
+            )
+        if self.on_tool_call is not None and not callable(self.on_tool_call):
+            raise ValueError(f"ToolCalls.on_tool_call must be a function or None, got {self.on_tool_call!r}")
 
 
 def _check_count(name: str, value: object, unit: str = "", most: int | None = None) -> None:
@@ -249,3 +402,35 @@ def check_seconds(name: str, value: object, alternative: str = "") -> None:
     the wire, which JSON cannot carry, or a timer that never fires)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ValueError(f"{name} must be a positive, finite number of seconds{alternative}, got {value!r}")
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_rate(name: str, value: object) -> None:
+    """A rate in slowapi syntax, read by the `limits` library (imported only when a rate is
+    given: it takes tens of milliseconds to import)."""
+    if isinstance(value, str):
+        from limits import parse
+
+        try:
+            parse(value)
+        except ValueError:
+            pass
+        else:
+            return
+    raise ValueError(f"{name} must be slowapi syntax such as '120/minute', or None, got {value!r}")
+
+
+def _strings(name: str, values: Iterable[str] | None) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        raise ValueError(f"{name} must be a list of strings, got the single string {values!r}")
+    result = tuple(values)
+    for value in result:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must hold non-empty strings, got {value!r}")
+    return result

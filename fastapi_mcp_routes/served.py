@@ -2,8 +2,8 @@
 path (the command line: `fastapi-mcp-routes list|check|call`) can find it in an app's route
 table without serving the app.
 
-`mcp_routes` builds the registry and the policies it serves with inside its closure; the app
-only holds the route. So the route's endpoint carries a small frozen record of them, read back
+`mcp_routes` builds the registry and the policies it serves with (building.py); the app only
+holds the route. So the route's endpoint carries a small frozen record of them, read back
 by walking the app's routes (FastAPI's `iter_route_contexts`, which also gives the path the
 endpoint has once included, under any prefix).
 """

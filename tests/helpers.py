@@ -46,7 +46,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from playwright.sync_api import Browser, Locator, Page, sync_playwright
 from starlette.types import ASGIApp
 
-from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolCalls, ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.store.base import Store
@@ -119,7 +119,7 @@ def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str
 
 def one_process(store: Store | None = None) -> Deployment:
     """What a single process serves with: a random secret of its own, and a store (its memory)."""
-    return Deployment(Secret.configure(None, {}, None), store or MemoryStore())
+    return Deployment(Secret.configure(None, {}), store or MemoryStore())
 
 
 # -- several processes: uvicorn workers, replicas, a balancer ---------------------------------
@@ -1066,7 +1066,7 @@ def streaming_app(**options: Any) -> FastAPI:
     `options` go to `mcp_routes`."""
     app = FastAPI(title="Streaming")
     # What these routes do with their stream is the subject here, not confirming mutations.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, **options))
+    app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False), **options))
 
     @mcp_tool()
     @app.get("/count")

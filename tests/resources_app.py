@@ -24,6 +24,7 @@ from fastapi.responses import PlainTextResponse
 from fastapi.security import APIKeyHeader
 
 from fastapi_mcp_routes import (
+    ToolCalls,
     ToolContext,
     mcp_completion,
     mcp_prompt,
@@ -58,7 +59,7 @@ def notes_resources_app(**options: Any) -> FastAPI:
     """A fresh app with two notes; `options` go to `mcp_routes`."""
     app = FastAPI(title="Resources")
     # A tool that writes is what this app shows, not confirming mutations.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False, **options))
+    app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False), **options))
     notes = {1: "first note", 2: "second note"}
 
     @mcp_resource("notes://{note_id}", description="One note, by its number.")

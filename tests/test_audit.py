@@ -12,14 +12,13 @@ import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
-from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolCallEvent, ToolCalls, mcp_routes, mcp_tool
 from tests.helpers import HOST, JSON_ONLY, call_tool, free_port, post_stateless, start_process
 
 
 def make_app(on_tool_call: Any = None) -> FastAPI:
     app = FastAPI()
-    options = {"on_tool_call": on_tool_call} if on_tool_call is not None else {}
-    app.include_router(mcp_routes(app, sessions=False, **options))
+    app.include_router(mcp_routes(app, sessions=False, tool_calls=ToolCalls(on_tool_call=on_tool_call)))
 
     @mcp_tool()
     @app.get("/echo")

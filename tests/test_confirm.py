@@ -16,7 +16,7 @@ from fastapi import Depends, FastAPI
 from mcp import Client, types
 from pydantic import BaseModel
 
-from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolCalls, ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY
 from fastapi_mcp_routes.server.confirmation.gate import PLAN_META_KEY, Kind, Refused, TokenStore
 from fastapi_mcp_routes.server.sealing.secret import KEY_ID_BYTES, TAG_BYTES
@@ -318,7 +318,10 @@ def test_read_only_and_opted_out_tools_run_at_once_and_confirm_true_gates_a_get(
 
 
 def test_without_the_default_mutations_run_at_once_and_take_no_token() -> None:
-    with serve(make_app(require_confirmation_for_mutations=False)) as url, httpx.Client(base_url=url) as http:
+    with (
+        serve(make_app(tool_calls=ToolCalls(require_confirmation_for_mutations=False))) as url,
+        httpx.Client(base_url=url) as http,
+    ):
         done = stateless(http, "place_order", ORDER)
         refused = stateless(http, "place_order", {**ORDER, "confirmationToken": "x"})
     assert done["structuredContent"]["shop"] == "north"
@@ -426,7 +429,9 @@ async def test_a_confirmed_stateless_call_whose_route_asks_too_is_not_confirmed_
 
 def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
     events: list[tuple[str, str]] = []
-    app = make_app(on_tool_call=lambda event: events.append((event.outcome, event.arguments_digest)))
+    app = make_app(
+        tool_calls=ToolCalls(on_tool_call=lambda event: events.append((event.outcome, event.arguments_digest)))
+    )
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         token = pending_of(stateless(http, "place_order", ORDER))["token"]
         stateless(http, "place_order", {**ORDER, "confirmationToken": token})
@@ -542,7 +547,7 @@ def test_a_2025_03_26_session_is_never_sent_an_elicitation(base_url: str) -> Non
 def test_the_stateless_question_is_audited_as_a_confirmation() -> None:
     events: list[str] = []
     with (
-        serve(make_app(on_tool_call=lambda event: events.append(event.outcome))) as url,
+        serve(make_app(tool_calls=ToolCalls(on_tool_call=lambda event: events.append(event.outcome)))) as url,
         httpx.Client(base_url=url) as http,
     ):
         asked = stateless(http, "place_order", ORDER, CAPABLE)

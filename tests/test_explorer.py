@@ -16,8 +16,10 @@ from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import (
     JWTBearer,
+    Limits,
     PromptMessage,
     PromptResponse,
+    ServerInfo,
     mcp_completion,
     mcp_prompt,
     mcp_resource,
@@ -293,7 +295,11 @@ def test_the_json_names_each_tools_route_and_its_swagger_ui_entry() -> None:
 
 def test_the_json_states_the_servers_options() -> None:
     app = FastAPI(title="Vault", version="2.0")
-    app.include_router(mcp_routes(app, sessions=False, rate_limit="10/minute", instructions="Be kind."))
+    app.include_router(
+        mcp_routes(
+            app, sessions=False, limits=Limits(rate_limit="10/minute"), server=ServerInfo(instructions="Be kind.")
+        )
+    )
     with TestClient(app) as client:
         document = about(client)
     assert document["server"] == {"name": "Vault", "version": "2.0", "instructions": "Be kind."}

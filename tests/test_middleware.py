@@ -25,7 +25,7 @@ from mcp import Client, types
 from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolCalls, ToolContext, mcp_routes, mcp_tool
 from tests.helpers import (
     WAIT_S,
     mcp_client,
@@ -91,7 +91,7 @@ STACKS: dict[str, tuple[str, ...]] = {**{layer: (layer,) for layer in LAYERS}, "
 def make_app(layers: tuple[str, ...], seen: Seen) -> FastAPI:
     app = FastAPI(title="Behind middleware")
     # The middleware is the subject here, not confirming mutations.
-    app.include_router(mcp_routes(app, require_confirmation_for_mutations=False))
+    app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))
     for layer in layers:
         LAYERS[layer](app, seen)
 

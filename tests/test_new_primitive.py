@@ -12,9 +12,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, ToolCalls, mcp_tool
+from fastapi_mcp_routes.building import EndpointOptions, build_endpoint
 from fastapi_mcp_routes.cli.endpoints import find_endpoint
 from fastapi_mcp_routes.cli.inventory import take_inventory
+from fastapi_mcp_routes.mounting import mount
 from tests.ping2 import PING2, PING2_LIST, ping2_feature
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -37,8 +39,31 @@ def app_with_ping2(*, declared: bool = True) -> FastAPI:
         """The notes."""
         return []
 
-    app.include_router(mcp_routes(app, extra_features=[ping2_feature()] if declared else []))
+    features = (ping2_feature(),) if declared else ()
+    app.include_router(mount(build_endpoint(app, endpoint_options(app), features)))
     return app
+
+
+def endpoint_options(app: FastAPI) -> EndpointOptions:
+    """`mcp_routes(app)`'s options, as it reads them (router.py), for `build_endpoint`."""
+    return EndpointOptions(
+        path="/mcp",
+        server=ServerInfo(),
+        auth=None,
+        protected_resource=None,
+        dependencies=(),
+        origins=Origins(),
+        forward_headers=frozenset(),
+        sessions=Sessions(),
+        secret=None,
+        store=None,
+        limits=Limits(),
+        tasks=Tasks(),
+        streaming=Streaming(),
+        tool_calls=ToolCalls(),
+        list_visible_only=True,
+        explorer=True,
+    )
 
 
 def session_headers(http: TestClient) -> dict[str, str]:
@@ -128,7 +153,7 @@ def test_the_explorer_and_the_command_line_show_the_new_list() -> None:
 def test_two_features_cannot_declare_one_method() -> None:
     app = FastAPI()
     with pytest.raises(ValueError, match="'ping2' and 'ping2' both declare 'example/ping2'"):
-        mcp_routes(app, extra_features=[ping2_feature(), ping2_feature()])
+        build_endpoint(app, endpoint_options(app), (ping2_feature(), ping2_feature()))
 
 
 def test_no_module_of_the_library_names_the_new_primitive() -> None:

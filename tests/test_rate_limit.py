@@ -12,7 +12,7 @@ from slowapi import Limiter, _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
 from tests.helpers import JSON_ONLY, call_tool, rpc
 
 LIST_TOOLS = rpc("tools/list")
@@ -25,7 +25,7 @@ def make_app(**options: Any) -> FastAPI:
 
 
 def test_over_the_endpoint_budget_is_429_with_retry_after_per_caller() -> None:
-    app = make_app(rate_limit="2/minute")
+    app = make_app(limits=Limits(rate_limit="2/minute"))
     with (
         TestClient(app, client=("198.51.100.1", 1000)) as first,
         TestClient(app, client=("198.51.100.2", 1000)) as other,
@@ -40,7 +40,7 @@ def test_over_the_endpoint_budget_is_429_with_retry_after_per_caller() -> None:
 
 def test_the_apps_slowapi_limiter_keeps_the_endpoint_budget_and_route_limits_become_error_results() -> None:
     limiter = Limiter(key_func=get_remote_address)
-    app = make_app(rate_limit="100/minute")
+    app = make_app(limits=Limits(rate_limit="100/minute"))
     app.state.limiter = limiter
     app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)  # type: ignore[arg-type]
 
@@ -60,4 +60,4 @@ def test_the_apps_slowapi_limiter_keeps_the_endpoint_budget_and_route_limits_bec
 
 def test_a_bad_rate_limit_is_refused_at_startup() -> None:
     with pytest.raises(ValueError, match="rate_limit must be slowapi syntax"):
-        mcp_routes(FastAPI(), rate_limit="lots")
+        mcp_routes(FastAPI(), limits=Limits(rate_limit="lots"))

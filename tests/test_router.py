@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from starlette.routing import Route
 
 import fastapi_mcp_routes
-from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Origins, ServerInfo, Streaming, ToolCalls, mcp_routes, mcp_tool
 from tests.helpers import HEADERS, call_tool, initialize, serve, tool_call
 
 
@@ -28,15 +28,19 @@ def test_public_names_are_exactly_these() -> None:
         "InputRequest",
         "JWTBearer",
         "Limits",
+        "Origins",
         "Principal",
         "PromptMessage",
         "PromptResponse",
         "ProtectedResource",
         "RedisStore",
+        "ServerInfo",
         "Sessions",
         "Store",
+        "Streaming",
         "Tasks",
         "ToolCallEvent",
+        "ToolCalls",
         "ToolContext",
         "ToolContextError",
         "audio_content",
@@ -166,7 +170,7 @@ def test_server_identity_defaults_to_the_app_and_can_be_set() -> None:
     app = FastAPI(title="Inventory", version="3.2.1")
     app.include_router(mcp_routes(app))
     other = FastAPI()
-    other.include_router(mcp_routes(other, server_name="stock", server_version="9", path="/agents"))
+    other.include_router(mcp_routes(other, server=ServerInfo(name="stock", version="9"), path="/agents"))
     with TestClient(app) as client:
         info = client.post("/mcp", json=initialize(), headers=HEADERS).json()["result"]["serverInfo"]
         assert info == {"name": "Inventory", "version": "3.2.1"}
@@ -198,17 +202,44 @@ def test_the_route_sees_the_real_callers_address() -> None:
         ({"sessions": "yes"}, "sessions must be True, False or a Sessions"),
         ({"forward_headers": "x-api-key"}, "forward_headers must be a list"),
         ({"forward_headers": ["mcp-session-id"]}, "cannot name MCP transport headers"),
-        ({"allowed_origins": "https://a.example"}, "allowed_origins must be a list"),
-        ({"max_stream_seconds": 0}, "max_stream_seconds must be a positive, finite number of seconds or None, got 0"),
-        (
-            {"confirmation_ttl_s": float("inf")},
-            "confirmation_ttl_s must be a positive, finite number of seconds, got inf",
-        ),
+        ({"server": {"name": "stock"}}, r"server must be a ServerInfo\(\.\.\.\), got \{'name': 'stock'\}"),
+        ({"origins": ["https://a.example"]}, "origins must be a Origins"),
+        ({"streaming": 5000}, "streaming must be a Streaming"),
+        ({"tool_calls": False}, "tool_calls must be a ToolCalls"),
     ],
 )
 def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         mcp_routes(FastAPI(), **options)
+
+
+@pytest.mark.parametrize(
+    ("group", "fields", "message"),
+    [
+        (ServerInfo, {"name": 7}, "ServerInfo.name must be a string or None, got 7"),
+        (Origins, {"allowed_origins": "https://a.example"}, "Origins.allowed_origins must be a list"),
+        (Origins, {"allowed_hosts": [""]}, "Origins.allowed_hosts must hold non-empty strings, got ''"),
+        (
+            Streaming,
+            {"max_stream_seconds": 0},
+            "Streaming.max_stream_seconds must be a positive, finite number of seconds or None, got 0",
+        ),
+        (
+            ToolCalls,
+            {"confirmation_ttl_s": float("inf")},
+            "ToolCalls.confirmation_ttl_s must be a positive, finite number of seconds, got inf",
+        ),
+        (ToolCalls, {"require_confirmation_for_mutations": "no"}, "must be True or False, got 'no'"),
+        (ToolCalls, {"on_tool_call": "print"}, "ToolCalls.on_tool_call must be a function or None, got 'print'"),
+        (Limits, {"rate_limit": "lots"}, "Limits.rate_limit must be slowapi syntax such as '120/minute'"),
+        (Limits, {"rate_limit": 120}, "Limits.rate_limit must be slowapi syntax .*, got 120"),
+    ],
+)
+def test_bad_group_fields_are_refused_naming_the_group_and_the_value(
+    group: Callable[..., object], fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        group(**fields)
 
 
 @pytest.mark.parametrize(
@@ -292,7 +323,7 @@ def test_a_failing_background_task_does_not_turn_a_done_response_into_an_error()
         background.add_task(audit)
         return {"orders": len(orders)}
 
-    app.include_router(mcp_routes(app, sessions=False, require_confirmation_for_mutations=False))
+    app.include_router(mcp_routes(app, sessions=False, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))
     with TestClient(app) as client:
         result = call_tool(client, "place_order")
     assert "isError" not in result

@@ -166,7 +166,7 @@ def test_a_session_id_has_one_spelling(two: tuple[httpx.Client, httpx.Client]) -
         for respelled in respellings
     ]
     assert statuses == [404, 404, 404]
-    secret = Secret.configure(SECRET, {}, None)
+    secret = Secret.configure(SECRET, {})
     sealed = secret.seal("session id", b"payload", b"alice")
     assert secret.open("session id", sealed, b"alice") == b"payload"
     assert [
@@ -275,12 +275,12 @@ def test_the_first_log_line_says_what_is_served_and_where_state_lives(caplog: py
 
 
 def test_the_secret_comes_from_the_environment_when_not_given() -> None:
-    secret = Secret.configure(None, {ENV_SECRET: f"{SECRET},{OTHER}"}, None)
-    sealed = Secret.configure(OTHER, {}, None).seal("x", b"payload")
+    secret = Secret.configure(None, {ENV_SECRET: f"{SECRET},{OTHER}"})
+    sealed = Secret.configure(OTHER, {}).seal("x", b"payload")
     assert secret.shared
     assert secret.source == ENV_SECRET
     assert secret.open("x", sealed) == b"payload"  # the second entry opens what it sealed
-    assert not Secret.configure(None, {}, None).shared
+    assert not Secret.configure(None, {}).shared
 
 
 @pytest.mark.parametrize(
@@ -293,7 +293,7 @@ def test_a_wrong_secret_stops_the_app_with_a_sentence(secret: Any, message: str)
 
 
 def test_a_sealed_value_opens_only_for_its_purpose_and_bound() -> None:
-    secret = Secret.configure(SECRET, {}, None)
+    secret = Secret.configure(SECRET, {})
     sealed = secret.seal("session id", b"p", b"alice")
     assert secret.open("session id", sealed, b"alice") == b"p"
     assert secret.open("session id", sealed, b"mallory") is None
@@ -307,7 +307,7 @@ async def test_a_session_ends_at_its_sealed_end_of_life_however_busy() -> None:
     store = MemoryStore(lambda: now[0])
     options = Sessions(idle_s=60, max_life_s=300)
     sessions = SessionManager(
-        options=options, deployment=Deployment(Secret.configure(None, {}, None), store), clock=lambda: now[0]
+        options=options, deployment=Deployment(Secret.configure(None, {}), store), clock=lambda: now[0]
     )
     _, session_id = await sessions.open(b"alice", "2025-11-25")
     for _ in range(5):
@@ -319,9 +319,9 @@ async def test_a_session_ends_at_its_sealed_end_of_life_however_busy() -> None:
 
 @pytest.mark.anyio
 async def test_a_session_another_process_sealed_carries_its_version_and_capabilities() -> None:
-    secret = Secret.configure(SECRET, {}, None)
+    secret = Secret.configure(SECRET, {})
     one = SessionManager(options=Sessions(), deployment=Deployment(secret, MemoryStore()))
-    other_secret = Secret.configure(SECRET, {}, None)  # another process: its own instance
+    other_secret = Secret.configure(SECRET, {})  # another process: its own instance
     other = SessionManager(options=Sessions(), deployment=Deployment(other_secret, MemoryStore()))
     capabilities = {"elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": True}}
     _, session_id = await one.open(b"alice", "2025-06-18", {"name": "c", "version": "2"}, capabilities)

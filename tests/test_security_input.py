@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
-from fastapi_mcp_routes import Limits, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Origins, ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.options import MAX_ARGUMENT_DEPTH
 from fastapi_mcp_routes.server.call import ToolCall
 from fastapi_mcp_routes.server.channel import SessionChannel
@@ -83,7 +83,7 @@ def make_app(**options: Any) -> FastAPI:
         allow_headers=["*"],
         expose_headers=["mcp-session-id"],
     )
-    app.include_router(mcp_routes(app, allowed_origins=[CLIENT_ORIGIN], **options))
+    app.include_router(mcp_routes(app, origins=Origins(allowed_origins=[CLIENT_ORIGIN]), **options))
 
     @mcp_tool()
     @app.get("/echo")

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from fastapi_mcp_routes import RedisStore
-from fastapi_mcp_routes.options import Sessions
+from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.server.sessions.manager import RECHECK_S
 from tests.helpers import (
     HEADERS,
@@ -169,7 +169,11 @@ def test_the_endpoint_rate_limit_is_one_budget_for_every_process(redis_url: str)
         urls = [
             stack.enter_context(
                 serve(
-                    notes_app(secret=SECRET, store=RedisStore.from_url(redis_url, prefix=prefix), rate_limit="3/minute")
+                    notes_app(
+                        secret=SECRET,
+                        store=RedisStore.from_url(redis_url, prefix=prefix),
+                        limits=Limits(rate_limit="3/minute"),
+                    )
                 )
             )
             for _ in range(2)
@@ -185,7 +189,7 @@ def test_the_endpoint_rate_limit_on_a_redis_that_is_gone_is_answered_503() -> No
     # README: "A Redis outage is answered 503 with Retry-After". The rate limit's counters live
     # in the store's Redis too: a Redis that is gone is the same outage for them.
     store = RedisStore.from_url(gone_redis_url())
-    app = notes_app(secret=SECRET, store=store, rate_limit="100/minute")
+    app = notes_app(secret=SECRET, store=store, limits=Limits(rate_limit="100/minute"))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         response = http.post("/mcp", json=rpc("initialize", _initialize()), headers=HEADERS)
     assert response.status_code == 503, response.text

@@ -327,10 +327,12 @@ def test_a_repeated_routing_header_is_refused(base_url: str) -> None:
 
 def test_a_request_state_key_must_be_long_bytes() -> None:
     with (
-        pytest.warns(DeprecationWarning, match="request_state_key= is deprecated"),
+        pytest.warns(
+            DeprecationWarning, match=r"mcp_routes\(request_state_key=\.\.\.\) is deprecated; use mcp_routes\(secret="
+        ),
         pytest.raises(ValueError, match="request_state_key must be at least 32 bytes"),
     ):
-        mcp_routes(FastAPI(), request_state_key="s" * 40)  # type: ignore[arg-type]
+        mcp_routes(FastAPI(), request_state_key="s" * 40)
 
 
 def bad_token(value: Annotated[int, Query(json_schema_extra={"x-mcp-header": "Bad Name"})]) -> int:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from mcp import types
 
-from fastapi_mcp_routes import Limits, ToolContextError, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Streaming, ToolContextError, mcp_routes, mcp_tool
 from tests.helpers import (
     WAIT_S,
     Context,
@@ -233,7 +233,7 @@ def test_a_quiet_stream_gets_keep_alive_comments() -> None:
 
 async def test_the_sdk_client_resumes_a_stream_the_server_closed_early() -> None:
     app = FastAPI(title="Early close")
-    app.include_router(mcp_routes(app, max_stream_seconds=0.2))
+    app.include_router(mcp_routes(app, streaming=Streaming(max_stream_seconds=0.2)))
 
     @mcp_tool()
     @app.get("/patient")

@@ -24,7 +24,7 @@ from fastapi.sse import EventSourceResponse
 from mcp import Client, types
 from pydantic import TypeAdapter
 
-from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Streaming, mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools import streams
 from fastapi_mcp_routes.tools.streams import LineParser, SseParser
 from tests.helpers import SESSION_VERSION, STATELESS_VERSION, WAIT_S, connected, mcp_client, serve
@@ -45,9 +45,7 @@ WEATHER: Final = {"topic": "weather"}
 def base_url() -> Iterator[str]:
     """Short windows, so that a window's end and its bound are quick to reach."""
     app = streams_app(
-        default_subscribe_ms=DEFAULT_MS,
-        max_subscribe_ms=MAX_MS,
-        max_subscribe_frames=MAX_FRAMES,
+        streaming=Streaming(default_subscribe_ms=DEFAULT_MS, max_subscribe_ms=MAX_MS, max_subscribe_frames=MAX_FRAMES),
         limits=Limits(max_response_bytes=CAP_BYTES),
     )
     with serve(app) as url:
@@ -57,7 +55,7 @@ def base_url() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def long_window_url() -> Iterator[str]:
     """Windows far longer than any wait here: a sample that stops early was stopped by the client."""
-    with serve(streams_app(default_subscribe_ms=60_000, max_subscribe_ms=60_000)) as url:
+    with serve(streams_app(streaming=Streaming(default_subscribe_ms=60_000, max_subscribe_ms=60_000))) as url:
         yield url
 
 
@@ -290,14 +288,13 @@ async def test_a_route_parameter_named_like_a_window_argument_is_a_startup_error
         ({"max_subscribe_frames": 2.5}, "max_subscribe_frames"),
         (
             {"default_subscribe_ms": 2000, "max_subscribe_ms": 1000},
-            "default_subscribe_ms must not exceed max_subscribe_ms",
+            "Streaming.default_subscribe_ms must not exceed Streaming.max_subscribe_ms, got 2000 > 1000",
         ),
     ],
 )
 def test_window_options_that_make_no_sense_are_refused(options: dict[str, Any], named: str) -> None:
-    app = FastAPI()
     with pytest.raises(ValueError, match=named):
-        mcp_routes(app, **options)
+        Streaming(**options)
 
 
 @pytest.mark.parametrize("window", [{"durationMs": "abc"}, {"durationMs": 0}, {"maxFrames": -3}, {"maxFrames": 1.5}])

@@ -21,7 +21,7 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext, ClientSession
 from pydantic import TypeAdapter
 
-from fastapi_mcp_routes import InputRequest, Tasks, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import InputRequest, Tasks, ToolCalls, ToolContext, mcp_routes, mcp_tool
 from tests.helpers import SESSION_VERSION, STATELESS_VERSION, WAIT_S, mcp_client, serve
 
 pytestmark = pytest.mark.anyio
@@ -147,7 +147,7 @@ def tasks_app() -> FastAPI:
     token is a caller of its own, and tasks belong to one."""
     app = FastAPI(title="Tasks")
     tasks = Tasks(poll_interval_s=POLL_S)
-    app.include_router(mcp_routes(app, tasks=tasks, require_confirmation_for_mutations=False))
+    app.include_router(mcp_routes(app, tasks=tasks, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))
 
     @mcp_tool(task="optional")
     @app.get("/progress")

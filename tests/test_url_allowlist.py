@@ -18,7 +18,7 @@ import pytest
 from fastapi import FastAPI, Query
 from pydantic import AnyUrl, BaseModel, HttpUrl
 
-from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolCallEvent, ToolCalls, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.tools.urls import url_arguments
 from tests.helpers import WAIT_S, call_tool, open_session, pending_of, post_stateless, serve, tool_of
@@ -56,10 +56,10 @@ class Ran:
 ran = Ran()
 
 
-def make_app(**options: Any) -> FastAPI:
-    """Tools taking URLs in every place a schema can hold one; `options` go to `mcp_routes`."""
+def make_app(**calls: Any) -> FastAPI:
+    """Tools taking URLs in every place a schema can hold one; `calls` go to `ToolCalls`."""
     app = FastAPI()
-    app.include_router(mcp_routes(app, **options))
+    app.include_router(mcp_routes(app, tool_calls=ToolCalls(**calls)))
 
     @mcp_tool()
     @app.get("/fetch")
@@ -190,16 +190,16 @@ def test_without_options_every_url_is_refused() -> None:
 )
 def test_an_invalid_entry_stops_the_app_naming_it(entry: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as raised:
-        mcp_routes(FastAPI(), allowed_server_urls=[entry])
+        mcp_routes(FastAPI(), tool_calls=ToolCalls(allowed_server_urls=[entry]))
     assert repr(entry) in str(raised.value)
     assert "allowed_server_urls" in str(raised.value)
 
 
 def test_allow_arbitrary_urls_with_an_allowlist_is_a_contradiction() -> None:
     with pytest.raises(ValueError, match="allow_arbitrary_urls=True accepts every URL"):
-        mcp_routes(FastAPI(), allowed_server_urls=[ALLOWED], allow_arbitrary_urls=True)
+        mcp_routes(FastAPI(), tool_calls=ToolCalls(allowed_server_urls=[ALLOWED], allow_arbitrary_urls=True))
     with pytest.raises(ValueError, match="not both"):
-        mcp_routes(FastAPI(), allowed_server_urls_from_env=True, allow_arbitrary_urls=True)
+        mcp_routes(FastAPI(), tool_calls=ToolCalls(allowed_server_urls_from_env=True, allow_arbitrary_urls=True))
 
 
 @pytest.mark.parametrize(
@@ -214,7 +214,7 @@ def test_allow_arbitrary_urls_with_an_allowlist_is_a_contradiction() -> None:
 )
 def test_options_of_the_wrong_kind_stop_the_app(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        mcp_routes(FastAPI(), **options)
+        mcp_routes(FastAPI(), tool_calls=ToolCalls(**options))
 
 
 def test_entries_from_the_environment_are_separated_by_commas_or_whitespace_and_added_to_the_list() -> None:

@@ -28,6 +28,7 @@ import anyio.lowlevel
 from pydantic import TypeAdapter
 from starlette.types import ASGIApp, Message, Scope
 
+from fastapi_mcp_routes.options import DEFAULT_MAX_SUBSCRIBE_FRAMES, DEFAULT_MAX_SUBSCRIBE_MS, DEFAULT_SUBSCRIBE_MS
 from fastapi_mcp_routes.tools.invoke import CapturedResponse
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
@@ -62,12 +63,12 @@ OnFrame = Callable[[int, Any], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class WindowBounds:
-    """The bounds of every window: `mcp_routes(default_subscribe_ms=, max_subscribe_ms=,
-    max_subscribe_frames=)`."""
+    """The bounds of every window: `mcp_routes(streaming=Streaming(default_subscribe_ms=,
+    max_subscribe_ms=, max_subscribe_frames=))`."""
 
-    default_ms: int = 5000
-    max_ms: int = 30000
-    max_frames: int = 200
+    default_ms: int = DEFAULT_SUBSCRIBE_MS
+    max_ms: int = DEFAULT_MAX_SUBSCRIBE_MS
+    max_frames: int = DEFAULT_MAX_SUBSCRIBE_FRAMES
 
     def __post_init__(self) -> None:
         for name, value in (

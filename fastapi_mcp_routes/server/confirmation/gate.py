@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from fastapi_mcp_routes.options import DEFAULT_CONFIRMATION_TTL_S
 from fastapi_mcp_routes.server.call import QUESTION_KEY, STATE_KEY, InputRequest, ToolCall
 from fastapi_mcp_routes.server.confirmation.summary import MAX_SUMMARY, shorten, summarize
 from fastapi_mcp_routes.server.deployment import Deployment
@@ -56,7 +57,6 @@ from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import ToolContextError
 from fastapi_mcp_routes.wire.json import dumps
 
-DEFAULT_TTL_S: Final = 300.0
 # A person answering a stateless question has as long as its requestState lives.
 QUESTION_TTL_S: Final = 600.0
 # Where an elicitation carries the whole plan (method, path, arguments), beside its message.
@@ -267,7 +267,9 @@ class GatedCall:
 class ConfirmationGate:
     """Decides, for each call of a gated tool, whether it runs."""
 
-    def __init__(self, *, tokens: TokenStore, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time):
+    def __init__(
+        self, *, tokens: TokenStore, ttl_s: float = DEFAULT_CONFIRMATION_TTL_S, clock: Callable[[], float] = time.time
+    ):
         self._ttl_s = ttl_s
         self._clock = clock
         self._tokens = tokens

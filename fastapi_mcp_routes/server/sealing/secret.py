@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import logging
 import secrets
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -56,23 +55,8 @@ class Secret:
         self._warned = False
 
     @classmethod
-    def configure(cls, secret: SecretOption, environ: Mapping[str, str], request_state_key: bytes | None) -> Secret:
+    def configure(cls, secret: SecretOption, environ: Mapping[str, str]) -> Secret:
         """The secret from the option, else the environment, else a random one."""
-        if request_state_key is not None:
-            warnings.warn(
-                "request_state_key= is deprecated: pass secret= (or set FASTAPI_MCP_ROUTES_SECRET), which "
-                "seals requestState, session ids and confirmation tokens alike",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            if secret is not None:
-                raise ValueError("give secret= only: request_state_key= is its deprecated name")
-            if not isinstance(request_state_key, bytes) or len(request_state_key) < MIN_SECRET_BYTES:
-                raise ValueError(
-                    f"request_state_key must be at least {MIN_SECRET_BYTES} bytes (bytes, not text), "
-                    f"got {request_state_key!r:.20}"
-                )
-            return cls([request_state_key], "request_state_key=")
         if secret is not None:
             return cls(_secrets("secret", secret), "secret=")
         from_env = environ.get(ENV_SECRET)

@@ -94,7 +94,7 @@ class SessionManager:
         self._options = options
         self._limits = limits if limits is not None else Limits()
         self._bounds = SessionBounds(options.idle_s, options.max_sessions, options.max_per_caller)
-        deployment = deployment or Deployment(Secret.configure(None, {}, None), MemoryStore())
+        deployment = deployment or Deployment(Secret.configure(None, {}), MemoryStore())
         self._deployment = deployment
         self._store = deployment.store
         self._secret = deployment.secret

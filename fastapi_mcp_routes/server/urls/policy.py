@@ -34,7 +34,7 @@ _ENV_SEPARATORS: Final = re.compile(r"[\s,]+")
 # How much of a refused value the model is shown: enough to recognise it.
 _VALUE_SHOWN: Final = 100
 _HOW_TO_ALLOW: Final = (
-    "list the servers they may reach in mcp_routes(allowed_server_urls=[...]) (or in the "
+    "list the servers they may reach in mcp_routes(tool_calls=ToolCalls(allowed_server_urls=[...])) (or in the "
     f"{DEFAULT_ENV_VARIABLE} environment variable, with allowed_server_urls_from_env=True), "
     "or accept any URL with allow_arbitrary_urls=True"
 )
@@ -152,6 +152,6 @@ def _refusal(tool: str, where: str, value: str, reason: str) -> str:
     shown = value if len(value) <= _VALUE_SHOWN else value[:_VALUE_SHOWN] + "…"
     return (
         f"The argument {where!r} of {tool} was refused: {shown!r} {reason}. The server passes on only the "
-        "URLs its operator allows, with the mcp_routes option allowed_server_urls "
+        "URLs its operator allows, with the mcp_routes option ToolCalls(allowed_server_urls=...) "
         "(allow_arbitrary_urls=True turns this check off)."
     )
