@@ -128,24 +128,8 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     sessions = (
         SessionManager(options=options.sessions, deployment=deployment, limits=limits) if options.sessions else None
     )
-    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
-    listened = Listened(
-        resources=ResourceMethods(
-            registry=registry,
-            runner=runner,
-            max_subscriptions=limits.max_subscriptions,
-            max_uri_chars=limits.max_uri_chars,
-        ),
-        updates=updates,
-        tasks=TaskMethods(task_runs),
-    )
-    served = (
-        tools_feature(pipeline),
-        resources_feature(listened.resources),
-        prompts_feature(PromptMethods(registry=registry, runner=runner)),
-        tasks_feature(listened.tasks),
-        *features,
-    )
+    listened, served = _features(app, limits, registry, pipeline, updates, task_runs)
+    served = (*served, *features)
     lists = Lists(
         registry=registry,
         visible_only=options.list_visible_only,
@@ -167,6 +151,35 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     )
     return Endpoint(
         app, options, identity, registry, urls, lists, dispatcher.listings(), deployment, task_runs, sessions, transport
+    )
+
+
+def _features(
+    app: FastAPI,
+    limits: Limits,
+    registry: ToolRegistry,
+    pipeline: ToolCallPipeline,
+    updates: ResourceUpdates,
+    task_runs: TaskRuns,
+) -> tuple[Listened, tuple[Feature, ...]]:
+    """The library's own features, declared (server/features.py), and what a listening stream
+    follows of them besides their lists."""
+    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
+    listened = Listened(
+        resources=ResourceMethods(
+            registry=registry,
+            runner=runner,
+            max_subscriptions=limits.max_subscriptions,
+            max_uri_chars=limits.max_uri_chars,
+        ),
+        updates=updates,
+        tasks=TaskMethods(task_runs),
+    )
+    return listened, (
+        tools_feature(pipeline),
+        resources_feature(listened.resources),
+        prompts_feature(PromptMethods(registry=registry, runner=runner)),
+        tasks_feature(listened.tasks),
     )
 
 
