@@ -189,8 +189,7 @@ def _say_where_state_lives(line: str) -> None:
     Nothing else is written that way. The audit line of each tool call is an INFO record that
     the app's logging shows or drops, as Python's logging guide asks of a library: a handler the
     library kept on its logger wrote one line to stderr per tool call of every app that had
-    configured no logging, about a sixth of a tool call's server CPU under httptools + uvloop in
-    `make bench`."""
+    configured no logging, a cost `make bench` shows."""
     if logger.hasHandlers() or logger.level != logging.NOTSET:
         logger.info("%s", line)  # the app's logging decides: a handler somewhere, or a level set here
         return

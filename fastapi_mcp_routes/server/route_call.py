@@ -1,6 +1,6 @@
 """Running a route for a resource read, a prompt or a completion, as a tool call runs it.
 
-The route runs in process through the app (DESIGN.md, decision 2), as a `ToolCall` of the
+The route runs in process through the app's own ASGI interface, as a `ToolCall` of the
 request: its `ToolContext` reports progress, logs and asks questions (a 2026-07-28 prompt may
 end `input_required`), and `notifications/cancelled` or a closed stream stops it. What these
 features cannot answer with (a refusal, a failure or a crash, a response that is no answer)

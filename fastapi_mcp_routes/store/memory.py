@@ -1,4 +1,4 @@
-"""`MemoryStore`: the `Store` of one process, with no setup (DESIGN.md, decision 5).
+"""`MemoryStore`: the `Store` of one process, with no setup: the default until several processes serve.
 
 Ordered dicts give least-recently-used order for free, so every bound is enforced by popping
 from the front. Expiry is checked when a record is read and swept when one is added, so

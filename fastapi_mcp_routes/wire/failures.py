@@ -1,4 +1,5 @@
-"""The one place where an exception becomes what the client is told (STYLE.md, principle 5).
+"""The one place where an exception becomes what the client is told: code raises typed errors,
+and an unknown one becomes a generic internal error, logged, never echoed.
 
 Two kinds of answer exist. A JSON-RPC request that fails is answered with an error object:
 `McpError` carries its own code and message, a cancelled request gets no answer at all (unless

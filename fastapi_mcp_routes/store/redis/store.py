@@ -1,4 +1,4 @@
-"""`RedisStore`: the `Store` that every process serving the endpoint shares (DESIGN.md, decision 5).
+"""`RedisStore`: the `Store` that every process serving the endpoint shares, once one process is not enough.
 
     store = RedisStore.from_url("redis://localhost:6379/0")
 
