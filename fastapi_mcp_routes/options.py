@@ -1,4 +1,5 @@
-"""Option groups for `mcp_routes`: `Sessions` and `Limits`, in the style of httpx's `Limits`.
+"""Option groups for `mcp_routes` (`Sessions`, `Limits`, `Tasks`, `ServerInfo`, `Origins`, `Streaming`,
+`ToolCalls`), in the style of httpx's `Limits`.
 
 Each group is a frozen value checked when it is made, so a wrong setting stops the app at
 startup with a sentence that names the option and the value, never at the first request. The
