@@ -283,8 +283,8 @@ class Origins:
 
     def __post_init__(self) -> None:
         # Kept as tuples: an iterator given here is read once, and the value stays comparable.
-        object.__setattr__(self, "allowed_origins", _strings("Origins.allowed_origins", self.allowed_origins))
-        object.__setattr__(self, "allowed_hosts", _strings("Origins.allowed_hosts", self.allowed_hosts))
+        object.__setattr__(self, "allowed_origins", strings("Origins.allowed_origins", self.allowed_origins))
+        object.__setattr__(self, "allowed_hosts", strings("Origins.allowed_hosts", self.allowed_hosts))
 
 
 # A streaming route (SSE, JSON Lines) called as a tool is sampled this long by default, at most
@@ -425,7 +425,9 @@ def _check_rate(name: str, value: object) -> None:
     raise ValueError(f"{name} must be slowapi syntax such as '120/minute', or None, got {value!r}")
 
 
-def _strings(name: str, values: Iterable[str] | None) -> tuple[str, ...]:
+def strings(name: str, values: Iterable[str] | None) -> tuple[str, ...]:
+    """A list-of-strings option: each a non-empty string; a single string is refused (it would
+    be read as its characters)."""
     if values is None:
         return ()
     if isinstance(values, str):

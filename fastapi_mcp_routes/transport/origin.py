@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from fastapi_mcp_routes.options import strings
+
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
 _WILDCARD: Final = "*"
 # RFC 9110 section 7.2, Host = uri-host [ ":" port ]: an IP literal in brackets, or a name or
@@ -35,8 +37,8 @@ class OriginPolicy:
 
     @classmethod
     def build(cls, allowed_origins: Iterable[str] | None, allowed_hosts: Iterable[str] | None) -> OriginPolicy:
-        origins = frozenset(_normal_origin(o) for o in _strings(allowed_origins, "allowed_origins"))
-        hosts = frozenset(h.lower() for h in _strings(allowed_hosts, "allowed_hosts"))
+        origins = frozenset(_normal_origin(o) for o in strings("allowed_origins", allowed_origins))
+        hosts = frozenset(h.lower() for h in strings("allowed_hosts", allowed_hosts))
         return cls(origins, hosts)
 
     def refusal(self, host: str | None, server_address: str | None, origin: str | None, scheme: str) -> str | None:
@@ -74,18 +76,6 @@ class OriginPolicy:
             return True
         hostname = _hostname(host)
         return hostname in self.allowed_hosts or hostname in _LOOPBACK_NAMES or _is_loopback(hostname)
-
-
-def _strings(values: Iterable[str] | None, option: str) -> list[str]:
-    if values is None:
-        return []
-    if isinstance(values, str):
-        raise ValueError(f"{option} must be a list of strings, got the single string {values!r}")
-    result = list(values)
-    for value in result:
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{option} must hold non-empty strings, got {value!r}")
-    return result
 
 
 def _normal_origin(origin: str) -> str:
