@@ -1,4 +1,4 @@
-"""Fixtures shared by every test module; the helpers they use live in `tests/helpers.py`."""
+"""Fixtures shared by every test module; what they use lives in `tests/support/`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from playwright.sync_api import Browser
 
-from tests.helpers import Stores, chromium, chromium_missing, redis_missing, redis_server
+from tests.support.browser import chromium, chromium_missing
+from tests.support.redis import redis_missing, redis_server
+from tests.support.stores import Stores
 
 
 @pytest.fixture

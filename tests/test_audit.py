@@ -13,7 +13,10 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import ToolCallEvent, mcp_routes, mcp_tool
-from tests.helpers import HOST, JSON_ONLY, call_tool, free_port, post_stateless, start_process
+from tests.support.jsonrpc import JSON_ONLY, call_tool
+from tests.support.machine import HOST, free_port
+from tests.support.processes import start_process
+from tests.support.stateless import post_stateless
 
 
 def make_app(on_tool_call: Any = None) -> FastAPI:

@@ -20,7 +20,11 @@ import anyio
 import pytest
 
 from example_app.auth import mint
-from tests.helpers import ROOT, WAIT_S, connected, deployment_env, stateless_headers, stateless_request
+from tests.support.deployments import deployment_env
+from tests.support.machine import ROOT
+from tests.support.servers import connected
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 RUN_S = 60.0  # the bound on one command: it imports the app, so it takes a second or two
 MODULE = (sys.executable, "-m", "fastapi_mcp_routes")

@@ -32,7 +32,11 @@ from pydantic_ai.usage import RunUsage
 
 import example_app.conformance
 import example_app.main
-from tests.helpers import ROOT, WAIT_S, mcp_client, registry_of, serve
+from tests.support.discovery import registry_of
+from tests.support.machine import ROOT
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

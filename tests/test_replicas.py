@@ -24,26 +24,20 @@ import anyio
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, refusal, rpc, tool_call
+from tests.support.processes import round_robin, serve_processes
+from tests.support.runs import (
     COLOUR,
     ELICITATION,
-    HEADERS,
-    SESSION_VERSION,
-    WAIT_S,
     WORKERS_APP,
     assert_all_succeeded,
-    deployment_env,
-    initialize,
-    refusal,
-    round_robin,
-    rpc,
     sdk_confirmed_mutations,
     sdk_sessions,
-    serve_processes,
     sessions_over_fresh_connections,
     stateless_rounds,
-    tool_call,
 )
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -28,21 +28,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
 
 from fastapi_mcp_routes import Limits
-from tests.helpers import (
-    SESSION_VERSION,
+from tests.resources_app import API_KEY, MISSING_KEY, RED_PIXEL_PNG, WRONG_KEY, notes_resources_app
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import SESSION_VERSION
+from tests.support.processes import serve_processes
+from tests.support.redis import redis_link
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.stateless import (
     STATELESS_VERSION,
-    WAIT_S,
-    deployment_env,
-    mcp_client,
     post_stateless,
-    redis_link,
-    serve,
-    serve_processes,
     stateless_headers,
     stateless_meta,
     stateless_request,
 )
-from tests.resources_app import API_KEY, MISSING_KEY, RED_PIXEL_PNG, WRONG_KEY, notes_resources_app
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -13,16 +13,11 @@ import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI
 
 from fastapi_mcp_routes import Sessions, ToolContext, mcp_routes, mcp_tool
-from tests.helpers import (
-    WAIT_S,
-    call_tool,
-    iter_sse_messages,
-    open_session,
-    post_stateless,
-    serve,
-    stateless_meta,
-    tool_call,
-)
+from tests.support.jsonrpc import call_tool, open_session, tool_call
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages
+from tests.support.stateless import post_stateless, stateless_meta
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

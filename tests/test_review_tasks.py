@@ -18,7 +18,11 @@ import pytest
 
 from fastapi_mcp_routes.server.tasks.records import TASKS_EXTENSION
 from fastapi_mcp_routes.store.base import TaskBounds, TaskRecord, Trust
-from tests.helpers import WAIT_S, Stores, deployment_env, serve_processes, stateless_headers, stateless_request
+from tests.support.deployments import deployment_env
+from tests.support.processes import serve_processes
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.stores import Stores
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -24,20 +24,12 @@ from fastapi import FastAPI
 from fastapi_mcp_routes import Limits, Sessions, mcp_tool
 from fastapi_mcp_routes.transport.listen import WRITE_STALL_KEEP_ALIVES
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE
-from tests.helpers import (
-    WAIT_S,
-    Context,
-    iter_sse_messages,
-    observed,
-    open_session,
-    read_to_first_message,
-    rpc,
-    serve,
-    stateless_headers,
-    stateless_request,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import Context, observed, streaming_app
+from tests.support.jsonrpc import open_session, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages, read_to_first_message
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 LIMITS = Limits(max_streams_per_caller=2, max_streams=4, max_resumes_per_session=1)
 RETRY_AFTER = "30"

@@ -21,7 +21,7 @@ from fastapi_mcp_routes.store.base import (
     shares,
 )
 from fastapi_mcp_routes.store.memory import MemoryStore
-from tests.helpers import Stores
+from tests.support.stores import Stores
 
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
 pytestmark = pytest.mark.anyio

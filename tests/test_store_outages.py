@@ -25,27 +25,16 @@ import pytest
 import redis
 
 from fastapi_mcp_routes import Limits, RedisStore
-from tests.helpers import (
-    HEADERS,
-    SESSION_VERSION,
-    WAIT_S,
-    WORKERS_APP,
-    Running,
-    deployment_env,
-    free_port,
-    initialize,
-    iter_sse_messages,
-    observed,
-    open_session,
-    read_to_first_message,
-    redis_link,
-    redis_server,
-    rpc,
-    serve,
-    serve_process_group,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import observed, streaming_app
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, open_session, rpc, tool_call
+from tests.support.machine import free_port
+from tests.support.processes import Running, serve_process_group
+from tests.support.redis import redis_link, redis_server
+from tests.support.runs import WORKERS_APP
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages, read_to_first_message
+from tests.support.waits import WAIT_S
 
 SECRET: Final = "a-test-secret-shared-by-every-process-0123456789"
 SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}

@@ -24,7 +24,9 @@ from fastapi_mcp_routes.store import redis_pubsub
 from fastapi_mcp_routes.store.base import USED, Holder, LogBounds, SessionBounds, SessionRecord, Store, Trust
 from fastapi_mcp_routes.store.redis import RedisStore
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
-from tests.helpers import WAIT_S, Stores, gone_redis_url
+from tests.support.redis import gone_redis_url
+from tests.support.stores import Stores
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10)

@@ -13,7 +13,8 @@ import pytest
 import redis.asyncio
 
 from fastapi_mcp_routes.store.base import Store, TaskBounds, TaskRecord, Trust
-from tests.helpers import WAIT_S, Stores
+from tests.support.stores import Stores
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 TTL_MS = 60_000

@@ -17,19 +17,11 @@ from starlette.types import Message
 from fastapi_mcp_routes import Limits, mcp_routes
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
-from tests.helpers import (
-    JSON_ONLY,
-    WAIT_S,
-    observed,
-    open_session,
-    read_to_first_message,
-    rpc,
-    serve,
-    sse_ids,
-    sse_messages,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import observed, streaming_app
+from tests.support.jsonrpc import JSON_ONLY, open_session, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.sse import read_to_first_message, sse_ids, sse_messages
+from tests.support.waits import WAIT_S
 
 
 @pytest.fixture(scope="module")

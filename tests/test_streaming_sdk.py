@@ -14,19 +14,12 @@ from fastapi.testclient import TestClient
 from mcp import types
 
 from fastapi_mcp_routes import Limits, ToolContextError, mcp_routes, mcp_tool
-from tests.helpers import (
-    WAIT_S,
-    Context,
-    mcp_client,
-    observed,
-    open_session,
-    read_to_first_message,
-    serve,
-    sse_ids,
-    sse_messages,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import Context, observed, streaming_app
+from tests.support.jsonrpc import open_session, tool_call
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.sse import read_to_first_message, sse_ids, sse_messages
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

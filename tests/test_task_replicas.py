@@ -28,24 +28,13 @@ import redis.asyncio
 
 from fastapi_mcp_routes.server.tasks.records import TASKS_EXTENSION
 from fastapi_mcp_routes.server.tasks.runs import LEASE_S
-from tests.helpers import (
-    ELICITATION,
-    FRESH_CONNECTIONS,
-    PID_HEADER,
-    WAIT_S,
-    Running,
-    Tally,
-    a_few_at_once,
-    deployment_env,
-    final_message,
-    redis_link,
-    round_robin,
-    serve_process_group,
-    serve_processes,
-    stateless_headers,
-    stateless_meta,
-    stateless_request,
-)
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import final_message
+from tests.support.processes import Running, round_robin, serve_process_group, serve_processes
+from tests.support.redis import redis_link
+from tests.support.runs import ELICITATION, FRESH_CONNECTIONS, PID_HEADER, Tally, a_few_at_once
+from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

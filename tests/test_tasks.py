@@ -24,16 +24,11 @@ from fastapi_mcp_routes import InputRequest, Tasks, ToolContext, mcp_routes, mcp
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
-from tests.helpers import (
-    HEADERS,
-    WAIT_S,
-    Context,
-    connected,
-    final_message,
-    initialize,
-    stateless_headers,
-    stateless_meta,
-)
+from tests.support.apps import Context
+from tests.support.jsonrpc import HEADERS, final_message, initialize
+from tests.support.servers import connected
+from tests.support.stateless import stateless_headers, stateless_meta
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

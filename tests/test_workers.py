@@ -21,23 +21,22 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.deployments import deployment_env
+from tests.support.processes import serve_process_group, serve_processes
+from tests.support.redis import redis_pings
+from tests.support.runs import (
     CONCURRENT_SESSIONS,
     FRESH_CONNECTIONS,
-    WAIT_S,
     WORKERS_APP,
     Tally,
     a_few_at_once,
     assert_all_succeeded,
-    deployment_env,
     over_processes,
-    redis_pings,
     sdk_sessions,
-    serve_process_group,
-    serve_processes,
     sessions_over_fresh_connections,
     stateless_rounds,
 )
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 
