@@ -108,6 +108,7 @@ README_LOGGING = (
 )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("log_config", [None, "example_app/logging.json", "readme"])
 def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_seen(log_config: str | None) -> None:
     # `make run` passes uvicorn the example's log config, which shows the library's logger at

@@ -228,6 +228,7 @@ def langchain_python() -> Path:
     return python
 
 
+@pytest.mark.processes
 def test_langchain_mcp_adapters_loads_every_tool_whole_and_converts_each_strictly(served: Served) -> None:
     python = langchain_python()
     script = ROOT / "tests" / "langchain_schemas.py"

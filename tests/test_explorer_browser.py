@@ -27,6 +27,8 @@ from tests.support.servers import serve
 from tests.support.stateless import post_stateless
 from tests.support.waits import WAIT_S
 
+pytestmark = pytest.mark.browser
+
 API_KEY = "demo-key"  # the example's (header x-api-key)
 
 

@@ -31,6 +31,8 @@ from tests.support.machine import ROOT
 from tests.support.processes import serve_processes
 from tests.support.waits import WAIT_S
 
+pytestmark = [pytest.mark.node, pytest.mark.processes]
+
 INSPECTOR: Final = "@modelcontextprotocol/inspector"
 # 2.12.0 bundles the TypeScript SDK 2.3.1 client, which speaks 2025-11-25 with a session and
 # 2026-07-28 without one; `--protocol-era` picks.

@@ -326,6 +326,8 @@ def two_processes(redis_url: str) -> Iterator[TwoProcesses]:
         yield TwoProcesses(first, second)
 
 
+@pytest.mark.processes
+@pytest.mark.redis
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 async def test_a_put_on_one_process_reaches_a_session_whose_stream_another_holds(two_processes: TwoProcesses) -> None:
     # Its GET stream on the first process, every POST (its subscription too) on the second.
@@ -344,6 +346,8 @@ async def test_a_put_on_one_process_reaches_a_session_whose_stream_another_holds
     assert steering.others_went == {two_processes.second}
 
 
+@pytest.mark.processes
+@pytest.mark.redis
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 async def test_subscriptions_sent_at_once_to_both_processes_are_all_kept(two_processes: TwoProcesses) -> None:
     both = [two_processes.first, two_processes.second]
@@ -364,6 +368,8 @@ async def test_subscriptions_sent_at_once_to_both_processes_are_all_kept(two_pro
     assert steering.others_went == set(both)
 
 
+@pytest.mark.processes
+@pytest.mark.redis
 async def test_a_put_on_one_process_reaches_a_listen_stream_on_another(two_processes: TwoProcesses) -> None:
     with anyio.fail_after(WAIT_S):
         async with (

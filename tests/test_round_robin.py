@@ -21,6 +21,8 @@ from tests.support.processes import round_robin
 from tests.support.servers import serve
 from tests.support.waits import WAIT_S
 
+pytestmark = pytest.mark.processes
+
 
 class Observed:
     """What the upstreams saw, read by the tests across the servers' threads."""

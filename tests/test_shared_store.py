@@ -33,6 +33,8 @@ from tests.support.sse import iter_sse_messages, read_to_first_message, sse_mess
 from tests.support.stateless import post_stateless
 from tests.support.waits import WAIT_S
 
+pytestmark = pytest.mark.redis
+
 SECRET = "a-test-secret-shared-by-every-process-0123456789"
 Pair = tuple[httpx.Client, httpx.Client]
 

@@ -36,6 +36,8 @@ from tests.support.servers import serve
 from tests.support.sse import iter_sse_messages, read_to_first_message
 from tests.support.waits import WAIT_S
 
+pytestmark = pytest.mark.redis
+
 SECRET: Final = "a-test-secret-shared-by-every-process-0123456789"
 SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
 # Streams write a keep-alive (and renew what they hold) this often, so a test reading one sees
@@ -196,6 +198,7 @@ async def open_session_at(http: httpx.AsyncClient, base: str) -> dict[str, str]:
     return {**SESSION_HEADERS, "mcp-session-id": response.headers["mcp-session-id"]}
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_a_resume_of_a_stream_whose_process_died_ends(redis_url: str) -> None:
     # The process sending a stream dies before the answer; the client resumes on another. No
@@ -227,6 +230,7 @@ async def test_a_resume_of_a_stream_whose_process_died_ends(redis_url: str) -> N
     )
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_the_get_stream_of_a_session_is_not_held_by_a_process_that_died(redis_url: str) -> None:
     # A session has one GET stream at a time (a claim in Redis, renewed by the stream). When
@@ -277,6 +281,7 @@ REDIS_LATE_S: Final = 16.0
 HEARD_AGAIN_WITHIN_S: Final = 8.0
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_a_cancellation_reaches_another_process_soon_after_redis_starts_late() -> None:
     port = free_port()

@@ -226,6 +226,7 @@ async def test_a_task_past_its_time_to_live_no_longer_counts_against_the_bounds(
 # -- what only Redis does ----------------------------------------------------------------------
 
 
+@pytest.mark.redis
 async def test_a_task_kept_by_one_process_is_found_and_saved_by_another(redis_stores: Stores) -> None:
     first, second = redis_stores.make(), redis_stores.make()
     await first.put_task(task("t1", questions={"q1": {"method": "elicitation/create"}}), ROOMY)
@@ -238,6 +239,7 @@ async def test_a_task_kept_by_one_process_is_found_and_saved_by_another(redis_st
     assert await first.find_task("t1") == answered
 
 
+@pytest.mark.redis
 async def test_redis_forgets_a_task_and_its_bookkeeping_on_its_own_after_its_time_to_live(
     redis_stores: Stores, redis_url: str
 ) -> None:

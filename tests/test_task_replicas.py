@@ -36,7 +36,7 @@ from tests.support.runs import ELICITATION, FRESH_CONNECTIONS, PID_HEADER, Tally
 from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
 from tests.support.waits import WAIT_S
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
 TASKS_APP: Final = "tests.tasks_app:app"
 # Every request declares the extension, and a client that can ask its user.
@@ -169,6 +169,7 @@ async def start_stoppable(client: Balanced, replicas: Replicas, label: str) -> t
     return task_id, runner
 
 
+@pytest.mark.redis
 async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         client = Balanced(http, replicas_with_redis.balanced)
@@ -179,6 +180,7 @@ async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_
         acknowledged(await client.post("tasks/cancel", {"taskId": task_id}))
 
 
+@pytest.mark.redis
 async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         client = Balanced(http, replicas_with_redis.balanced)
@@ -203,6 +205,7 @@ async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_
         assert set(client.upstreams) == {0, 1}
 
 
+@pytest.mark.redis
 async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         client = Balanced(http, replicas_with_redis.balanced)
@@ -221,6 +224,7 @@ async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replica
         assert (await client.get(task_id))["status"] == "cancelled"  # ended, it stays so
 
 
+@pytest.mark.redis
 async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_url: str) -> None:
     with replicas(deployment_env(redis_url)) as deployment:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
@@ -254,6 +258,7 @@ async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_u
             assert (await status_on_survivor())["status"] == "failed"
 
 
+@pytest.mark.redis
 async def test_the_tasks_of_a_process_that_died_no_longer_hold_their_callers_bound(redis_url: str) -> None:
     # Two tasks fill the caller's bound on one process, which is killed: once their leases have
     # lapsed, the other process ends them failed when the bound is next reached, and keeps the new
@@ -296,6 +301,7 @@ async def completed(http: httpx.AsyncClient, base: str, task_id: str) -> dict[st
     return task if task["status"] == "completed" else None
 
 
+@pytest.mark.redis
 async def test_a_cancellation_lost_while_the_runner_was_cut_from_redis_still_ends_its_route(redis_url: str) -> None:
     # The runner reaches Redis through a link the test cuts: the cancellation's message is lost,
     # as any pub/sub message is while the connection is down; once the link is back the route
@@ -347,6 +353,7 @@ async def test_without_a_store_a_task_asked_of_another_process_names_the_store()
 # -- uvicorn --workers 2, sharing the secret and Redis -----------------------------------------
 
 
+@pytest.mark.redis
 async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connections(redis_url: str) -> None:
     tally = Tally()
     crossed = 0  # polls a worker answered for a task the other runs

@@ -38,7 +38,7 @@ from tests.support.runs import (
 )
 from tests.support.waits import WAIT_S
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
 SESSIONS: Final = 25
 CALLS: Final = 20
@@ -105,6 +105,7 @@ def test_each_worker_logs_the_first_line_the_readme_shows() -> None:
     assert all("this process's memory" in line and "FASTAPI_MCP_ROUTES_SECRET" in line for line in lines)
 
 
+@pytest.mark.redis
 def test_the_redis_server_of_the_tests_answers(redis_url: str) -> None:
     address = urlsplit(redis_url)
     assert address.hostname is not None
@@ -134,6 +135,7 @@ async def test_two_workers_serve_stateless_calls_and_confirmations(workers_witho
 # -- sharing the secret and a Redis store ------------------------------------------------------
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_two_workers_sharing_redis_serve_sdk_sessions(workers_with_redis: str, mode: str) -> None:
     tally = await over_processes(lambda: sdk_sessions(workers_with_redis, mode, SESSIONS, CALLS), 2)
