@@ -191,15 +191,16 @@ def test_the_stream_past_the_bound_is_refused_and_the_server_keeps_serving(attac
 
 
 def test_an_open_stream_renews_its_slot_as_it_keeps_alive() -> None:
-    # Keep-alives every 0.05 s: a slot lapses after three missed renewals (0.15 s), so a slot
-    # not renewed would be gone after the keep-alives read below.
-    app = streaming_app(limits=Limits(keep_alive_s=0.05, max_streams_per_caller=1))
+    # Keep-alives every 0.5 s (room for a late renewal on a busy machine): a slot lapses after
+    # three missed renewals (1.5 s), so a slot not renewed would be gone after the five
+    # keep-alives read below.
+    app = streaming_app(limits=Limits(keep_alive_s=0.5, max_streams_per_caller=1))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
         peer = Peer(http, streams)
         first = peer.listen("alice")
         lines = first.iter_lines()
         comments = 0
-        while comments < 6:
+        while comments < 5:
             comments += next(lines).startswith(": keep-alive")
         refused(peer.listen("alice", request_id=2), 429, "max_streams_per_caller", request_id=2)
 

@@ -117,10 +117,10 @@ def streaming_app(**options: Any) -> FastAPI:
 
     @mcp_tool()
     @app.get("/long")
-    async def long(ctx: Context) -> dict[str, bool]:
+    async def long(ctx: Context, seconds: float = 0.3) -> dict[str, bool]:
         await ctx.report_progress(1)
         # Simulated slow work, not synchronisation: the quiet stretch in which keep-alives go out.
-        await anyio.sleep(0.3)
+        await anyio.sleep(seconds)
         return {"done": True}
 
     @mcp_tool()
