@@ -253,6 +253,8 @@ def test_one_process_asks_its_questions_as_before() -> None:
         session = open_session(http, capabilities=CAPABLE, headers={"accept": "application/json, text/event-stream"})
         with http.stream("POST", "/mcp", json=tool_call("ask"), headers=session) as response:
             question = next(iter_sse_messages(response.iter_lines()))
+        # Ending the session cancels the route still waiting for its answer, so the server stops at once.
+        assert http.delete("/mcp", headers=session).status_code == 204
     assert question["method"] == "elicitation/create"
 
 
