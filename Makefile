@@ -46,7 +46,7 @@ conformance: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-# The Redis tests start a redis-server of their own (tests/helpers.py, `redis_server`): install
+# The Redis tests start a redis-server of their own (tests/support/redis.py, `redis_server`): install
 # Debian's when the machine has none and no FASTAPI_MCP_ROUTES_TEST_REDIS_URL names one to use.
 redis-server:
 	@command -v redis-server >/dev/null || [ -n "$${FASTAPI_MCP_ROUTES_TEST_REDIS_URL:-}" ] || \

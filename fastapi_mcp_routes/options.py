@@ -109,6 +109,9 @@ DEFAULT_TASK_AFTER_S: Final = 0.25
 DEFAULT_TASK_TTL_S: Final = 3600.0
 DEFAULT_MAX_TASK_TTL_S: Final = 24 * 3600.0
 DEFAULT_TASK_POLL_INTERVAL_S: Final = 1.0
+# With a shared store, a running task's lease, renewed every third of it: a task whose process
+# died is told apart from a busy one this long after the process stopped.
+DEFAULT_TASK_LEASE_S: Final = 10.0
 # Tasks kept (running, or finished until their time to live ends), per caller and in all; a
 # finished one makes room for a new one, a running one never does.
 DEFAULT_MAX_TASKS_PER_CALLER: Final = 16
@@ -135,6 +138,10 @@ class Tasks:
             runs, an optional task answers directly and a required one is refused.
         max_result_bytes: the largest result a task keeps; a larger one ends the task with an
             `isError` result saying so.
+        lease_s: with a shared store, the lease the process running a task holds on it in the
+            store, renewed every third of this; once it lapses (this long after the process
+            died) a `tasks/get` from any process ends the task `failed`. Every process of a
+            deployment sets the same.
     """
 
     after_s: float = DEFAULT_TASK_AFTER_S
@@ -144,9 +151,10 @@ class Tasks:
     max_per_caller: int = DEFAULT_MAX_TASKS_PER_CALLER
     max_tasks: int = DEFAULT_MAX_TASKS
     max_result_bytes: int = DEFAULT_MAX_TASK_RESULT_BYTES
+    lease_s: float = DEFAULT_TASK_LEASE_S
 
     def __post_init__(self) -> None:
-        for name in ("after_s", "ttl_s", "max_ttl_s", "poll_interval_s"):
+        for name in ("after_s", "ttl_s", "max_ttl_s", "poll_interval_s", "lease_s"):
             check_seconds(f"Tasks.{name}", getattr(self, name))
         if self.ttl_s > self.max_ttl_s:
             raise ValueError(f"Tasks.ttl_s must not exceed Tasks.max_ttl_s, got {self.ttl_s!r} > {self.max_ttl_s!r}")

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from example_app.main import app  # noqa: E402
-from tests.helpers import ExplorerPage, chromium, serve  # noqa: E402
+from tests.support.browser import ExplorerPage, chromium  # noqa: E402
+from tests.support.servers import serve  # noqa: E402
 
 OUT = ROOT / "docs" / "explorer.png"
 

@@ -1,4 +1,4 @@
-"""Fixtures shared by every test module; the helpers they use live in `tests/helpers.py`."""
+"""Fixtures shared by every test module; what they use lives in `tests/support/`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,24 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from playwright.sync_api import Browser
 
-from tests.helpers import Stores, chromium, chromium_missing, redis_missing, redis_server
+from tests.support.browser import chromium, chromium_missing
+from tests.support.redis import redis_missing, redis_server
+from tests.support.stores import Stores
+
+# The fixtures that bring what a marker names: a test using one carries the marker, so that
+# `-m "not redis and not browser"` leaves out every test that would need them.
+MARKED_FIXTURES = {"redis_url": "redis", "redis_stores": "redis", "browser": "browser"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [
+        f"{item.nodeid} uses the fixture {fixture} without @pytest.mark.{marker}"
+        for item in items
+        for fixture, marker in MARKED_FIXTURES.items()
+        if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("A test that needs Redis or a browser says so by its marker:\n" + "\n".join(unmarked))
 
 
 @pytest.fixture
@@ -25,7 +42,7 @@ def redis_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
     """The stores a contract test runs on, once of each kind: what the `Store` promises, every
     store keeps."""

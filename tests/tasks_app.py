@@ -20,6 +20,7 @@ import anyio
 from fastapi import Depends, FastAPI
 
 from fastapi_mcp_routes import InputRequest, Tasks, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes.options import DEFAULT_TASK_LEASE_S
 from tests.workers_app import WorkerPid, shared_store
 
 CONFIRM_SCHEMA: Final = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
@@ -36,7 +37,9 @@ app = FastAPI(title="Tasks")
 app.add_middleware(WorkerPid)
 # A small per-caller bound when the test asks for one (a dead process's tasks must not hold it).
 per_caller = int(os.environ.get("TASKS_MAX_PER_CALLER", "16"))
-app.include_router(mcp_routes(app, tasks=Tasks(max_per_caller=per_caller), **shared_store()))
+# A short lease when the test asks for one: a dead process's tasks are found out that much sooner.
+lease_s = float(os.environ.get("TASKS_LEASE_S", DEFAULT_TASK_LEASE_S))
+app.include_router(mcp_routes(app, tasks=Tasks(max_per_caller=per_caller, lease_s=lease_s), **shared_store()))
 
 
 @mcp_tool(task="optional")

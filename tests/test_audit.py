@@ -13,7 +13,10 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import ToolCallEvent, ToolCalls, mcp_routes, mcp_tool
-from tests.helpers import HOST, JSON_ONLY, call_tool, free_port, post_stateless, start_process
+from tests.support.jsonrpc import JSON_ONLY, call_tool
+from tests.support.machine import HOST, free_port
+from tests.support.processes import start_process
+from tests.support.stateless import post_stateless
 
 
 def make_app(on_tool_call: Any = None) -> FastAPI:
@@ -104,6 +107,7 @@ README_LOGGING = (
 )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("log_config", [None, "example_app/logging.json", "readme"])
 def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_seen(log_config: str | None) -> None:
     # `make run` passes uvicorn the example's log config, which shows the library's logger at

@@ -11,20 +11,9 @@ from fastapi.security import SecurityScopes
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, auth_guard, mcp_routes, mcp_tool
-from tests.helpers import (
-    AUDIENCE,
-    HEADERS,
-    ISSUER,
-    PUBLIC,
-    call_tool,
-    initialize,
-    open_session,
-    post_stateless,
-    result_of,
-    rpc,
-    token,
-    tool_call,
-)
+from tests.support.jsonrpc import HEADERS, call_tool, initialize, open_session, result_of, rpc, tool_call
+from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC, token
+from tests.support.stateless import post_stateless
 
 METADATA_URL = "http://testserver/.well-known/oauth-protected-resource/mcp"
 

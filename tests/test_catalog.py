@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_completion, mcp_prompt, mcp_resource, mcp_tool
 from fastapi_mcp_routes.tools.catalog.entries import PROMPT_REF, RESOURCE_REF, Catalog
-from tests.helpers import registry_of
+from tests.support.discovery import registry_of
 
 
 def catalog_of(app: FastAPI) -> Catalog:

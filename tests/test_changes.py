@@ -7,7 +7,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from fastapi_mcp_routes.server.changes import ChangeFeed
-from tests.helpers import WAIT_S
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,13 @@ import anyio
 import pytest
 
 from example_app.auth import mint
-from tests.helpers import ROOT, WAIT_S, connected, deployment_env, stateless_headers, stateless_request
+from tests.support.deployments import deployment_env
+from tests.support.machine import ROOT
+from tests.support.servers import connected
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
+
+pytestmark = pytest.mark.processes
 
 RUN_S = 60.0  # the bound on one command: it imports the app, so it takes a second or two
 MODULE = (sys.executable, "-m", "fastapi_mcp_routes")
@@ -370,6 +376,7 @@ def test_a_gated_call_without_a_terminal_or_yes_answers_the_plan_and_a_token() -
     assert "This confirmation is not valid" in again.stderr
 
 
+@pytest.mark.redis
 def test_the_token_of_a_held_call_runs_it_in_another_run_where_processes_share_a_store(redis_url: str) -> None:
     shared = deployment_env(redis_url)
     first = run("call", "tests.workers_app:app", "place_order", "item=tea", "quantity=2", env=shared)

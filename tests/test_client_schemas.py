@@ -32,7 +32,11 @@ from pydantic_ai.usage import RunUsage
 
 import example_app.conformance
 import example_app.main
-from tests.helpers import ROOT, WAIT_S, mcp_client, registry_of, serve
+from tests.support.discovery import registry_of
+from tests.support.machine import ROOT
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 
@@ -224,6 +228,7 @@ def langchain_python() -> Path:
     return python
 
 
+@pytest.mark.processes
 def test_langchain_mcp_adapters_loads_every_tool_whole_and_converts_each_strictly(served: Served) -> None:
     python = langchain_python()
     script = ROOT / "tests" / "langchain_schemas.py"

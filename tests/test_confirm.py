@@ -23,18 +23,13 @@ from fastapi_mcp_routes.server.sealing.secret import KEY_ID_BYTES, TAG_BYTES
 from fastapi_mcp_routes.store.base import Holder, Trust
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import (
-    WAIT_S,
-    call_tool,
-    mcp_client,
-    one_process,
-    open_session,
-    pending_of,
-    post_stateless,
-    sdk_pending_of,
-    serve,
-    stateless_meta,
-)
+from tests.support.confirmation import pending_of, sdk_pending_of
+from tests.support.deployments import one_process
+from tests.support.jsonrpc import call_tool, open_session
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.stateless import post_stateless, stateless_meta
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

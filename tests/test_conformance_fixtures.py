@@ -8,7 +8,7 @@ import base64
 from fastapi.testclient import TestClient
 
 from example_app.conformance import RED_PIXEL_PNG, app
-from tests.helpers import call_tool, open_session, result_of, rpc
+from tests.support.jsonrpc import call_tool, open_session, result_of, rpc
 
 
 def test_fixture_tools_are_listed_with_descriptions() -> None:

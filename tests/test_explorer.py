@@ -27,7 +27,8 @@ from fastapi_mcp_routes import (
     mcp_tool,
 )
 from fastapi_mcp_routes import text_content as text_block
-from tests.helpers import AUDIENCE, ISSUER, PUBLIC, post_stateless, token
+from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC, token
+from tests.support.stateless import post_stateless
 
 api_key = APIKeyHeader(name="x-api-key")
 KEY = {"x-api-key": "k"}

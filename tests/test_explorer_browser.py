@@ -21,7 +21,13 @@ from example_app.auth import mint
 from example_app.main import app as example_app
 from example_app.main import store as example_notes
 from fastapi_mcp_routes import ContentResponse, audio_content, image_content, mcp_routes, mcp_tool, text_content
-from tests.helpers import WAIT_S, ExplorerPage, observed, post_stateless, serve, streaming_app
+from tests.support.apps import observed, streaming_app
+from tests.support.browser import ExplorerPage
+from tests.support.servers import serve
+from tests.support.stateless import post_stateless
+from tests.support.waits import WAIT_S
+
+pytestmark = pytest.mark.browser
 
 API_KEY = "demo-key"  # the example's (header x-api-key)
 

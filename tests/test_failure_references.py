@@ -13,7 +13,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes import mcp_completion, mcp_prompt, mcp_resource, mcp_routes, mcp_tool
-from tests.helpers import JSON_ONLY, rpc
+from tests.support.jsonrpc import JSON_ONLY, rpc
 
 SECRET_TEXT = "database password is hunter2"
 

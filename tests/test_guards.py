@@ -13,7 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, OAuth2Pas
 from fastapi_mcp_routes import JWTBearer, auth_guard, mcp_tool
 from fastapi_mcp_routes.server.confirmation.guards import refusal
 from fastapi_mcp_routes.tools.invoke import Caller
-from tests.helpers import AUDIENCE, ISSUER, public_jwk, registry_of, token
+from tests.support.discovery import registry_of
+from tests.support.jwt import AUDIENCE, ISSUER, public_jwk, token
 
 pytestmark = pytest.mark.anyio
 

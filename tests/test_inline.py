@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field, create_model
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.inline import INLINED_SCHEMA_LIMIT, inline_models
 from fastapi_mcp_routes.wire.json import dumps
-from tests.helpers import WAIT_S, registry_of, tool_of
+from tests.support.discovery import registry_of, tool_of
+from tests.support.waits import WAIT_S
 
 
 def refs_in(node: Any) -> Iterator[str]:

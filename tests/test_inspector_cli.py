@@ -27,7 +27,11 @@ import pytest
 
 from example_app.main import API_KEY
 from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
-from tests.helpers import ROOT, WAIT_S, serve_processes
+from tests.support.machine import ROOT
+from tests.support.processes import serve_processes
+from tests.support.waits import WAIT_S
+
+pytestmark = [pytest.mark.node, pytest.mark.processes]
 
 INSPECTOR: Final = "@modelcontextprotocol/inspector"
 # 2.12.0 bundles the TypeScript SDK 2.3.1 client, which speaks 2025-11-25 with a session and

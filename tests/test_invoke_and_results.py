@@ -19,7 +19,7 @@ from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, build_requ
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.results import tool_result
 from fastapi_mcp_routes.wire.errors import ToolError
-from tests.helpers import registry_of
+from tests.support.discovery import registry_of
 
 CALL_TIMEOUT_S = 5.0
 JSON = ((b"content-type", b"application/json"),)

@@ -12,17 +12,8 @@ from fastapi import Depends, FastAPI, Security
 from fastapi.testclient import TestClient
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
-from tests.helpers import (
-    AUDIENCE,
-    ISSUER,
-    PUBLIC,
-    hs256_with_public_key,
-    public_jwk,
-    rsa_pair,
-    serve,
-    token,
-    unsigned,
-)
+from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC, hs256_with_public_key, public_jwk, rsa_pair, token, unsigned
+from tests.support.servers import serve
 
 OTHER_PRIVATE, _ = rsa_pair()  # a key the issuer never published
 

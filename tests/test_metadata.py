@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 
 from fastapi_mcp_routes import mcp_tool
-from tests.helpers import registry_of
+from tests.support.discovery import registry_of
 
 
 def tool_definitions(app: FastAPI) -> dict[str, Any]:

@@ -26,15 +26,11 @@ from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fastapi_mcp_routes import ToolCalls, ToolContext, mcp_routes, mcp_tool
-from tests.helpers import (
-    WAIT_S,
-    mcp_client,
-    post_stateless,
-    serve,
-    sse_messages,
-    stateless_headers,
-    stateless_request,
-)
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.sse import sse_messages
+from tests.support.stateless import post_stateless, stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 STATELESS = "2026-07-28"

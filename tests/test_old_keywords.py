@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 import fastapi_mcp_routes.router
 from fastapi_mcp_routes import Limits, Origins, ServerInfo, Streaming, ToolCallEvent, ToolCalls, mcp_routes
 from fastapi_mcp_routes.building import Endpoint, EndpointOptions, build_endpoint
-from tests.helpers import HEADERS, initialize
+from tests.support.jsonrpc import HEADERS, initialize
 
 
 def audit(event: ToolCallEvent) -> None:

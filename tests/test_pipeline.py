@@ -30,7 +30,8 @@ from fastapi_mcp_routes.wire.errors import (
 )
 from fastapi_mcp_routes.wire.json import RawJSON, loads
 from fastapi_mcp_routes.wire.jsonrpc import Request
-from tests.helpers import one_process, pending_of
+from tests.support.confirmation import pending_of
+from tests.support.deployments import one_process
 
 CALLER = Caller(headers=(), client=None, server=None, scheme="http", root_path="", http_version="1.1", state=None)
 JSON = ((b"content-type", b"application/json"),)

@@ -13,7 +13,7 @@ from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
-from tests.helpers import JSON_ONLY, call_tool, rpc
+from tests.support.jsonrpc import JSON_ONLY, call_tool, rpc
 
 LIST_TOOLS = rpc("tools/list")
 

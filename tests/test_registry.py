@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.paging import decode_cursor
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import registry_of, tool_of
+from tests.support.discovery import registry_of, tool_of
 
 
 def definition_of(app: FastAPI, name: str) -> dict[str, Any]:

@@ -24,28 +24,22 @@ import anyio
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, refusal, rpc, tool_call
+from tests.support.processes import round_robin, serve_processes
+from tests.support.runs import (
     COLOUR,
     ELICITATION,
-    HEADERS,
-    SESSION_VERSION,
-    WAIT_S,
     WORKERS_APP,
     assert_all_succeeded,
-    deployment_env,
-    initialize,
-    refusal,
-    round_robin,
-    rpc,
     sdk_confirmed_mutations,
     sdk_sessions,
-    serve_processes,
     sessions_over_fresh_connections,
     stateless_rounds,
-    tool_call,
 )
+from tests.support.waits import WAIT_S
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
 SESSIONS: Final = 25
 CALLS: Final = 20
@@ -340,12 +334,14 @@ async def test_without_a_store_a_resume_on_another_process_fails_fast(replicas_w
 # -- sharing the secret and a Redis store ------------------------------------------------------
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_replicas_sharing_redis_serve_sdk_sessions(replicas_with_redis: Replicas, mode: str) -> None:
     tally = await sdk_sessions(replicas_with_redis.balanced, mode, SESSIONS, CALLS)
     assert_all_succeeded(tally, processes=2)
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_replicas_sharing_redis_confirm_with_the_user(replicas_with_redis: Replicas, mode: str) -> None:
     tally, asked = await sdk_confirmed_mutations(replicas_with_redis.balanced, mode, ASKING_SESSIONS)
@@ -353,13 +349,16 @@ async def test_replicas_sharing_redis_confirm_with_the_user(replicas_with_redis:
     assert asked == 3 * ASKING_SESSIONS
 
 
+@pytest.mark.redis
 async def test_replicas_sharing_redis_take_an_answer_given_to_the_other(replicas_with_redis: Replicas) -> None:
     await assert_answered(replicas_with_redis.first, replicas_with_redis.second)
 
 
+@pytest.mark.redis
 async def test_replicas_sharing_redis_cancel_a_call_from_the_other(replicas_with_redis: Replicas) -> None:
     await assert_cancelled(replicas_with_redis.first, replicas_with_redis.second)
 
 
+@pytest.mark.redis
 async def test_replicas_sharing_redis_resume_a_stream_on_the_other(replicas_with_redis: Replicas) -> None:
     await assert_resumed(replicas_with_redis.first, replicas_with_redis.second)

@@ -28,18 +28,11 @@ from fastapi_mcp_routes import (
     mcp_tool,
     text_content,
 )
-from tests.helpers import (
-    HEADERS,
-    SECRET,
-    SESSION_VERSION,
-    WAIT_S,
-    connected,
-    final_message,
-    initialize,
-    rpc,
-    stateless_headers,
-    stateless_request,
-)
+from tests.support.deployments import SECRET
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, final_message, initialize, rpc
+from tests.support.servers import connected
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

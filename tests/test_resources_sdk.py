@@ -28,21 +28,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
 
 from fastapi_mcp_routes import Limits
-from tests.helpers import (
-    SESSION_VERSION,
+from tests.resources_app import API_KEY, MISSING_KEY, RED_PIXEL_PNG, WRONG_KEY, notes_resources_app
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import SESSION_VERSION
+from tests.support.processes import serve_processes
+from tests.support.redis import redis_link
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.stateless import (
     STATELESS_VERSION,
-    WAIT_S,
-    deployment_env,
-    mcp_client,
     post_stateless,
-    redis_link,
-    serve,
-    serve_processes,
     stateless_headers,
     stateless_meta,
     stateless_request,
 )
-from tests.resources_app import API_KEY, MISSING_KEY, RED_PIXEL_PNG, WRONG_KEY, notes_resources_app
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 
@@ -326,6 +326,8 @@ def two_processes(redis_url: str) -> Iterator[TwoProcesses]:
         yield TwoProcesses(first, second)
 
 
+@pytest.mark.processes
+@pytest.mark.redis
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 async def test_a_put_on_one_process_reaches_a_session_whose_stream_another_holds(two_processes: TwoProcesses) -> None:
     # Its GET stream on the first process, every POST (its subscription too) on the second.
@@ -344,6 +346,8 @@ async def test_a_put_on_one_process_reaches_a_session_whose_stream_another_holds
     assert steering.others_went == {two_processes.second}
 
 
+@pytest.mark.processes
+@pytest.mark.redis
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 async def test_subscriptions_sent_at_once_to_both_processes_are_all_kept(two_processes: TwoProcesses) -> None:
     both = [two_processes.first, two_processes.second]
@@ -364,6 +368,8 @@ async def test_subscriptions_sent_at_once_to_both_processes_are_all_kept(two_pro
     assert steering.others_went == set(both)
 
 
+@pytest.mark.processes
+@pytest.mark.redis
 async def test_a_put_on_one_process_reaches_a_listen_stream_on_another(two_processes: TwoProcesses) -> None:
     with anyio.fail_after(WAIT_S):
         async with (

@@ -13,21 +13,19 @@ import pytest
 from fastapi import BackgroundTasks, Depends, FastAPI
 
 from fastapi_mcp_routes import Sessions, ToolContext, mcp_routes, mcp_tool
-from tests.helpers import (
-    WAIT_S,
-    call_tool,
-    iter_sse_messages,
-    open_session,
-    post_stateless,
-    serve,
-    stateless_meta,
-    tool_call,
-)
+from tests.support.jsonrpc import call_tool, open_session, tool_call
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages
+from tests.support.stateless import post_stateless, stateless_meta
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 
 Context = Annotated[ToolContext, Depends()]
 CAPABLE = {"elicitation": {}}  # a client that can ask its user
+# DELETE ends the session's open GET stream at once: well within the keep-alive interval (15 s),
+# whose renewal would find the session gone too.
+DELETE_ENDS_WITHIN_S = 5.0
 
 
 class Seen:
@@ -180,26 +178,40 @@ def test_a_reply_or_cancellation_from_another_session_changes_nothing_and_the_ow
 
 
 def test_a_closed_get_stream_releases_its_claim_and_delete_ends_it(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=5) as http:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         session = open_session(http)
         with http.stream("GET", "/mcp", headers=session) as first:
             assert first.status_code == 200
             assert http.get("/mcp", headers=session).status_code == 409
-        ended: list[str] = []
+        statuses: list[int] = []
+        opened = threading.Event()  # the reader's GET stream is open (200)
+        ended = threading.Event()  # and the server ended it
 
         def read() -> None:
-            with httpx.Client(base_url=base_url, timeout=5) as reader:
-                with reader.stream("GET", "/mcp", headers=session) as stream:
-                    for _ in stream.iter_lines():
-                        pass
-                ended.append("ended")
+            deadline = time.monotonic() + WAIT_S
+            with httpx.Client(base_url=base_url, timeout=WAIT_S) as reader:
+                # The first stream's claim goes once the server has seen that stream close.
+                while time.monotonic() < deadline:
+                    with reader.stream("GET", "/mcp", headers=session) as stream:
+                        statuses.append(stream.status_code)
+                        if stream.status_code == 200:
+                            opened.set()
+                            for _ in stream.iter_lines():
+                                pass
+                            ended.set()
+                            return
+                    time.sleep(0.05)
 
-        thread = threading.Thread(target=read)
+        thread = threading.Thread(target=read, daemon=True)
         thread.start()
-        time.sleep(0.3)  # the reader's GET is open (a second one would be refused)
+        assert opened.wait(WAIT_S), (
+            f"the claim of the closed GET stream was never released: {len(statuses)} GETs answered {set(statuses)}"
+        )
+        assert http.get("/mcp", headers=session).status_code == 409  # the reader's stream holds it now
+        assert not ended.is_set()
         assert http.delete("/mcp", headers=session).status_code == 204
-        thread.join(5)
-    assert ended == ["ended"]
+        assert ended.wait(DELETE_ENDS_WITHIN_S), "DELETE did not end the session's open GET stream"
+        thread.join(WAIT_S)
 
 
 def test_a_credentialed_caller_past_its_own_session_cap_closes_only_its_own(base_url: str) -> None:

@@ -39,21 +39,13 @@ from fastapi_mcp_routes import Limits, RedisStore, mcp_prompt, mcp_resource, mcp
 from fastapi_mcp_routes.store.base import SessionRecord
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
-from tests.helpers import (
-    HEADERS,
-    SESSION_VERSION,
-    WAIT_S,
-    connected,
-    final_message,
-    gone_redis_url,
-    initialize,
-    registry_of,
-    rpc,
-    serve,
-    stateless_headers,
-    stateless_request,
-)
 from tests.resources_app import API_KEY, MISSING_KEY, WRONG_KEY, notes_resources_app
+from tests.support.discovery import registry_of
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, final_message, initialize, rpc
+from tests.support.redis import gone_redis_url
+from tests.support.servers import connected, serve
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,10 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools import streams
-from tests.helpers import WAIT_S, call_tool, open_session, post_stateless, serve
+from tests.support.jsonrpc import call_tool, open_session
+from tests.support.servers import serve
+from tests.support.stateless import post_stateless
+from tests.support.waits import WAIT_S
 
 CAP_BYTES = 64 * 1024  # the response cap of the app under test: a line past it is quick to send
 

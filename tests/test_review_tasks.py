@@ -18,7 +18,11 @@ import pytest
 
 from fastapi_mcp_routes.store.base import TaskBounds, TaskRecord, Trust
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
-from tests.helpers import WAIT_S, Stores, deployment_env, serve_processes, stateless_headers, stateless_request
+from tests.support.deployments import deployment_env
+from tests.support.processes import serve_processes
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.stores import Stores
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +63,7 @@ def task(task_id: str, owner: bytes, trust: Trust) -> TaskRecord:
 # -- bounds: a flood of anonymous tasks leaves room for callers trusted more -----------------------
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
+@pytest.mark.parametrize("kind", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def test_anonymous_tasks_from_many_addresses_fill_only_half_of_max_tasks_and_unverified_three_quarters(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
@@ -83,7 +87,10 @@ async def test_anonymous_tasks_from_many_addresses_fill_only_half_of_max_tasks_a
         await stores.aclose()
 
 
-@pytest.mark.parametrize("with_redis", [False, True], ids=["memory", "redis"])
+@pytest.mark.processes
+@pytest.mark.parametrize(
+    "with_redis", [pytest.param(False, id="memory"), pytest.param(True, id="redis", marks=pytest.mark.redis)]
+)
 async def test_a_signed_in_caller_still_gets_a_task_while_anonymous_addresses_hold_every_one_they_may(
     with_redis: bool, request: pytest.FixtureRequest
 ) -> None:
@@ -103,6 +110,7 @@ async def test_a_signed_in_caller_still_gets_a_task_while_anonymous_addresses_ho
             assert (mine.get("resultType"), mine.get("status")) == ("task", "working"), mine
 
 
+@pytest.mark.processes
 async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_caller_and_see_only_their_own() -> None:
     with review_app(REVIEW_MAX_PER_CALLER="2", REVIEW_MAX_TASKS="100") as url:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
@@ -132,6 +140,7 @@ async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_
 # -- a question's key is never reused over a task's life ----------------------------------------
 
 
+@pytest.mark.processes
 async def test_a_key_the_route_asks_again_is_sent_numbered_so_a_late_answer_to_the_first_round_answers_nothing() -> (
     None
 ):

@@ -16,7 +16,12 @@ import httpx
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from tests.helpers import WAIT_S, free_port, round_robin, serve
+from tests.support.machine import free_port
+from tests.support.processes import round_robin
+from tests.support.servers import serve
+from tests.support.waits import WAIT_S
+
+pytestmark = pytest.mark.processes
 
 
 class Observed:

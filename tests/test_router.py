@@ -18,7 +18,8 @@ from starlette.routing import Route
 
 import fastapi_mcp_routes
 from fastapi_mcp_routes import Limits, Origins, ServerInfo, Streaming, ToolCalls, mcp_routes, mcp_tool
-from tests.helpers import HEADERS, call_tool, initialize, serve, tool_call
+from tests.support.jsonrpc import HEADERS, call_tool, initialize, tool_call
+from tests.support.servers import serve
 
 
 def test_public_names_are_exactly_these() -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from fastapi_mcp_routes import mcp_tool
 from fastapi_mcp_routes.tools.schema import Argument, BodyMode
-from tests.helpers import CREDENTIALS, tool_of
+from tests.support.discovery import CREDENTIALS, tool_of
 
 
 def input_schema(app: FastAPI, name: str, credential_headers: frozenset[str] = CREDENTIALS) -> dict[str, Any]:

@@ -23,21 +23,13 @@ from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.sealing.secret import ENV_SECRET, Secret
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.memory import MemoryStore
-from tests.helpers import (
-    NOTES,
-    WAIT_S,
-    call_tool,
-    iter_sse_messages,
-    notes_app,
-    open_session,
-    pending_of,
-    post_stateless,
-    result_of,
-    rpc,
-    serve,
-    stateless_meta,
-    tool_call,
-)
+from tests.support.apps import NOTES, notes_app
+from tests.support.confirmation import pending_of
+from tests.support.jsonrpc import call_tool, open_session, result_of, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages
+from tests.support.stateless import post_stateless, stateless_meta
+from tests.support.waits import WAIT_S
 
 SECRET = "a-test-secret-shared-by-every-process-0123456789"
 OTHER = "another-secret-of-another-deployment-0123456789"
@@ -261,6 +253,8 @@ def test_one_process_asks_its_questions_as_before() -> None:
         session = open_session(http, capabilities=CAPABLE, headers={"accept": "application/json, text/event-stream"})
         with http.stream("POST", "/mcp", json=tool_call("ask"), headers=session) as response:
             question = next(iter_sse_messages(response.iter_lines()))
+        # Ending the session cancels the route still waiting for its answer, so the server stops at once.
+        assert http.delete("/mcp", headers=session).status_code == 204
     assert question["method"] == "elicitation/create"
 
 

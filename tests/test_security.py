@@ -17,23 +17,11 @@ import pytest
 from fastapi import FastAPI, Header, Request, Security
 
 from fastapi_mcp_routes import JWTBearer, Limits, Principal, mcp_routes, mcp_tool
-from tests.helpers import (
-    AUDIENCE,
-    HEADERS,
-    ISSUER,
-    WAIT_S,
-    call_tool,
-    hs256_with_public_key,
-    initialize,
-    open_session,
-    pending_of,
-    public_jwk,
-    rpc,
-    serve,
-    token,
-    tool_call,
-    unsigned,
-)
+from tests.support.confirmation import pending_of
+from tests.support.jsonrpc import HEADERS, call_tool, initialize, open_session, rpc, tool_call
+from tests.support.jwt import AUDIENCE, ISSUER, hs256_with_public_key, public_jwk, token, unsigned
+from tests.support.servers import serve
+from tests.support.waits import WAIT_S
 
 MAX_BODY = 64 * 1024
 ORDER = {"item": "tea"}

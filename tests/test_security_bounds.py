@@ -21,21 +21,12 @@ import pytest
 from fastapi import FastAPI
 
 from fastapi_mcp_routes import Limits, Sessions, mcp_routes, mcp_tool
-from tests.helpers import (
-    HEADERS,
-    WAIT_S,
-    Context,
-    call_tool,
-    initialize,
-    is_pending,
-    open_session,
-    pending_of,
-    read_to_first_message,
-    rpc,
-    serve,
-    sse_messages,
-    tool_call,
-)
+from tests.support.apps import Context
+from tests.support.confirmation import is_pending, pending_of
+from tests.support.jsonrpc import HEADERS, call_tool, initialize, open_session, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.sse import read_to_first_message, sse_messages
+from tests.support.waits import WAIT_S
 
 ASKING = {"elicitation": {}}  # a client that can be asked to confirm
 BIG = 40_000  # characters in a `big` answer

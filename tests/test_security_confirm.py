@@ -21,20 +21,12 @@ from starlette.exceptions import HTTPException
 
 from fastapi_mcp_routes import JWTBearer, Principal, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.call import QUESTION_KEY
-from tests.helpers import (
-    AUDIENCE,
-    ISSUER,
-    WAIT_S,
-    call_tool,
-    open_session,
-    pending_of,
-    post_stateless,
-    public_jwk,
-    rpc,
-    serve,
-    stateless_meta,
-    token,
-)
+from tests.support.confirmation import pending_of
+from tests.support.jsonrpc import call_tool, open_session, rpc
+from tests.support.jwt import AUDIENCE, ISSUER, public_jwk, token
+from tests.support.servers import serve
+from tests.support.stateless import post_stateless, stateless_meta
+from tests.support.waits import WAIT_S
 
 WIDE_FIELDS = 150
 Wide: type[BaseModel] = create_model("Wide", **{f"f{i:03}": (str | None, None) for i in range(WIDE_FIELDS)})

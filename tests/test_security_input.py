@@ -36,21 +36,13 @@ from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
 from fastapi_mcp_routes.wire.jsonrpc import some, truncate
-from tests.helpers import (
-    HEADERS,
-    WAIT_S,
-    initialize,
-    one_process,
-    open_session,
-    pending_of,
-    rpc,
-    serve,
-    stateless_headers,
-    stateless_meta,
-    stateless_request,
-    tool_call,
-    tool_of,
-)
+from tests.support.confirmation import pending_of
+from tests.support.deployments import one_process
+from tests.support.discovery import tool_of
+from tests.support.jsonrpc import HEADERS, initialize, open_session, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
+from tests.support.waits import WAIT_S
 
 Context = Annotated[ToolContext, Depends()]
 CLIENT_ORIGIN = "http://client.example"  # a browser client the deployment allows

@@ -24,20 +24,12 @@ from fastapi import FastAPI
 from fastapi_mcp_routes import Limits, Sessions, mcp_tool
 from fastapi_mcp_routes.transport.listen import WRITE_STALL_KEEP_ALIVES
 from fastapi_mcp_routes.transport.stateless import SUBSCRIBE
-from tests.helpers import (
-    WAIT_S,
-    Context,
-    iter_sse_messages,
-    observed,
-    open_session,
-    read_to_first_message,
-    rpc,
-    serve,
-    stateless_headers,
-    stateless_request,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import Context, observed, streaming_app
+from tests.support.jsonrpc import open_session, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages, read_to_first_message
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 LIMITS = Limits(max_streams_per_caller=2, max_streams=4, max_resumes_per_session=1)
 RETRY_AFTER = "30"
@@ -199,15 +191,16 @@ def test_the_stream_past_the_bound_is_refused_and_the_server_keeps_serving(attac
 
 
 def test_an_open_stream_renews_its_slot_as_it_keeps_alive() -> None:
-    # Keep-alives every 0.05 s: a slot lapses after three missed renewals (0.15 s), so a slot
-    # not renewed would be gone after the keep-alives read below.
-    app = streaming_app(limits=Limits(keep_alive_s=0.05, max_streams_per_caller=1))
+    # Keep-alives every 0.5 s (room for a late renewal on a busy machine): a slot lapses after
+    # three missed renewals (1.5 s), so a slot not renewed would be gone after the five
+    # keep-alives read below.
+    app = streaming_app(limits=Limits(keep_alive_s=0.5, max_streams_per_caller=1))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
         peer = Peer(http, streams)
         first = peer.listen("alice")
         lines = first.iter_lines()
         comments = 0
-        while comments < 6:
+        while comments < 5:
             comments += next(lines).startswith(": keep-alive")
         refused(peer.listen("alice", request_id=2), 429, "max_streams_per_caller", request_id=2)
 

@@ -24,25 +24,16 @@ import redis
 from fastapi_mcp_routes import RedisStore
 from fastapi_mcp_routes.options import Limits, Sessions
 from fastapi_mcp_routes.server.sessions.manager import RECHECK_S
-from tests.helpers import (
-    HEADERS,
-    NOTES,
-    WAIT_S,
-    call_tool,
-    gone_redis_url,
-    iter_sse_messages,
-    notes_app,
-    observed,
-    open_session,
-    pending_of,
-    post_stateless,
-    read_to_first_message,
-    rpc,
-    serve,
-    sse_messages,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import NOTES, notes_app, observed, streaming_app
+from tests.support.confirmation import pending_of
+from tests.support.jsonrpc import HEADERS, call_tool, open_session, rpc, tool_call
+from tests.support.redis import gone_redis_url
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages, read_to_first_message, sse_messages
+from tests.support.stateless import post_stateless
+from tests.support.waits import WAIT_S
+
+pytestmark = pytest.mark.redis
 
 SECRET = "a-test-secret-shared-by-every-process-0123456789"
 Pair = tuple[httpx.Client, httpx.Client]

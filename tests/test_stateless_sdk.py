@@ -15,20 +15,17 @@ from mcp import Client, types
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
-from tests.helpers import (
+from tests.support.apps import observed, streaming_app
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages, read_to_first_message, sse_messages
+from tests.support.stateless import (
     STATELESS_VERSION,
-    WAIT_S,
-    iter_sse_messages,
-    observed,
     post_stateless,
-    read_to_first_message,
-    serve,
-    sse_messages,
     stateless_headers,
     stateless_meta,
     stateless_request,
-    streaming_app,
 )
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 META = stateless_meta()

@@ -17,7 +17,7 @@ from fastapi_mcp_routes.store.policy import (
     token_admission,
     trust_shares,
 )
-from tests.helpers import Stores
+from tests.support.stores import Stores
 
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
 

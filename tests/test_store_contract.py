@@ -22,6 +22,7 @@ class TestMemoryStore(StoreContract):
         return make
 
 
+@pytest.mark.redis
 class TestRedisStore(StoreContract):
     @pytest.fixture
     def make_store(self, redis_url: str) -> MakeStore:

@@ -25,27 +25,18 @@ import pytest
 import redis
 
 from fastapi_mcp_routes import Limits, RedisStore
-from tests.helpers import (
-    HEADERS,
-    SESSION_VERSION,
-    WAIT_S,
-    WORKERS_APP,
-    Running,
-    deployment_env,
-    free_port,
-    initialize,
-    iter_sse_messages,
-    observed,
-    open_session,
-    read_to_first_message,
-    redis_link,
-    redis_server,
-    rpc,
-    serve,
-    serve_process_group,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import observed, streaming_app
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, open_session, rpc, tool_call
+from tests.support.machine import free_port
+from tests.support.processes import Running, serve_process_group
+from tests.support.redis import redis_link, redis_server
+from tests.support.runs import WORKERS_APP
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages, read_to_first_message
+from tests.support.waits import WAIT_S
+
+pytestmark = pytest.mark.redis
 
 SECRET: Final = "a-test-secret-shared-by-every-process-0123456789"
 SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
@@ -207,6 +198,7 @@ async def open_session_at(http: httpx.AsyncClient, base: str) -> dict[str, str]:
     return {**SESSION_HEADERS, "mcp-session-id": response.headers["mcp-session-id"]}
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_a_resume_of_a_stream_whose_process_died_ends(redis_url: str) -> None:
     # The process sending a stream dies before the answer; the client resumes on another. No
@@ -238,6 +230,7 @@ async def test_a_resume_of_a_stream_whose_process_died_ends(redis_url: str) -> N
     )
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_the_get_stream_of_a_session_is_not_held_by_a_process_that_died(redis_url: str) -> None:
     # A session has one GET stream at a time (a claim in Redis, renewed by the stream). When
@@ -288,6 +281,7 @@ REDIS_LATE_S: Final = 16.0
 HEARD_AGAIN_WITHIN_S: Final = 8.0
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_a_cancellation_reaches_another_process_soon_after_redis_starts_late() -> None:
     port = free_port()

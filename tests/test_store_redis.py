@@ -25,9 +25,11 @@ from fastapi_mcp_routes.store.base import USED, Holder, LogBounds, SessionBounds
 from fastapi_mcp_routes.store.redis import pubsub as redis_pubsub
 from fastapi_mcp_routes.store.redis.store import RedisStore
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
-from tests.helpers import WAIT_S, Stores, gone_redis_url
+from tests.support.redis import gone_redis_url
+from tests.support.stores import Stores
+from tests.support.waits import WAIT_S
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10)
 ALICE = Holder(b"alice", Trust.ANONYMOUS)
 
@@ -324,6 +326,7 @@ def test_a_client_that_decodes_replies_is_refused(redis_url: str) -> None:
         RedisStore(redis.asyncio.Redis.from_url(redis_url), prefix="")
 
 
+@pytest.mark.processes
 def test_importing_the_package_does_not_import_redis() -> None:
     probe = "import sys, fastapi_mcp_routes; print('redis' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

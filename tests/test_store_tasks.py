@@ -11,9 +11,9 @@ import pytest
 import redis.asyncio
 
 from fastapi_mcp_routes.store.base import Store, TaskBounds, TaskRecord, Trust
-from tests.helpers import Stores
+from tests.support.stores import Stores
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 TTL_MS = 60_000
 ROOMY = TaskBounds(max_per_owner=10, max_tasks=10)
 
@@ -44,6 +44,7 @@ async def test_a_task_kept_by_one_process_is_found_and_saved_by_another(redis_st
     assert await first.find_task("t1") == answered
 
 
+@pytest.mark.redis
 async def test_redis_forgets_a_task_and_its_bookkeeping_on_its_own_after_its_time_to_live(
     redis_stores: Stores, redis_url: str
 ) -> None:

@@ -17,19 +17,11 @@ from starlette.types import Message
 from fastapi_mcp_routes import Limits, mcp_routes
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
-from tests.helpers import (
-    JSON_ONLY,
-    WAIT_S,
-    observed,
-    open_session,
-    read_to_first_message,
-    rpc,
-    serve,
-    sse_ids,
-    sse_messages,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import observed, streaming_app
+from tests.support.jsonrpc import JSON_ONLY, open_session, rpc, tool_call
+from tests.support.servers import serve
+from tests.support.sse import read_to_first_message, sse_ids, sse_messages
+from tests.support.waits import KEEP_ALIVE_S, QUIET_S, WAIT_S
 
 
 @pytest.fixture(scope="module")
@@ -200,10 +192,11 @@ def test_background_tasks_of_endpoint_dependencies_run_for_every_post() -> None:
 
 
 def test_a_long_call_that_is_quiet_at_first_switches_to_sse_for_keep_alives() -> None:
-    app = streaming_app(limits=Limits(keep_alive_s=0.05))
+    app = streaming_app(limits=Limits(keep_alive_s=KEEP_ALIVE_S))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         headers = open_session(http, version="2025-06-18")
-        response = http.post("/mcp", json=tool_call("long"), headers=headers)  # no progress token: silent
+        long = tool_call("long", {"seconds": QUIET_S})  # no progress token: silent
+        response = http.post("/mcp", json=long, headers=headers)
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.text.startswith(": keep-alive")
     assert sse_messages(response.text)[-1]["result"]["structuredContent"] == {"done": True}
@@ -235,7 +228,7 @@ ANSWER = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 async def test_a_quick_answer_is_plain_json_and_starts_no_task() -> None:
     send = _Recorded()
     before = asyncio.all_tasks()
-    async with ResponseStream(send, sse_allowed=True, json_allowed=True, keep_alive=KeepAlive(0.05)) as stream:
+    async with ResponseStream(send, sse_allowed=True, json_allowed=True, keep_alive=KeepAlive(KEEP_ALIVE_S)) as stream:
         await stream.finish(ANSWER, answered_request=True)
         assert asyncio.all_tasks() == before
     assert send.messages[0]["headers"][0] == (b"content-type", b"application/json")

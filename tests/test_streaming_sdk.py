@@ -14,19 +14,12 @@ from fastapi.testclient import TestClient
 from mcp import types
 
 from fastapi_mcp_routes import Limits, Streaming, ToolContextError, mcp_routes, mcp_tool
-from tests.helpers import (
-    WAIT_S,
-    Context,
-    mcp_client,
-    observed,
-    open_session,
-    read_to_first_message,
-    serve,
-    sse_ids,
-    sse_messages,
-    streaming_app,
-    tool_call,
-)
+from tests.support.apps import Context, observed, streaming_app
+from tests.support.jsonrpc import open_session, tool_call
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.sse import read_to_first_message, sse_ids, sse_messages
+from tests.support.waits import KEEP_ALIVE_S, QUIET_S, WAIT_S
 
 pytestmark = pytest.mark.anyio
 
@@ -222,8 +215,8 @@ def test_a_dropped_stream_is_resumed_from_the_last_event_seen(base_url: str) -> 
 
 
 def test_a_quiet_stream_gets_keep_alive_comments() -> None:
-    call = tool_call("long", request_id=3, progress_token="k")
-    app = streaming_app(limits=Limits(keep_alive_s=0.05))
+    call = tool_call("long", {"seconds": QUIET_S}, request_id=3, progress_token="k")
+    app = streaming_app(limits=Limits(keep_alive_s=KEEP_ALIVE_S))
     with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
         headers = open_session(http, version="2025-06-18")
         response = http.post("/mcp", json=call, headers=headers)

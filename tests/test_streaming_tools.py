@@ -27,8 +27,12 @@ from pydantic import TypeAdapter
 from fastapi_mcp_routes import Limits, Streaming, mcp_routes, mcp_tool
 from fastapi_mcp_routes.tools import streams
 from fastapi_mcp_routes.tools.streams import LineParser, SseParser
-from tests.helpers import SESSION_VERSION, STATELESS_VERSION, WAIT_S, connected, mcp_client, serve
 from tests.streaming_app import CONNECTED, NO_SUCH_TOPIC, RETRY_MS, Tick, runs, streams_app
+from tests.support.jsonrpc import SESSION_VERSION
+from tests.support.sdk import mcp_client
+from tests.support.servers import connected, serve
+from tests.support.stateless import STATELESS_VERSION
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

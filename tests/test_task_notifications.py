@@ -13,7 +13,9 @@ from fastapi import Depends, FastAPI, Header
 from fastapi.responses import PlainTextResponse
 
 from fastapi_mcp_routes import ToolContext, mcp_routes, mcp_tool
-from tests.helpers import WAIT_S, serve, stateless_headers, stateless_meta, stateless_request
+from tests.support.servers import serve
+from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
+from tests.support.waits import WAIT_S
 from tests.test_review_resources import messages_of
 
 pytestmark = pytest.mark.anyio

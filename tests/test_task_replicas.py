@@ -26,37 +26,33 @@ import httpx
 import pytest
 import redis.asyncio
 
-from fastapi_mcp_routes.server.tasks.runs import LEASE_S
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
-from tests.helpers import (
-    ELICITATION,
-    FRESH_CONNECTIONS,
-    PID_HEADER,
-    WAIT_S,
-    Running,
-    Tally,
-    a_few_at_once,
-    deployment_env,
-    final_message,
-    redis_link,
-    round_robin,
-    serve_process_group,
-    serve_processes,
-    stateless_headers,
-    stateless_meta,
-    stateless_request,
-)
+from tests.support.deployments import deployment_env
+from tests.support.jsonrpc import final_message
+from tests.support.processes import Running, round_robin, serve_process_group, serve_processes
+from tests.support.redis import redis_link
+from tests.support.runs import ELICITATION, FRESH_CONNECTIONS, PID_HEADER, Tally, a_few_at_once
+from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
+from tests.support.waits import WAIT_S
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
 TASKS_APP: Final = "tests.tasks_app:app"
 # Every request declares the extension, and a client that can ask its user.
 META: Final = stateless_meta({**ELICITATION, "extensions": {TASKS_EXTENSION: {}}})
 POLL_S: Final = 0.1
+# The processes' `Tasks.lease_s`, short so that a dead process's tasks are found out soon.
+LEASE_S: Final = 2.0
 # A task whose process died is reported failed once its lease lapses: within LEASE_S of the kill.
 LOST_WITHIN_S: Final = LEASE_S + 5
 ROUNDS: Final = 3  # rounds of tasks over `uvicorn --workers 2`, until a worker polls another's task
 TASKS_PER_ROUND: Final = 5
+
+
+def tasks_env(redis_url: str = "") -> dict[str, str]:
+    """What every process of a deployment of tests/tasks_app.py gets: the shared secret, a Redis
+    or none, and the short lease."""
+    return {**deployment_env(redis_url), "TASKS_LEASE_S": str(LEASE_S)}
 
 
 @dataclass
@@ -78,7 +74,7 @@ def replicas(env: dict[str, str]) -> Iterator[Replicas]:
 
 @pytest.fixture(scope="module")
 def replicas_with_redis(redis_url: str) -> Iterator[Replicas]:
-    with replicas(deployment_env(redis_url)) as deployment:
+    with replicas(tasks_env(redis_url)) as deployment:
         yield deployment
 
 
@@ -180,6 +176,7 @@ async def start_stoppable(client: Balanced, replicas: Replicas, label: str) -> t
     return task_id, runner
 
 
+@pytest.mark.redis
 async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         client = Balanced(http, replicas_with_redis.balanced)
@@ -190,6 +187,7 @@ async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_
         acknowledged(await client.post("tasks/cancel", {"taskId": task_id}))
 
 
+@pytest.mark.redis
 async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         client = Balanced(http, replicas_with_redis.balanced)
@@ -214,6 +212,7 @@ async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_
         assert set(client.upstreams) == {0, 1}
 
 
+@pytest.mark.redis
 async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         client = Balanced(http, replicas_with_redis.balanced)
@@ -232,8 +231,9 @@ async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replica
         assert (await client.get(task_id))["status"] == "cancelled"  # ended, it stays so
 
 
+@pytest.mark.redis
 async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_url: str) -> None:
-    with replicas(deployment_env(redis_url)) as deployment:
+    with replicas(tasks_env(redis_url)) as deployment:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
             client = Balanced(http, deployment.balanced)
             task_id, runner = await start_stoppable(client, deployment, "killed")
@@ -265,6 +265,7 @@ async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_u
             assert (await status_on_survivor())["status"] == "failed"
 
 
+@pytest.mark.redis
 async def test_the_tasks_of_a_process_that_died_no_longer_hold_their_callers_bound(redis_url: str) -> None:
     # Two tasks fill the caller's bound on one process, which is killed: once their leases have
     # lapsed, the other process ends them failed when the bound is next reached, and keeps the new
@@ -274,7 +275,7 @@ async def test_the_tasks_of_a_process_that_died_no_longer_hold_their_callers_bou
     own_db = redis_url.rsplit("/", 1)[0] + "/11"
     async with redis.asyncio.Redis.from_url(own_db) as fresh_db:
         await fresh_db.flushdb()
-    env = {**deployment_env(own_db), "TASKS_MAX_PER_CALLER": "2"}
+    env = {**tasks_env(own_db), "TASKS_MAX_PER_CALLER": "2"}
     with serve_process_group(TASKS_APP, env=env) as (doomed, running), serve_processes(TASKS_APP, env=env) as other:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
             held = []
@@ -307,14 +308,15 @@ async def completed(http: httpx.AsyncClient, base: str, task_id: str) -> dict[st
     return task if task["status"] == "completed" else None
 
 
+@pytest.mark.redis
 async def test_a_cancellation_lost_while_the_runner_was_cut_from_redis_still_ends_its_route(redis_url: str) -> None:
     # The runner reaches Redis through a link the test cuts: the cancellation's message is lost,
     # as any pub/sub message is while the connection is down; once the link is back the route
     # still ends (the runner reads its tasks again as it renews their leases).
     with (
         redis_link(redis_url) as link,
-        serve_processes(TASKS_APP, env=deployment_env(link.url)) as runner,
-        serve_processes(TASKS_APP, env=deployment_env(redis_url)) as other,
+        serve_processes(TASKS_APP, env=tasks_env(link.url)) as runner,
+        serve_processes(TASKS_APP, env=tasks_env(redis_url)) as other,
     ):
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
             call = {"name": "stoppable", "arguments": {"label": "lost"}}
@@ -334,7 +336,7 @@ async def test_a_cancellation_lost_while_the_runner_was_cut_from_redis_still_end
 
 
 async def test_without_a_store_a_task_asked_of_another_process_names_the_store() -> None:
-    with replicas(deployment_env()) as deployment:
+    with replicas(tasks_env()) as deployment:
         first, second = deployment.urls
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
             call = {"name": "stoppable", "arguments": {"label": "alone"}}
@@ -358,6 +360,7 @@ async def test_without_a_store_a_task_asked_of_another_process_names_the_store()
 # -- uvicorn --workers 2, sharing the secret and Redis -----------------------------------------
 
 
+@pytest.mark.redis
 async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connections(redis_url: str) -> None:
     tally = Tally()
     crossed = 0  # polls a worker answered for a task the other runs
@@ -378,7 +381,7 @@ async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connec
         if task["status"] != "completed" or task["result"]["structuredContent"]["pid"] != int(runner):
             tally.failed(f"the task ended {task['status']}: {task!r}")
 
-    with serve_processes(TASKS_APP, workers=2, env=deployment_env(redis_url)) as url:
+    with serve_processes(TASKS_APP, workers=2, env=tasks_env(redis_url)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=WAIT_S, limits=FRESH_CONNECTIONS) as http:
             for _ in range(ROUNDS):
                 await a_few_at_once(lambda: one_task(http), TASKS_PER_ROUND, tally)

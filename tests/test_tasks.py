@@ -24,16 +24,11 @@ from fastapi_mcp_routes import InputRequest, Tasks, ToolContext, mcp_routes, mcp
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
-from tests.helpers import (
-    HEADERS,
-    WAIT_S,
-    Context,
-    connected,
-    final_message,
-    initialize,
-    stateless_headers,
-    stateless_meta,
-)
+from tests.support.apps import Context
+from tests.support.jsonrpc import HEADERS, final_message, initialize
+from tests.support.servers import connected
+from tests.support.stateless import stateless_headers, stateless_meta
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 
@@ -601,6 +596,7 @@ INVALID_OPTIONS: dict[str, tuple[Callable[[], object], str]] = {
     "max_tasks of 0": (lambda: Tasks(max_tasks=0), "Tasks.max_tasks"),
     "max_result_bytes of 0": (lambda: Tasks(max_result_bytes=0), "Tasks.max_result_bytes"),
     "an infinite poll_interval_s": (lambda: Tasks(poll_interval_s=float("inf")), "Tasks.poll_interval_s"),
+    "a lease_s of 0": (lambda: Tasks(lease_s=0), "Tasks.lease_s"),
     "task='sometimes'": (lambda: mcp_tool(task="sometimes"), "'task'"),
     "tasks not a Tasks": (lambda: mcp_routes(FastAPI(), tasks={"ttl_s": 1}), "Tasks(...)"),  # type: ignore[arg-type]
 }

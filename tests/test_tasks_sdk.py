@@ -22,7 +22,11 @@ from mcp.client.session import ClientRequestContext, ClientSession
 from pydantic import TypeAdapter
 
 from fastapi_mcp_routes import InputRequest, Tasks, ToolCalls, ToolContext, mcp_routes, mcp_tool
-from tests.helpers import SESSION_VERSION, STATELESS_VERSION, WAIT_S, mcp_client, serve
+from tests.support.jsonrpc import SESSION_VERSION
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.stateless import STATELESS_VERSION
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

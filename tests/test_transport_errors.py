@@ -15,19 +15,10 @@ from fastapi import Depends, FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
-from tests.helpers import (
-    HEADERS,
-    SESSION_VERSION,
-    WAIT_S,
-    connected,
-    initialize,
-    open_session,
-    rpc,
-    serve,
-    stateless_headers,
-    stateless_request,
-    tool_call,
-)
+from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, open_session, rpc, tool_call
+from tests.support.servers import connected, serve
+from tests.support.stateless import stateless_headers, stateless_request
+from tests.support.waits import WAIT_S
 
 MAX_BODY = 4096
 

@@ -23,7 +23,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from example_app.main import API_KEY, app
 from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
-from tests.helpers import WAIT_S, serve
+from tests.support.servers import serve
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,12 @@ from pydantic import AnyUrl, BaseModel, HttpUrl
 from fastapi_mcp_routes import ToolCallEvent, ToolCalls, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.tools.urls import url_arguments
-from tests.helpers import WAIT_S, call_tool, open_session, pending_of, post_stateless, serve, tool_of
+from tests.support.confirmation import pending_of
+from tests.support.discovery import tool_of
+from tests.support.jsonrpc import call_tool, open_session
+from tests.support.servers import serve
+from tests.support.stateless import post_stateless
+from tests.support.waits import WAIT_S
 
 ALLOWED = "https://api.example.com/v1"
 GOOD = "https://api.example.com/v1/items?page=2"

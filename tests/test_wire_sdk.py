@@ -13,15 +13,11 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
-from tests.helpers import (
-    WAIT_S,
-    mcp_client,
-    sdk_pending_of,
-    serve,
-    stateless_headers,
-    stateless_meta,
-    stateless_request,
-)
+from tests.support.confirmation import sdk_pending_of
+from tests.support.sdk import mcp_client
+from tests.support.servers import serve
+from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
+from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
 

@@ -21,25 +21,24 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.deployments import deployment_env
+from tests.support.processes import serve_process_group, serve_processes
+from tests.support.redis import redis_pings
+from tests.support.runs import (
     CONCURRENT_SESSIONS,
     FRESH_CONNECTIONS,
-    WAIT_S,
     WORKERS_APP,
     Tally,
     a_few_at_once,
     assert_all_succeeded,
-    deployment_env,
     over_processes,
-    redis_pings,
     sdk_sessions,
-    serve_process_group,
-    serve_processes,
     sessions_over_fresh_connections,
     stateless_rounds,
 )
+from tests.support.waits import WAIT_S
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
 SESSIONS: Final = 25
 CALLS: Final = 20
@@ -106,6 +105,7 @@ def test_each_worker_logs_the_first_line_the_readme_shows() -> None:
     assert all("this process's memory" in line and "FASTAPI_MCP_ROUTES_SECRET" in line for line in lines)
 
 
+@pytest.mark.redis
 def test_the_redis_server_of_the_tests_answers(redis_url: str) -> None:
     address = urlsplit(redis_url)
     assert address.hostname is not None
@@ -135,6 +135,7 @@ async def test_two_workers_serve_stateless_calls_and_confirmations(workers_witho
 # -- sharing the secret and a Redis store ------------------------------------------------------
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_two_workers_sharing_redis_serve_sdk_sessions(workers_with_redis: str, mode: str) -> None:
     tally = await over_processes(lambda: sdk_sessions(workers_with_redis, mode, SESSIONS, CALLS), 2)

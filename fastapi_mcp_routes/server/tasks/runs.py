@@ -61,9 +61,6 @@ from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
-# A running task's lease in the store, renewed every third of it: a task whose process died is
-# told apart from a busy one this long after the process stopped.
-LEASE_S: Final = 10.0
 # Progress is saved as the task's statusMessage at most this often: a route may report
 # progress thousands of times, and each save is a store round trip. What comes sooner is saved
 # once the interval has passed (only the latest), so the status never stays behind the route.
@@ -188,6 +185,7 @@ class TaskRuns:
         self.book = TaskBook(deployment.store)
         self._options = options
         self._bounds = TaskBounds(options.max_per_caller, options.max_tasks)
+        self._lease_s = options.lease_s
         # At least a millisecond: the extension wants a positive pollIntervalMs.
         self.poll_ms = max(1, round(options.poll_interval_s * 1000))
         self._me = deployment.secret.instance.hex()
@@ -294,7 +292,7 @@ class TaskRuns:
         run.settled.set()
         if not record.ended and self.store.shared:
             try:
-                await self.store.claim(_lease(record.id), self._me, LEASE_S)
+                await self.store.claim(_lease(record.id), self._me, self._lease_s)
             except StoreUnavailable as down:
                 # The task runs all the same; its lease is taken with the others' renewals.
                 logger.warning("the lease of task %s could not be taken (%s)", truncate(record.id), down.reason)
@@ -308,7 +306,7 @@ class TaskRuns:
         except anyio.get_cancelled_exc_class():
             # Only the app's shutdown cancels the task group a route runs in.
             if run.detached:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(LEASE_S / 2):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_s / 2):
                     await self._end(run, McpError(_STOPPED))
             raise
         except (McpError, CallCancelled) as error:
@@ -349,7 +347,7 @@ class TaskRuns:
         finally:
             self._runs.pop(task_id, None)
             if self.store.shared:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(LEASE_S / 2):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_s / 2):
                     await self.store.release(_lease(task_id), self._me)
 
     def _kept_result(self, ran: Ran) -> Mapping[str, Any]:
@@ -462,9 +460,9 @@ class TaskRuns:
             return record.id in self._runs
         if not self.store.shared:
             return True  # another process's memory: nothing here can tell
-        if now_ms() - record.created_ms < LEASE_S * 1000:
+        if now_ms() - record.created_ms < self._lease_s * 1000:
             return True  # kept just now: its process may not have taken the lease yet
-        if not await self.store.claim(_lease(record.id), f"check:{self._me}", LEASE_S):
+        if not await self.store.claim(_lease(record.id), f"check:{self._me}", self._lease_s):
             return True
         await self.store.release(_lease(record.id), f"check:{self._me}")
         return False
@@ -507,10 +505,10 @@ class TaskRuns:
         that ended elsewhere: a cancellation whose message was lost (the store reconnecting,
         this process not yet listening) still reaches its route, one renewal later."""
         while True:
-            await anyio.sleep(LEASE_S / 3)
+            await anyio.sleep(self._lease_s / 3)
             for task_id in list(self._runs):
                 try:
-                    await self.store.claim(_lease(task_id), self._me, LEASE_S)
+                    await self.store.claim(_lease(task_id), self._me, self._lease_s)
                     record = await self.book.find(task_id)
                 except StoreUnavailable:
                     logger.warning("the lease of task %s could not be renewed: the store is out of reach", task_id)
