@@ -1,13 +1,18 @@
 """`mcp_routes`' keywords of the previous release, now fields of its option groups.
 
-Each still works for one release, with a `DeprecationWarning` naming its new spelling: its value
-becomes that field of the group. Giving both spellings of one setting (the old keyword, and the
-group with that field set) is a `ValueError`; a keyword that was never an option is the
-`TypeError` Python gives for an unexpected keyword.
+Each still works for one release, with a `DeprecationWarning` naming its new spelling, also
+logged as a WARNING (Python hides a DeprecationWarning raised outside `__main__`, so under
+uvicorn nobody would see it): its value becomes that field of the group. A true-or-false
+keyword takes what the old one took, any value read as true or false (a `0` from a
+configuration file); a value the group refuses is refused naming the keyword given. Giving
+both spellings of one setting (the old keyword, and the group with that field set) is a
+`ValueError`; a keyword that was never an option is the `TypeError` Python gives for an
+unexpected keyword.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -72,6 +77,14 @@ MOVED: Final[Mapping[str, Moved]] = {
         ),
     ),
 }
+logger = logging.getLogger("fastapi_mcp_routes")
+# The old keywords that took any value as true or false, with what each takes as it is.
+_TRUE_OR_FALSE: Final[Mapping[str, tuple[type, ...]]] = {
+    "require_confirmation_for_mutations": (bool,),
+    "allow_arbitrary_urls": (bool,),
+    "allowed_server_urls_from_env": (bool, str),  # a string names the variable
+}
+
 # Renamed before: it sealed only `requestState`; `secret` seals session ids and tokens too.
 REQUEST_STATE_KEY: Final = "request_state_key"
 
@@ -82,6 +95,7 @@ def fold_old_keywords(options: EndpointOptions, old: Mapping[str, Any]) -> Endpo
     if unknown:
         raise TypeError(f"mcp_routes() got an unexpected keyword argument {unknown[0]!r}")
     fields: dict[str, dict[str, Any]] = {}
+    given: dict[str, list[str]] = {}  # the old keywords of each group, for its refusal
     for keyword, value in old.items():
         if keyword == REQUEST_STATE_KEY:
             _warn(
@@ -93,10 +107,21 @@ def fold_old_keywords(options: EndpointOptions, old: Mapping[str, Any]) -> Endpo
         moved = MOVED[keyword]
         _warn(f"mcp_routes({keyword}=...) is deprecated; use {moved.new_spelling()}")
         moved.check_unset(getattr(options, moved.group), value)
+        if moved.field in _TRUE_OR_FALSE and not isinstance(value, _TRUE_OR_FALSE[moved.field]):
+            value = bool(value)  # the old keyword took any value as true or false
         fields.setdefault(moved.group, {})[moved.field] = value
+        given.setdefault(moved.group, []).append(keyword)
     # A group's fields replaced together: each is checked against the others only once all are in.
-    changed = {group: replace(getattr(options, group), **values) for group, values in fields.items()}
+    changed = {group: _group(options, group, values, given[group]) for group, values in fields.items()}
     return replace(options, **changed)
+
+
+def _group(options: EndpointOptions, group: str, values: Mapping[str, Any], keywords: list[str]) -> Any:
+    try:
+        return replace(getattr(options, group), **values)
+    except ValueError as refused:
+        spelled = ", ".join(f"{keyword}=..." for keyword in keywords)
+        raise ValueError(f"mcp_routes({spelled}): {refused}") from None
 
 
 def _request_state_key(value: Any, secret: Any) -> bytes:
@@ -115,3 +140,4 @@ def _request_state_key(value: Any, secret: Any) -> bytes:
 def _warn(message: str) -> None:
     # Attributed to the caller of `mcp_routes`: past this function, `fold_old_keywords` and it.
     warnings.warn(message, DeprecationWarning, stacklevel=4)
+    logger.warning("%s", message)

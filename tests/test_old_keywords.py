@@ -4,6 +4,7 @@ is refused."""
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from typing import Any
@@ -160,3 +161,32 @@ def test_the_old_identity_keywords_are_served() -> None:
     with TestClient(app) as client:
         result = client.post("/mcp", json=initialize(), headers=HEADERS).json()["result"]
     assert (result["serverInfo"], result["instructions"]) == ({"name": "stock", "version": "9"}, "Be kind.")
+
+
+def test_an_old_true_or_false_keyword_takes_any_value_as_it_did(read: list[EndpointOptions]) -> None:
+    with pytest.warns(DeprecationWarning, match="require_confirmation_for_mutations"):
+        mcp_routes(FastAPI(), require_confirmation_for_mutations=0, allowed_server_urls_from_env="MY_URLS")
+    assert read[0].tool_calls == ToolCalls(
+        require_confirmation_for_mutations=False, allowed_server_urls_from_env="MY_URLS"
+    )
+
+
+def test_an_old_keyword_the_group_refuses_is_named_in_the_refusal() -> None:
+    with (
+        pytest.warns(DeprecationWarning, match="default_subscribe_ms"),
+        pytest.raises(ValueError, match=r"^mcp_routes\(default_subscribe_ms=\.\.\.\): "),
+    ):
+        mcp_routes(FastAPI(), default_subscribe_ms=-5)
+
+
+def test_an_old_keyword_is_logged_as_a_warning_where_deprecation_warnings_are_hidden(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        pytest.warns(DeprecationWarning, match="server_name"),
+        caplog.at_level(logging.WARNING, logger="fastapi_mcp_routes"),
+    ):
+        mcp_routes(FastAPI(), server_name="Notes")
+    assert [record.getMessage() for record in caplog.records] == [
+        "mcp_routes(server_name=...) is deprecated; use mcp_routes(server=ServerInfo(name=...))"
+    ]

@@ -98,7 +98,7 @@ class WindowBounds:
                 "minimum": 1,
                 "default": self.default_ms,
                 "description": (
-                    f"How long to read the stream, in milliseconds (at most {self.max_ms}; "
+                    f"How long to sample the stream, in milliseconds (at most {self.max_ms}; "
                     "a longer window is cut to it)."
                 ),
             },
