@@ -164,7 +164,7 @@ def test_the_old_identity_keywords_are_served() -> None:
 
 
 def test_an_old_true_or_false_keyword_takes_any_value_as_it_did(read: list[EndpointOptions]) -> None:
-    with pytest.warns(DeprecationWarning, match="require_confirmation_for_mutations"):
+    with pytest.warns(DeprecationWarning, match="is deprecated; use mcp_routes"):
         mcp_routes(FastAPI(), require_confirmation_for_mutations=0, allowed_server_urls_from_env="MY_URLS")
     assert read[0].tool_calls == ToolCalls(
         require_confirmation_for_mutations=False, allowed_server_urls_from_env="MY_URLS"
