@@ -72,7 +72,7 @@ STEPS: Final = (
     Step("decode and classify", http, "parse", "JSON-RPC errors, finite numbers only"),
     Step("which revision", http, "is_modern", "both eras on one path"),
     Step("the caller's identity", http, "caller_identity", "sessions bound to credentials"),
-    Step("whom it counts against", http, "holder_of", "per-caller bounds"),
+    Step("whom it counts against", endpoint_module, "holder_of", "per-caller bounds"),
     Step("the session", sessions_module.SessionManager, "find", "sealed id, expiry, caller binding", True),
     Step("protocol version", endpoint_module, "_protocol_version", "400 for an unsupported version"),
     Step("what the route inherits", http, "caller_from_scope", "the caller's credentials reach it"),

@@ -171,7 +171,8 @@ class StreamableHTTPEndpoint:
         opening = parsed.methods[0] == "initialize"
         session = None
         if not opening and self._sessions is not None:
-            session = await self._require_session(headers, self._sessions, posted.identity, posted.holder)
+            holder = holder_of(posted.identity, posted.address, posted.principal)
+            session = await self._require_session(headers, self._sessions, posted.identity, holder)
         version = _protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
             raise HttpError(400, InvalidRequest(f"Invalid Request: batches are not allowed in protocol {version}."))

@@ -16,8 +16,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from fastapi_mcp_routes.server.envelope import is_modern
-from fastapi_mcp_routes.store.base import Holder
-from fastapi_mcp_routes.store.policy import holder_of
 from fastapi_mcp_routes.tools.invoke import Caller, caller_from_scope
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError
@@ -73,7 +71,6 @@ class Posted:
     address: str  # the client's address (`client_address`)
     principal: Any  # what the endpoint's `auth` returned, if anything
     caller: Caller  # what the route's own request inherits
-    holder: Holder  # whom what the request holds counts against (`holder_of`)
 
 
 async def read_post(
@@ -101,7 +98,6 @@ async def read_post(
         address,
         principal,
         caller_from_scope(scope, forward_headers),
-        holder_of(identity, address, principal),
     )
 
 
