@@ -19,6 +19,7 @@ credential (`list_visible_only`, the default); a call still runs the route's gua
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,19 +119,10 @@ def _entry(kind: str, listed: Listed, hidden: bool) -> Entry:
     route = listed.route
     properties = listed.arguments.get("properties", {})
     arguments = _arguments(listed.arguments, properties)
+    entry = Entry(kind, listed.definition, route.method, route.path_format, arguments, hidden)
     if kind != "tool":
-        return Entry(kind, listed.definition, route.method, route.path_format, arguments, hidden)
-    return Entry(
-        kind,
-        listed.definition,
-        route.method,
-        route.path_format,
-        arguments,
-        hidden,
-        confirm=route.confirm,
-        task=route.task,
-        stream=route.stream,
-    )
+        return entry
+    return dataclasses.replace(entry, confirm=route.confirm, task=route.task, stream=route.stream)
 
 
 def _arguments(schema: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[ListedArgument, ...]:

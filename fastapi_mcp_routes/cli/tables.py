@@ -45,8 +45,9 @@ def _table(section: Section) -> Table:
     if listing.kind == "tool":
         return _tools(section.entries)
     # A resource has no arguments: its URI is all there is to it.
-    arguments = any(entry.arguments for entry in section.entries) or listing.kind != "resource"
-    return _features(listing.title, listing.heading, listing.label, section.entries, arguments=arguments)
+    return _features(
+        listing.title, listing.heading, listing.label, section.entries, arguments=listing.kind != "resource"
+    )
 
 
 def _tools(tools: Sequence[Entry]) -> Table:

@@ -12,7 +12,7 @@ check, `auth=`, `dependencies=`), as the endpoint is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import FastAPI
@@ -22,13 +22,10 @@ from fastapi_mcp_routes.explorer.facts import ServerFacts
 from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.server.listing import Lists
 from fastapi_mcp_routes.tools.access import Access
-from fastapi_mcp_routes.tools.catalog.entries import PROMPT_REF, RESOURCE_REF
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire import constants as c
 
-# The lists whose entries a completion may complete, and the kind of reference it names them by.
-_COMPLETED: Final = {"prompt": PROMPT_REF, "resourceTemplate": RESOURCE_REF}
 # The tag Swagger UI files an operation without tags under, in its deep links too.
 UNTAGGED = "default"
 
@@ -64,8 +61,8 @@ class About:
             shown_entries = [entry for entry in listing.entries(table) if shown(entry.access)]
             document[listing.key] = [_entry(listing, entry, route(entry.route)) for entry in shown_entries]
             # A completion names its prompt or template: listed only with what it completes.
-            if listing.kind in _COMPLETED:
-                ref = _COMPLETED[listing.kind]
+            if listing.completed_as is not None:
+                ref = listing.completed_as
                 completed |= {(ref, str(entry.definition[listing.label])) for entry in shown_entries}
         document["completions"] = [
             {"ref": {"type": kind, "name": target}, "argument": argument, "route": route(call)}

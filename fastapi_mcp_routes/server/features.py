@@ -83,6 +83,8 @@ class Listing:
         heading: that field's column heading in `list` ("URI template").
         entries: every entry in list order, whoever asks.
         pages: the list's pages as served to a caller who may see everything.
+        completed_as: the reference type a `completion/complete` names an entry by
+            (`ref/prompt`), for lists whose entries' arguments complete; None otherwise.
     """
 
     method: str
@@ -93,6 +95,7 @@ class Listing:
     heading: str
     entries: Callable[[ToolTable], Sequence[Listed]]
     pages: Callable[[ToolTable], tuple[RawJSON, ...]]
+    completed_as: str | None = None
 
     @property
     def title(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 
 def field_value(raw: bytes) -> str:
@@ -12,7 +12,7 @@ def field_value(raw: bytes) -> str:
     return raw.decode("latin-1").strip(" \t")
 
 
-def field_table(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+def field_table(headers: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     """ASGI headers by lower-case name, each value as `field_value` reads it; where a name
     repeats, the first value wins. One pass over the list, so the endpoint's lookups are cheap."""
-    return {key.decode("latin-1"): value.decode("latin-1").strip(" \t") for key, value in reversed(list(headers))}
+    return {key.decode("latin-1"): field_value(value) for key, value in reversed(headers)}

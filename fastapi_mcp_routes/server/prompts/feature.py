@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from fastapi_mcp_routes.server.features import Feature, ListChange, Listed, Listing, Method
 from fastapi_mcp_routes.server.prompts.methods import PromptMethods
-from fastapi_mcp_routes.tools.catalog.entries import Prompt
+from fastapi_mcp_routes.tools.catalog.entries import PROMPT_REF, Prompt
 from fastapi_mcp_routes.tools.registry import ToolTable
 
 PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"
@@ -19,7 +19,9 @@ def prompts_feature(methods: PromptMethods) -> Feature:
     return Feature(
         "prompts",
         methods=(Method("prompts/get", methods.get), Method("completion/complete", methods.complete)),
-        listings=(Listing("prompts/list", "prompts", "prompt", "prompt", "name", "Prompt", _prompts, _pages),),
+        listings=(
+            Listing("prompts/list", "prompts", "prompt", "prompt", "name", "Prompt", _prompts, _pages, PROMPT_REF),
+        ),
         changes=(ListChange(PROMPTS_LIST_CHANGED, "promptsListChanged", "prompts", _generation),),
         capability=_capability,
     )

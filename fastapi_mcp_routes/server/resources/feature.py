@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from fastapi_mcp_routes.server.features import SESSION_ERA, Feature, ListChange, Listed, Listing, Method
 from fastapi_mcp_routes.server.resources.methods import ResourceMethods
-from fastapi_mcp_routes.tools.catalog.entries import Resource
+from fastapi_mcp_routes.tools.catalog.entries import RESOURCE_REF, Resource
 from fastapi_mcp_routes.tools.registry import ToolTable
 
 RESOURCES_LIST_CHANGED: Final = "notifications/resources/list_changed"
@@ -38,6 +38,7 @@ def resources_feature(methods: ResourceMethods) -> Feature:
                 "URI template",
                 _templates,
                 _pages,
+                RESOURCE_REF,
             ),
         ),
         changes=(ListChange(RESOURCES_LIST_CHANGED, "resourcesListChanged", "resources", _generation),),
