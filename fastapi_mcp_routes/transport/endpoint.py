@@ -47,7 +47,7 @@ from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, l
 from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
-from fastapi_mcp_routes.wire.failures import error_answer
+from fastapi_mcp_routes.wire.failures import error_answer, internal_error
 from fastapi_mcp_routes.wire.fields import field_table
 from fastapi_mcp_routes.wire.jsonrpc import (
     Notification,
@@ -124,6 +124,10 @@ class StreamableHTTPEndpoint:
             return _refusal(HttpError(503, down, {"retry-after": str(STORE_RETRY_AFTER_S)}))
         except ClientDisconnect:
             return Response(status_code=400)
+        except Exception as exc:
+            # A defect (or a store value nothing foresaw): the traceback stays in the log.
+            failure = internal_error("the request could not be handled", "handling an MCP request failed", exc=exc)
+            return _refusal(HttpError(500, failure))
 
     def _log_store_down(self, down: StoreUnavailable) -> None:
         """One WARNING a minute while the store cannot be reached, not one a request."""
