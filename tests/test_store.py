@@ -54,8 +54,10 @@ def test_callers_with_credentials_leave_a_tenth_of_a_total_to_anonymous_callers(
         (Trust.ANONYMOUS, Trust.CLAIMED, 750),
         (Trust.ANONYMOUS, Trust.ANONYMOUS, 500),
     ]
-    assert shares("q", 20, Trust.CLAIMED) == [("q", 20), ("q/unverified", 15), ("q/credentialed", 18)]
+    claimed = [("q", 20), ("q/unverified", 15), ("q/credentialed", 18), ("q/unverified/credentialed", 13)]
+    assert shares("q", 20, Trust.CLAIMED) == claimed
     assert share_holders("q/credentialed") == "callers with credentials"
+    assert share_holders("q/unverified/credentialed") == "callers with credentials but no verified principal"
     assert shares("q", 8, Trust.VERIFIED) == [("q", 8)]  # too small a total to keep a floor
 
 

@@ -26,8 +26,8 @@ records in: a session by its last use, a token by its keeping, a task by its end
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from fastapi_mcp_routes.store.base import Holder, SessionBounds, SessionRecord, TaskBounds, TaskRecord, Trust
@@ -87,38 +87,41 @@ def credentialed_share(total: int) -> int:
 
 def trust_bounds(total: int, trust: Trust) -> list[Bound]:
     """Every bound a holder of `trust` is counted against for a total of `total`, as
-    `(lowest, highest, limit)`: `trust_shares` (from anonymous up), and for a holder with
-    credentials, `credentialed_share` (from the lowest trust above anonymous up)."""
-    bounds = [(Trust.ANONYMOUS, highest, limit) for highest, limit in trust_shares(total, trust)]
-    return bounds + _floor(total, trust)
-
-
-def _floor(total: int, trust: Trust) -> list[Bound]:
-    """The bound keeping the floor of `total` for anonymous callers, for a holder of `trust`:
-    none for anonymous holders, nor where the total is too small to keep one."""
-    limit = credentialed_share(total)
-    return [(Trust.CLAIMED, Trust.VERIFIED, limit)] if trust > Trust.ANONYMOUS and limit < total else []
+    `(lowest, highest, limit)`: `trust_shares`, from anonymous up; and for a holder with
+    credentials, each of them again without anonymous callers, less the floor kept for them,
+    so that no trust above anonymous can fill a share anonymous callers count in."""
+    capped = trust_shares(total, trust)
+    bounds = [(Trust.ANONYMOUS, highest, limit) for highest, limit in capped]
+    floor = total - credentialed_share(total)
+    if trust > Trust.ANONYMOUS and floor:
+        bounds += [(Trust.CLAIMED, highest, limit - floor) for highest, limit in capped]
+    return bounds
 
 
 def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
     """`trust_bounds` as the slot pools `(name, limit)` a holder of `trust` takes a slot in for
-    a total bound: the total, the shares of it that callers trusted less may fill, and the part
-    callers with credentials may fill."""
-    names = {Trust.VERIFIED: pool, Trust.CLAIMED: pool + _UNVERIFIED, Trust.ANONYMOUS: pool + _ANONYMOUS}
-    return [
-        (names[highest] if lowest == Trust.ANONYMOUS else pool + _CREDENTIALED, limit)
-        for lowest, highest, limit in trust_bounds(total, trust)
-    ]
+    a total bound: the total, the shares of it that callers trusted less may fill, and the
+    parts of those callers with credentials may fill."""
+    names = {
+        (Trust.ANONYMOUS, Trust.VERIFIED): pool,
+        (Trust.ANONYMOUS, Trust.CLAIMED): pool + _UNVERIFIED,
+        (Trust.ANONYMOUS, Trust.ANONYMOUS): pool + _ANONYMOUS,
+        (Trust.CLAIMED, Trust.VERIFIED): pool + _CREDENTIALED,
+        (Trust.CLAIMED, Trust.CLAIMED): pool + _UNVERIFIED + _CREDENTIALED,
+    }
+    return [(names[lowest, highest], limit) for lowest, highest, limit in trust_bounds(total, trust)]
 
 
 def share_holders(pool: str) -> str | None:
     """Who a pool of `shares` is the share of (for a refusal's message); `None` for the total."""
+    if pool.endswith(_UNVERIFIED + _CREDENTIALED):
+        return "callers with credentials but no verified principal"
+    if pool.endswith(_CREDENTIALED):
+        return "callers with credentials"
     if pool.endswith(_UNVERIFIED):
         return "callers without verified credentials"
     if pool.endswith(_ANONYMOUS):
         return "anonymous callers"
-    if pool.endswith(_CREDENTIALED):
-        return "callers with credentials"
     return None
 
 
@@ -160,11 +163,11 @@ def crowded_first(counts: Mapping[Trust, int], quotas: Sequence[int], candidates
 
 def _bounds(total: int, trust: Trust, capped: bool) -> tuple[Bound, ...]:
     """The bounds of a total for a holder of `trust`: with `capped`, every `trust_bounds`;
-    else the total and the floor kept for anonymous callers (a family whose records are
-    pushed out lowest trust first needs no cap on the less trusted)."""
+    else the total and the part of it callers with credentials may fill (a family whose
+    records are pushed out lowest trust first needs no cap on the less trusted)."""
     if capped:
         return tuple(trust_bounds(total, trust))
-    return ((Trust.ANONYMOUS, Trust.VERIFIED, total), *_floor(total, trust))
+    return tuple(bound for bound in trust_bounds(total, trust) if bound[1] == Trust.VERIFIED)
 
 
 def _quotas(total: int, capped: bool) -> tuple[int, ...]:
