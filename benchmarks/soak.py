@@ -86,6 +86,8 @@ TOKEN_ADDRESSES: Final = 40
 TOKEN_SESSIONS: Final = 5  # per address (or per made-up key)
 SESSION_FLOOD: Final = 20_000  # twice Sessions.max_sessions
 SESSION_ADDRESSES: Final = 200  # x 64 (Sessions.max_per_caller) > 10,000
+LISTEN_ADDRESSES: Final = 47  # x 16 made-up keys, each a GET stream: past three quarters of Limits.max_streams
+LISTEN_KEYS: Final = 16
 REQUEST_IDS: Final = itertools.count(1)  # a pinned call keeps its id busy: each call a new one
 
 
@@ -479,6 +481,60 @@ async def still_open(port: int, sessions: Sequence[Session], got: Counter[str]) 
     pipe.close()
 
 
+async def hold_get_stream(port: int, session: Session) -> tuple[int, Connection | None]:
+    """Open the session's GET stream; its status, and the connection holding it open if accepted."""
+    async with asyncio.timeout(REQUEST_TIMEOUT_S):
+        connection = await Connection.open(port, session.address)
+        connection.write(http_request(port, "GET", "/mcp", session.headers(SSE_ONLY)))
+        status, _ = await connection.receive_head()
+    if status == 200:
+        return status, connection
+    connection.close()
+    return status, None
+
+
+def listener_lockout(port: int) -> Awaitable[Outcome]:
+    """47 addresses x 16 made-up x-api-keys, each holding a GET stream open; then a listener
+    with the app's demo key, and an anonymous one, each ask for a GET stream."""
+
+    async def attack() -> Outcome:
+        outcome = Outcome()
+        got = outcome.got
+        held: list[Connection] = []
+
+        async def address(n: int) -> None:
+            pipe = Pipe(port, attacker(n), got)
+            for index in range(LISTEN_KEYS):
+                session = await pipe.open_session(key=f"made-up-{n}-{index}")
+                if session is None:
+                    continue
+                status, connection = await hold_get_stream(port, session)
+                got["streams held" if connection else f"streams refused (HTTP {status})"] += 1
+                if connection is not None:
+                    held.append(connection)
+            pipe.close()
+
+        await in_parallel(address(n) for n in range(LISTEN_ADDRESSES))
+        verdicts = []
+        for who, address_of, key in (
+            ("a demo-key", HOST, LEGIT_KEY),
+            ("an anonymous", attacker(LISTEN_ADDRESSES), None),
+        ):
+            pipe = Pipe(port, address_of, got)
+            session = await pipe.open_session(key=key)
+            status, connection = await hold_get_stream(port, session) if session else (0, None)
+            verdicts.append(f"{who} listener: " + ("served" if connection else f"refused (HTTP {status})"))
+            if connection is not None:
+                connection.close()
+            pipe.close()
+        outcome.legit = "; ".join(verdicts)
+        for connection in held:
+            connection.close()
+        return outcome
+
+    return attack()
+
+
 # -- the legitimate client and the RSS sampler ----------------------------------------------
 
 
@@ -604,6 +660,11 @@ ATTACKS: Final = (
         "5b. Session flood: 20,000 initialize with made-up x-api-keys",
         "(not measured)",
         session_flood(made_up_keys=True),
+    ),
+    Attack(
+        "5c. Listener lock-out: 47 addresses x 16 made-up x-api-keys hold GET streams",
+        "locked out every listener",
+        listener_lockout,
     ),
 )
 

@@ -13,7 +13,7 @@ Tests and deployments set the numbers through the groups, never by patching a co
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -201,6 +201,15 @@ class Limits:
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
             storage when one is installed (`app.state.limiter`), else in the store's Redis when
             `store=` is a `RedisStore`, else in memory. `None`: no budget.
+        verify_credentials: how to check, cheaply, credentials that no `auth=` principal
+            stands for, so that their callers rank above anonymous ones in every bound. A
+            function (or coroutine function) given the request's credential headers (lower-case
+            names, without Cookie) that returns the account they belong to (a string), `True`
+            for an account of the credentials' own, or `False`/`None`. Callers it accepts are
+            counted per account and pushed out only after anonymous ones; any other caller
+            counts as anonymous, by its address (it is not refused: the routes' own guards
+            decide that). Its answer is kept a minute per credential. `None`: every credential
+            without a principal counts as anonymous, since anyone can make one up.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -225,8 +234,12 @@ class Limits:
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     max_uri_chars: int = DEFAULT_MAX_URI_CHARS
     rate_limit: str | None = None
+    # Takes the credential headers, returns an account, True, or False/None; may be a coroutine function.
+    verify_credentials: Callable[[Mapping[str, str]], Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.verify_credentials is not None and not callable(self.verify_credentials):
+            raise ValueError(f"Limits.verify_credentials must be a function or None, got {self.verify_credentials!r}")
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
         _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
         _check_count("Limits.page_size", self.page_size)

@@ -4,14 +4,16 @@ served. Every row runs on a server of its own (the rows fill what they test), wi
 enough to reach in a few requests; `benchmarks/soak.py` pushes the same attacks at the default
 bounds and measures the server's memory.
 
-Callers are told apart as the server tells them apart: by credentials (an `x-api-key`, which
-the endpoint forwards but cannot check: a claimed identity), else by client address. Loopback
-is a whole /8 on Linux, so anonymous callers here connect from 127.0.0.2, 127.0.0.3, ..."""
+Callers are told apart as the server tells them apart: by credentials (an `x-api-key` the app's
+`Limits.verify_credentials` accepts), else by client address: a made-up key, one it refuses,
+counts as no key at all. Loopback is a whole /8 on Linux, so anonymous callers here connect
+from 127.0.0.2, 127.0.0.3, ..."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,9 +34,15 @@ ASKING = {"elicitation": {}}  # a client that can be asked to confirm
 BIG = 40_000  # characters in a `big` answer
 
 
+def known_key(headers: Mapping[str, str]) -> bool:
+    """The app's check of a key: every key but a made-up one."""
+    return not headers.get("x-api-key", "made-up").startswith("made-up")
+
+
 def make_app(limits: Limits, sessions: Sessions) -> FastAPI:
     app = FastAPI()
-    app.include_router(mcp_routes(app, limits=limits, sessions=sessions))
+    checked = dataclasses.replace(limits, verify_credentials=known_key)
+    app.include_router(mcp_routes(app, limits=checked, sessions=sessions))
 
     @mcp_tool()
     @app.post("/orders")
@@ -311,6 +319,32 @@ def sessions_claimed_full(server: Server) -> None:
     assert refused.json()["id"] == 0
 
 
+def sessions_credentialed_flood(server: Server) -> None:
+    for n in range(3, 23):  # twice the total, from callers with checked keys
+        server.session(f"127.0.0.{n}", key=f"k{n}")
+    for n in (30, 31):  # the tenth kept for anonymous callers: each pushes out the other
+        server.session(f"127.0.0.{n}")
+
+
+def sessions_made_up_flood(server: Server) -> None:
+    alice = server.session(key="alice")
+    for n in range(2, 14):  # made-up keys from twelve addresses: anonymous, so alice stays
+        for m in range(3):
+            server.session(f"127.0.0.{n}", key=f"made-up-{n}-{m}")
+    assert server.client().post("/mcp", json=rpc("ping"), headers=alice).status_code == 200
+    assert server.client("127.0.0.40").post("/mcp", json=initialize(), headers=HEADERS).status_code == 200
+
+
+def tokens_made_up_flood(server: Server) -> None:
+    alice = server.session(key="alice")
+    token = pending_of(call_tool(server.client(), "place_order", {"item": "tea"}, headers=alice))["token"]
+    for n in range(2, 8):  # made-up keys from six addresses fill the anonymous share, never alice's token
+        headers = server.session(f"127.0.0.{n}", key=f"made-up-{n}")
+        call_tool(server.client(f"127.0.0.{n}"), "place_order", {"item": "x"}, headers=headers)
+    confirmed = call_tool(server.client(), "place_order", {"item": "tea", "confirmationToken": token}, headers=alice)
+    assert confirmed["structuredContent"] == {"placed": "tea"}
+
+
 @dataclass(frozen=True)
 class Row:
     name: str
@@ -324,6 +358,7 @@ FEW_QUESTIONS = Limits(max_questions_per_session=2, max_questions_per_caller=4)
 FEW_QUESTIONS_IN_ALL = Limits(max_questions=5)
 FEW_TOKENS = Limits(max_tokens=4, max_tokens_per_caller=2)
 FEW_SESSIONS = Sessions(max_sessions=6, max_per_caller=3)
+TEN_SESSIONS = Sessions(max_sessions=10, max_per_caller=3)  # the least that keeps a floor for anonymous callers
 
 ROWS = [
     Row("a batch longer than max_batch_length -> 400 naming it", batch_too_long),
@@ -353,6 +388,15 @@ ROWS = [
     ),
     Row("sessions full of credentialed callers -> anonymous 503", sessions_claimed_full, sessions=FEW_SESSIONS),
     Row("sessions under made-up API keys -> one caller per address", sessions_made_up_keys, sessions=FEW_SESSIONS),
+    Row(
+        "a flood of made-up API keys -> a checked key's session survives", sessions_made_up_flood, sessions=FEW_SESSIONS
+    ),
+    Row("a flood of made-up API keys -> a checked key's token survives", tokens_made_up_flood, FEW_TOKENS),
+    Row(
+        "sessions flooded by checked keys -> anonymous callers keep their floor",
+        sessions_credentialed_flood,
+        sessions=TEN_SESSIONS,
+    ),
 ]
 
 

@@ -29,6 +29,7 @@ from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, StoreFull
 from fastapi_mcp_routes.store.policy import holder_of
 from fastapi_mcp_routes.transport.answer import SessionAnswer
+from fastapi_mcp_routes.transport.credentials import CredentialCheck
 from fastapi_mcp_routes.transport.http import (
     RETRY_AFTER_S,
     STORE_RETRY_AFTER_S,
@@ -95,6 +96,8 @@ class StreamableHTTPEndpoint:
         self._store = deployment.store
         self._sessions = sessions
         self._slots = StreamSlots(deployment.store, config.limits, deployment.secret)
+        verify = config.limits.verify_credentials
+        self._credentials = CredentialCheck(verify, config.credential_headers) if verify is not None else None
         self.keep_alive = KeepAlive(config.limits.keep_alive_s)
         # The resumable streams this process sends; `senders.renew_forever` runs for the app's life.
         self.senders = Senders(deployment.store, self.keep_alive.interval_s)
@@ -167,15 +170,16 @@ class StreamableHTTPEndpoint:
             forward_headers=config.forward_headers,
         )
         parsed = posted.parsed
+        account = await self._account(request, posted.identity, posted.principal)
         if posted.modern:
-            return await self._post_stateless(request, posted)
+            return await self._post_stateless(request, posted, account)
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
         # An initialize needs no session, even when its params are wrong (then it gets -32602).
         opening = parsed.methods[0] == "initialize"
         session = None
         if not opening and self._sessions is not None:
-            holder = holder_of(posted.identity, posted.address, posted.principal)
+            holder = holder_of(posted.identity, posted.address, posted.principal, account)
             session = await self._require_session(headers, self._sessions, posted.identity, holder)
         version = _protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
@@ -187,6 +191,7 @@ class StreamableHTTPEndpoint:
             address=posted.address,
             protocol_version=version,
             session=session,
+            account=account,
         )
         first = parsed.messages[0]
         if opening and isinstance(first, RpcRequest):
@@ -207,7 +212,7 @@ class StreamableHTTPEndpoint:
             max_batch_answer_bytes=limits.max_batch_answer_bytes,
         )
 
-    async def _post_stateless(self, request: Request, posted: Posted) -> Response:
+    async def _post_stateless(self, request: Request, posted: Posted, account: bytes | None) -> Response:
         """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
         parsed, accepts = posted.parsed, posted.accepts
         entry = parsed.messages[0]
@@ -229,6 +234,7 @@ class StreamableHTTPEndpoint:
             identity=posted.identity,
             address=posted.address,
             envelope=envelope,
+            account=account,
         )
         if entry.method == SUBSCRIBE:
             if not accepts.sse:
@@ -294,7 +300,7 @@ class StreamableHTTPEndpoint:
 
     async def _delete(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
         identity = caller_identity(request, self._config.credential_headers)
-        session = await self._require_session(headers, sessions, identity, self._holder(request, identity))
+        session = await self._require_session(headers, sessions, identity, await self._holder(request, identity))
         _protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
         return Response(status_code=204)
@@ -305,7 +311,7 @@ class StreamableHTTPEndpoint:
         if not accepts_sse(headers):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
         identity = caller_identity(request, self._config.credential_headers)
-        holder = self._holder(request, identity)
+        holder = await self._holder(request, identity)
         session = await self._require_session(headers, sessions, identity, holder)
         _protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
         # Renewed often enough to keep the session alive (it lasts idle_s) and its claim held.
@@ -343,10 +349,17 @@ class StreamableHTTPEndpoint:
             raise HttpError(400, InvalidRequest(message))
         return logs, *found
 
-    @staticmethod
-    def _holder(request: Request, identity: bytes) -> Holder:
+    async def _holder(self, request: Request, identity: bytes) -> Holder:
         """Whom what the request holds counts against (`holder_of`)."""
-        return holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
+        principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+        account = await self._account(request, identity, principal)
+        return holder_of(identity, client_address(request), principal, account)
+
+    async def _account(self, request: Request, identity: bytes, principal: object) -> bytes | None:
+        """The account `Limits.verify_credentials` finds for credentials no principal stands for."""
+        if self._credentials is None or not identity or principal is not None:
+            return None
+        return await self._credentials.account(request.scope["headers"], identity)
 
     async def _require_session(
         self, headers: Headers, sessions: SessionManager, identity: bytes, holder: Holder
