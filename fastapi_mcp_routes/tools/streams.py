@@ -537,7 +537,7 @@ class _WindowRun:
                 taken.truncated = True  # the whole would outgrow the response cap
                 self.stop()
                 return
-            reason = self._held(size)
+            reason = self._held(2 * size)  # the answer carries each frame twice: structured, and as text
             if reason is not None:
                 self.fail(ToolError(f"The stream's frames were not kept: {reason}. Try again later."))
                 return
