@@ -1,4 +1,4 @@
-"""The app `soak.py` attacks: three tools behind `mcp_routes(app)` at its defaults.
+"""The app `soak.py` attacks: a few tools behind `mcp_routes(app)` at its defaults.
 
 uvicorn loads it with `--factory soak_app:create_app`. Every bound is the library's default:
 what is measured is what a deployment gets without tuning. The app checks one key, the demo
@@ -11,10 +11,13 @@ Route bodies are `async def` and do no work of their own: the large answer is bu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
 
 from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
 
@@ -30,6 +33,13 @@ def demo_key(headers: Mapping[str, str]) -> bool:
     return headers.get("x-api-key") == DEMO_KEY
 
 
+# About 90 kB of notes: a list a REST client pages through, its tool answer about 180 kB.
+NOTES: Final = [{"id": n, "title": f"note {n}", "body": "n" * 140} for n in range(500)]
+# One frame of the sampled stream: about 1 MB of JSON, a line of its own.
+FRAME: Final = json.dumps({"text": "f" * LARGE_CHARACTERS}).encode() + b"\n"
+FRAME_EVERY_S: Final = 0.05
+
+
 def create_app() -> FastAPI:
     """The attacked app: a gated mutation, a large read-only answer, a small one."""
     app = FastAPI(title="Soak", version="1.0.0")
@@ -37,6 +47,8 @@ def create_app() -> FastAPI:
     app.add_api_route("/orders", place_order, methods=["POST"], summary="Place an order")
     app.add_api_route("/large", large, methods=["GET"], summary="A large document")
     app.add_api_route("/small", small, methods=["GET"], summary="A small answer")
+    app.add_api_route("/notes", list_notes, methods=["GET"], summary="List the notes")
+    app.add_api_route("/frames", frames, methods=["GET"], summary="A stream of large frames")
     return app
 
 
@@ -56,3 +68,21 @@ async def large() -> dict[str, str]:
 async def small() -> dict[str, bool]:
     """A read-only tool with a tiny answer: what the legitimate client calls."""
     return {"ok": True}
+
+
+@mcp_tool()
+async def list_notes() -> list[dict[str, Any]]:
+    """Every note: a read-only tool whose answer is about 180 kB."""
+    return NOTES
+
+
+@mcp_tool(stream=True)
+async def frames() -> StreamingResponse:
+    """An endless NDJSON stream of frames of about 1 MB each, one every 50 ms."""
+
+    async def generate() -> AsyncIterator[bytes]:
+        while True:
+            yield FRAME
+            await asyncio.sleep(FRAME_EVERY_S)
+
+    return StreamingResponse(generate(), media_type="application/x-ndjson")

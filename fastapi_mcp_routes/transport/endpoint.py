@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
+from fastapi_mcp_routes.server.budget import AnswerBudget
 from fastapi_mcp_routes.server.channel import Channels, SessionChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
@@ -88,8 +89,11 @@ class StreamableHTTPEndpoint:
         deployment: Deployment,
         sessions: SessionManager | None,
         rate_limit: EndpointRateLimit | None = None,
+        budget: AnswerBudget | None = None,
     ) -> None:
         self._rate_limit = rate_limit
+        limits = config.limits
+        self._budget = budget or AnswerBudget(limits.max_answer_bytes, limits.max_answer_bytes_per_caller)
         self._config = config
         self._dispatcher = dispatcher
         self._channels = channels
@@ -210,6 +214,7 @@ class StreamableHTTPEndpoint:
             keep_alive=self.keep_alive,
             max_open_s=config.max_stream_seconds,
             max_batch_answer_bytes=limits.max_batch_answer_bytes,
+            budget=self._budget,
         )
 
     async def _post_stateless(self, request: Request, posted: Posted, account: bytes | None) -> Response:
