@@ -442,7 +442,9 @@ ROWS = [
         TINY_ANSWER_BYTES,
     ),
     Row(
-        "a sample past max_answer_bytes_per_caller -> cut short, truncated", sample_past_answer_bytes_per_caller, TINY_ANSWER_BYTES
+        "a sample past max_answer_bytes_per_caller -> cut short, truncated",
+        sample_past_answer_bytes_per_caller,
+        TINY_ANSWER_BYTES,
     ),
     Row("questions past max_questions_per_session -> refused to the route", questions_per_session, FEW_QUESTIONS),
     Row("questions past max_questions_per_caller -> refused to the route", questions_per_caller, FEW_QUESTIONS),

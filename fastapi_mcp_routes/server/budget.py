@@ -4,9 +4,9 @@ A route's response captured for a tool call, the frames a streaming tool's windo
 batch's answers waiting to be written are each bounded per request (`Limits.max_response_bytes`,
 `Limits.max_batch_answer_bytes`); many requests at once would multiply that. Each draws its
 bytes from one `AnswerBudget` of the process, against its caller (the channel's `holder`) and
-against the total, where callers trusted less may fill only their share (`trust_bounds`, as
-sessions, tasks and streams do, with the floor kept for anonymous callers). A request past a bound is refused; what already runs keeps
-what it holds.
+against the total, where callers trusted less may fill only their share, with a floor kept for
+anonymous callers (`trust_bounds`, as sessions, tasks and streams count). A request past a bound
+is refused; what already runs keeps what it holds.
 
 The budget is process-local and touched only from the event loop, so taking and giving back is
 integer arithmetic on a dict, with no lock and no store round trip: cheap enough for every call.
