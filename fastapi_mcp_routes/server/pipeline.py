@@ -25,6 +25,7 @@ from fastapi_mcp_routes.server.confirmation.guards import refusal
 from fastapi_mcp_routes.server.running import Finished, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
+from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, invoke, planned_path
@@ -101,8 +102,10 @@ class ToolCallPipeline:
         invoker: Invoke | None = None,
         tasks: TaskRuns | None = None,
         windows: WindowBounds | None = None,
+        threads: ThreadShares | None = None,
     ) -> None:
         self._windows = windows if windows is not None else WindowBounds()
+        self._threads = threads
         self._tasks = tasks
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
@@ -161,9 +164,11 @@ class ToolCallPipeline:
                 if held is not None:
                     return held
             confirming = False
-            if window is not None:
-                return await self._read_window(parsed, call, window)
-            return await self._invoke(parsed.tool, parsed.arguments, call)
+            threads = self._threads
+            if threads is not None and parsed.tool.threaded:
+                async with threads.held(call.channel.holder):
+                    return await self._route(parsed, call, window)
+            return await self._route(parsed, call, window)
 
         ended = await run_call(call, work)
         if isinstance(ended, Finished):
@@ -179,6 +184,12 @@ class ToolCallPipeline:
         # The call raised, or its route's response outgrew the cap.
         result, failure = tool_failure(ended.error, parsed.tool.name)
         return Ran(result, failure)
+
+    async def _route(self, parsed: ParsedCall, call: ToolCall, window: Window | None) -> WindowRead | CapturedResponse:
+        """Step 4: the route, or a window of its stream."""
+        if window is not None:
+            return await self._read_window(parsed, call, window)
+        return await self._invoke(parsed.tool, parsed.arguments, call)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
@@ -221,7 +232,10 @@ class ToolCallPipeline:
             total = window.max_frames if progress <= window.max_frames else None
             await call.report_progress(progress, total, f"frame {count}: {describe(frame)}")
 
-        return await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes)
+        # A sample ends early once its client has gone (session era, where the call runs on):
+        # what it read so far is its result, kept for a resume; sampling longer helps nobody.
+        hung_up = call.channel.hung_up()
+        return await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes, hung_up)
 
     async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
         """Step 4: the route, through the app, as the caller's own HTTP request."""
