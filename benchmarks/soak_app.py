@@ -5,14 +5,21 @@ what is measured is what a deployment gets without tuning. `x-api-key` is one of
 forwarded credential headers, so a caller that sends one is a credentialed (claimed) caller;
 one that sends none is anonymous, told apart by its client address.
 
-Route bodies are `async def` and do no work of their own: the large answer is built once.
+Route bodies are `async def` and do no work of their own (the large answer is built once),
+except `follow_notes`, a feed that sends a small change every 50 ms until its client leaves,
+and the sync (`def`) routes `export_notes` (a task tool that holds its thread for a while) and
+`sync_ping`, the REST route whose latency says whether threads are left for REST.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterable
 from typing import Final
 
+import anyio
 from fastapi import FastAPI
+from fastapi.sse import EventSourceResponse
 
 from fastapi_mcp_routes import mcp_routes, mcp_tool
 
@@ -20,6 +27,9 @@ from fastapi_mcp_routes import mcp_routes, mcp_tool
 # about 2 MB: the size of the review's "large answers".
 LARGE_CHARACTERS: Final = 1_000_000
 _LARGE: Final = {"text": "x" * LARGE_CHARACTERS}
+# How often the feed sends a change, and how long a sync export holds its thread.
+FEED_EVERY_S: Final = 0.05
+EXPORT_S: Final = 15.0
 
 
 def create_app() -> FastAPI:
@@ -29,6 +39,11 @@ def create_app() -> FastAPI:
     app.add_api_route("/orders", place_order, methods=["POST"], summary="Place an order")
     app.add_api_route("/large", large, methods=["GET"], summary="A large document")
     app.add_api_route("/small", small, methods=["GET"], summary="A small answer")
+    app.add_api_route(
+        "/feed/notes", follow_notes, methods=["GET"], response_class=EventSourceResponse, summary="Note changes"
+    )
+    app.add_api_route("/exports", export_notes, methods=["POST"], summary="Export all notes")
+    app.add_api_route("/sync-ping", sync_ping, methods=["GET"], summary="A sync REST route")
     return app
 
 
@@ -47,4 +62,24 @@ async def large() -> dict[str, str]:
 @mcp_tool()
 async def small() -> dict[str, bool]:
     """A read-only tool with a tiny answer: what the legitimate client calls."""
+    return {"ok": True}
+
+
+@mcp_tool()
+async def follow_notes() -> AsyncIterable[dict[str, int]]:
+    """Note changes as they happen: a client samples it for a window (`durationMs`)."""
+    for number in range(1_000_000):
+        yield {"change": number}
+        await anyio.sleep(FEED_EVERY_S)
+
+
+@mcp_tool(task="optional", read_only=True)
+def export_notes() -> dict[str, bool]:
+    """Export every note: sync work that holds a thread of the pool for a while."""
+    time.sleep(EXPORT_S)
+    return {"exported": True}
+
+
+def sync_ping() -> dict[str, bool]:
+    """A sync REST route: it needs a thread of the pool, as every `def` route does."""
     return {"ok": True}

@@ -9,6 +9,7 @@ becomes a JSON-RPC error here: they have no `isError` result as tools do.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -59,14 +60,10 @@ class RouteRunner:
                 stop=running_call.halt,
             )
 
-        async def in_thread() -> CapturedResponse:
-            assert self._threads is not None
-            async with self._threads.held(channel.holder):
-                return await route()
-
-        threaded = call.threaded and self._threads is not None
+        threads = self._threads if call.threaded else None
+        work = route if threads is None else functools.partial(threads.run, channel.holder, route)
         with registration:
-            ended = await run_call(running_call, in_thread if threaded else route)
+            ended = await run_call(running_call, work)
         if isinstance(ended, InputRequired):
             return ended
         if isinstance(ended, Raised):

@@ -16,9 +16,9 @@ thread is done, so the share follows the thread, not the task or request that as
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Final
+from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -32,6 +32,7 @@ logger = logging.getLogger("fastapi_mcp_routes")
 
 # The part of a thread pool smaller than `max_threads` that MCP calls may take; REST keeps the rest.
 _POOL_SHARE: Final = (3, 4)
+_T = TypeVar("_T")
 
 
 class _Loop:
@@ -74,6 +75,11 @@ class ThreadShares:
             users[0] -= 1
             if not users[0]:  # nobody of this caller holds or waits: its limiter goes
                 del callers[holder.owner]
+
+    async def run(self, holder: Holder, work: Callable[[], Awaitable[_T]]) -> _T:
+        """`work`, once `holder` has a thread share."""
+        async with self.held(holder):
+            return await work()
 
     def _current(self) -> _Loop:
         try:
