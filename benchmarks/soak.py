@@ -93,6 +93,17 @@ BATCH_FLOOD_ROUNDS: Final = 2  # batches of 100 list_notes each client reads, on
 SAMPLE_CLIENTS: Final = 50
 SAMPLE_ADDRESSES: Final = 10
 SAMPLE_MS: Final = 5000
+PINNED_CALLS: Final = 10_000  # follow_notes calls, each left running by its hung-up client
+PINNED_ADDRESSES: Final = 2
+PINNED_SESSIONS: Final = 64  # per address: 128 in all, as in the review
+PINNED_WORKERS: Final = 32  # per address: calls under way at once, about the review's rate
+PINNED_WINDOW: Final[Mapping[str, Any]] = {"durationMs": 30_000}
+HANG_UP_AFTER_S: Final = 0.05
+SYNC_TASKS: Final = 48  # sync task calls of one address, each cancelled once it is a task
+SYNC_WORKERS: Final = 8
+SYNC_PROBE_S: Final = 5.0  # how long a sync REST route is timed once they are cancelled
+TASKS_VERSION: Final = "2026-07-28"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 REQUEST_IDS: Final = itertools.count(1)  # a pinned call keeps its id busy: each call a new one
 
 
@@ -593,6 +604,111 @@ def listener_lockout(port: int) -> Awaitable[Outcome]:
     return attack()
 
 
+async def pinned_calls(port: int) -> Outcome:
+    """The review's 10,000 follow_notes calls asking for 30 s windows, over 128 anonymous
+    2025-11-25 sessions from 2 addresses, each connection closed 50 ms after its request."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def address(n: int) -> None:
+        setup = Pipe(port, attacker(n), got)
+        sessions = await open_sessions(setup, PINNED_SESSIONS)
+        setup.close()
+        if not sessions:
+            return
+        left = itertools.count()
+
+        async def worker() -> None:
+            while next(left) < PINNED_CALLS // PINNED_ADDRESSES:
+                session = sessions[next(REQUEST_IDS) % len(sessions)]
+                got[await call_and_hang_up(port, session)] += 1
+
+        await in_parallel(worker() for _ in range(PINNED_WORKERS))
+
+    await in_parallel(address(n) for n in range(PINNED_ADDRESSES))
+    return outcome
+
+
+async def call_and_hang_up(port: int, session: Session) -> str:
+    """Call follow_notes for a 30 s window on a connection of its own, and close it after 50
+    ms: what came back by then (a refusal), or "left running"."""
+    request = session.post(port, call("follow_notes", PINNED_WINDOW, next(REQUEST_IDS)))
+    try:
+        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+            connection = await Connection.open(port, session.address)
+            try:
+                connection.write(request)
+                try:
+                    async with asyncio.timeout(HANG_UP_AFTER_S):
+                        status, headers = await connection.receive_head()
+                except TimeoutError:
+                    return "calls hung up on after 50 ms"
+                if headers.get("content-type", "").startswith("text/event-stream"):
+                    return "calls hung up on after 50 ms"
+                return label(Reply(status, headers, await connection.receive_body(status, headers)))
+            finally:
+                connection.close()
+    except (OSError, EOFError, TimeoutError, asyncio.LimitOverrunError, BenchmarkError) as error:
+        return f"client errors ({type(error).__name__})"
+
+
+def tasks_request(method: str, params: Mapping[str, Any], request_id: int) -> tuple[dict[str, str], dict[str, Any]]:
+    """A 2026-07-28 request of a client that declares the tasks extension: headers and body."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": TASKS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "1"},
+    }
+    headers = {"accept": BOTH, "mcp-protocol-version": TASKS_VERSION, "mcp-method": method}
+    name = params.get("name", params.get("taskId"))  # what Mcp-Name must repeat
+    if name is not None:
+        headers["mcp-name"] = name
+    return headers, rpc(method, {**params, "_meta": meta}, request_id)
+
+
+async def cancelled_sync_tasks(port: int) -> Outcome:
+    """One anonymous address starts 48 tasks of the sync export (15 s in a thread each), eight
+    at a time, and cancels each once it is a task; then a sync REST route is timed for 5 s."""
+    outcome = Outcome()
+    got = outcome.got
+
+    started = itertools.count()
+
+    async def start_and_cancel() -> None:
+        pipe = Pipe(port, attacker(0), got)
+        while next(started) < SYNC_TASKS:
+            await start_one(pipe)
+        pipe.close()
+
+    async def start_one(pipe: Pipe) -> None:
+        headers, body = tasks_request("tools/call", {"name": "export_notes", "arguments": {}}, next(REQUEST_IDS))
+        reply = await pipe.send(http_request(port, "POST", "/mcp", headers, body))
+        task_id = reply.json().get("result", {}).get("taskId") if reply is not None and reply.status == 200 else None
+        if task_id is None:
+            got[label(reply) if reply is not None else "no answer"] += 1
+        else:
+            headers, body = tasks_request("tasks/cancel", {"taskId": task_id}, next(REQUEST_IDS))
+            cancelled = await pipe.send(http_request(port, "POST", "/mcp", headers, body))
+            done = cancelled is not None and cancelled.status == 200
+            got["tasks started, then cancelled" if done else "cancel failed"] += 1
+
+    # A few at a time, each cancelled as soon as it is a task: fewer running than Tasks.max_per_caller.
+    await in_parallel(start_and_cancel() for _ in range(SYNC_WORKERS))
+    rest = Pipe(port, HOST, got)
+    latencies: list[float] = []
+    deadline = time.monotonic() + SYNC_PROBE_S
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        reply = await rest.send(http_request(port, "GET", "/sync-ping"))
+        if reply is not None and reply.status == 200:
+            latencies.append((time.perf_counter() - started) * 1000)
+        await asyncio.sleep(PROBE_EVERY_S)
+    rest.close()
+    p50, worst = milliseconds(latencies, statistics.median), milliseconds(latencies, max)
+    outcome.legit = f"a sync REST route meanwhile: p50 {p50}, max {worst} ({len(latencies)})"
+    return outcome
+
+
 # -- the legitimate client and the RSS sampler ----------------------------------------------
 
 
@@ -725,12 +841,22 @@ ATTACKS: Final = (
         listener_lockout,
     ),
     Attack(
-        "6. Batch flood: 40 clients x 2 batches of 100 list_notes (anonymous, 40 addresses, 2025-03-26)",
+        "6. Pinned calls: 10,000 follow_notes of 30 s, hung up after 50 ms (128 anonymous sessions, 2 addresses)",
+        "68 MB -> 1,056 MB in 14 s; legit p50 148 ms",
+        pinned_calls,
+    ),
+    Attack(
+        "6b. Cancelled sync tasks: 48 sync task calls of one address, each cancelled",
+        "thread pool exhausted; a sync REST route took 26 s",
+        cancelled_sync_tasks,
+    ),
+    Attack(
+        "7. Batch flood: 40 clients x 2 batches of 100 list_notes (anonymous, 40 addresses, 2025-03-26)",
         "1.46 GB answered in 6.6 s; peak RSS 1,060 MB",
         batch_flood,
     ),
     Attack(
-        "7. Stream samples: 50 at once of 1 MB frames (anonymous, 10 addresses)",
+        "7b. Stream samples: 50 at once of 1 MB frames (anonymous, 10 addresses)",
         "peaked at 2.7 GB; legit max 6 s",
         stream_samples,
     ),
@@ -744,6 +870,7 @@ class Row:
     peak: int
     after: int
     elapsed_s: float
+    cpu_s: float  # the server's CPU time while the attack ran
     outcome: Outcome
     calls_ms: list[float]
     pings_ms: list[float]
@@ -758,16 +885,18 @@ def run(attack: Attack) -> Row:
         with LegitClient(process.port) as legit:
             before = process.rss_bytes()
             with PeakRss(process) as sampled:
-                started = time.monotonic()
+                started, cpu = time.monotonic(), process.cpu_seconds()
                 outcome = asyncio.run(bounded(attack.run(process.port)))
-                elapsed = time.monotonic() - started
+                elapsed, cpu = time.monotonic() - started, process.cpu_seconds() - cpu
                 time.sleep(SETTLE_S)
                 after = process.rss_bytes()
         if outcome.cleanup is not None:
             asyncio.run(bounded(outcome.cleanup()))
         if process.popen.poll() is not None:
             raise BenchmarkError(f"the server died during {attack.name!r} (exit {process.popen.returncode})")
-    return Row(attack, before, sampled.peak, after, elapsed, outcome, legit.calls_ms, legit.pings_ms, legit.failures)
+    return Row(
+        attack, before, sampled.peak, after, elapsed, cpu, outcome, legit.calls_ms, legit.pings_ms, legit.failures
+    )
 
 
 async def bounded(work: Awaitable[T]) -> T:
@@ -824,9 +953,9 @@ def render(rows: Sequence[Row]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| attack | RSS before / peak / after | attack took | legit small call p50 / max (n) | worst ping "
-        "| the legitimate caller's own state |",
-        "|---|--:|--:|--:|--:|---|",
+        "| attack | RSS before / peak / after | attack took | server CPU | legit small call p50 / max (n) "
+        "| worst ping | the legitimate caller's own state |",
+        "|---|--:|--:|--:|--:|--:|---|",
     ]
     for row in rows:
         rss = " / ".join(f"{value / 1e6:,.0f}" for value in (row.before, row.peak, row.after)) + " MB"
@@ -838,6 +967,7 @@ def render(rows: Sequence[Row]) -> str:
             row.attack.name.split(":")[0],
             rss,
             f"{row.elapsed_s:.1f} s",
+            f"{row.cpu_s:.1f} s ({row.cpu_s / row.elapsed_s:.0%})" if row.elapsed_s else "-",
             f"{calls} ({len(row.calls_ms)})",
             milliseconds(row.pings_ms, max),
             legit,

@@ -6,18 +6,24 @@ key the legitimate client sends (`Limits.verify_credentials`): its caller ranks 
 ones. Any other `x-api-key` is made up and counts as no key: its caller is anonymous, told
 apart by its client address.
 
-Route bodies are `async def` and do no work of their own: the large answer is built once.
+Route bodies are `async def` and do no work of their own (the large answer is built once),
+except `follow_notes`, a feed that sends a small change every 50 ms until its client leaves,
+and the sync (`def`) routes `export_notes` (a task tool that holds its thread for a while) and
+`sync_ping`, the REST route whose latency says whether threads are left for REST.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
 
+import anyio
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
 
@@ -38,6 +44,9 @@ NOTES: Final = [{"id": n, "title": f"note {n}", "body": "n" * 140} for n in rang
 # One frame of the sampled stream: about 1 MB of JSON, a line of its own.
 FRAME: Final = json.dumps({"text": "f" * LARGE_CHARACTERS}).encode() + b"\n"
 FRAME_EVERY_S: Final = 0.05
+# How often the feed sends a change, and how long a sync export holds its thread.
+FEED_EVERY_S: Final = 0.05
+EXPORT_S: Final = 15.0
 
 
 def create_app() -> FastAPI:
@@ -49,6 +58,11 @@ def create_app() -> FastAPI:
     app.add_api_route("/small", small, methods=["GET"], summary="A small answer")
     app.add_api_route("/notes", list_notes, methods=["GET"], summary="List the notes")
     app.add_api_route("/frames", frames, methods=["GET"], summary="A stream of large frames")
+    app.add_api_route(
+        "/feed/notes", follow_notes, methods=["GET"], response_class=EventSourceResponse, summary="Note changes"
+    )
+    app.add_api_route("/exports", export_notes, methods=["POST"], summary="Export all notes")
+    app.add_api_route("/sync-ping", sync_ping, methods=["GET"], summary="A sync REST route")
     return app
 
 
@@ -86,3 +100,22 @@ async def frames() -> StreamingResponse:
             await asyncio.sleep(FRAME_EVERY_S)
 
     return StreamingResponse(generate(), media_type="application/x-ndjson")
+
+
+async def follow_notes() -> AsyncIterable[dict[str, int]]:
+    """Note changes as they happen: a client samples it for a window (`durationMs`)."""
+    for number in range(1_000_000):
+        yield {"change": number}
+        await anyio.sleep(FEED_EVERY_S)
+
+
+@mcp_tool(task="optional", read_only=True)
+def export_notes() -> dict[str, bool]:
+    """Export every note: sync work that holds a thread of the pool for a while."""
+    time.sleep(EXPORT_S)
+    return {"exported": True}
+
+
+def sync_ping() -> dict[str, bool]:
+    """A sync REST route: it needs a thread of the pool, as every `def` route does."""
+    return {"ok": True}

@@ -17,6 +17,7 @@ from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
 from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, ToolCalls
 from fastapi_mcp_routes.server.audit import log_tool_call
 from fastapi_mcp_routes.server.budget import AnswerBudget
+from fastapi_mcp_routes.server.call_slots import CallSlots
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.deployment import Deployment
@@ -37,6 +38,7 @@ from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.server.tasks.feature import tasks_feature
 from fastapi_mcp_routes.server.tasks.methods import TaskMethods
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns
+from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.server.tools import tools_feature
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.store.base import Store
@@ -124,14 +126,15 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     task_runs = TaskRuns(deployment=deployment, options=options.tasks)
     # One per process: what the tool calls and the transport hold of answers, per caller and in all.
     budget = AnswerBudget(limits.max_answer_bytes, limits.max_answer_bytes_per_caller)
-    pipeline = _pipeline(app, options, registry, urls, deployment, task_runs, windows, budget)
+    threads = ThreadShares(per_caller=limits.max_threads_per_caller, total=limits.max_threads)
+    pipeline = _pipeline(app, options, registry, urls, deployment, task_runs, windows, budget, threads)
     updates = ResourceUpdates(deployment.store, registry)
     remember(app, updates)
     _watch_writes(app, updates)
     sessions = (
         SessionManager(options=options.sessions, deployment=deployment, limits=limits) if options.sessions else None
     )
-    listened, served = _features(app, limits, registry, pipeline, updates, task_runs)
+    listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads)
     served = (*served, *features)
     lists = Lists(
         registry=registry,
@@ -147,6 +150,9 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
             sessions=sessions,
             sealer=RequestStateSealer(deployment.secret),
             shaper=ResultShaper({"name": identity.name, "version": identity.version}),
+            call_slots=CallSlots(
+                per_session=limits.max_calls_per_session, per_caller=limits.max_calls_per_caller, total=limits.max_calls
+            ),
         ),
         deployment=deployment,
         sessions=sessions,
@@ -165,10 +171,11 @@ def _features(
     pipeline: ToolCallPipeline,
     updates: ResourceUpdates,
     task_runs: TaskRuns,
+    threads: ThreadShares,
 ) -> tuple[Listened, tuple[Feature, ...]]:
     """The library's own features, declared (server/features.py), and what a listening stream
     follows of them besides their lists."""
-    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
+    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes, threads=threads)
     listened = Listened(
         resources=ResourceMethods(
             registry=registry,
@@ -216,6 +223,7 @@ def _pipeline(
     task_runs: TaskRuns,
     windows: WindowBounds,
     budget: AnswerBudget,
+    threads: ThreadShares,
 ) -> ToolCallPipeline:
     limits, calls = options.limits, options.tool_calls
     tokens = TokenStore(deployment, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
@@ -230,6 +238,7 @@ def _pipeline(
         tasks=task_runs,
         windows=windows,
         budget=budget,
+        threads=threads,
     )
 
 

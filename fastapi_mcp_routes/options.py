@@ -80,6 +80,17 @@ DEFAULT_MAX_SUBSCRIPTIONS: Final = 64
 # A subscribed URI longer than this is refused: a subscriptions/listen stream keeps the URIs it
 # names once each (a session keeps digests), so 1,000 streams of 64 such URIs hold at most 64 MiB.
 DEFAULT_MAX_URI_CHARS: Final = 1024
+# Route calls running at once (tool calls, reads, prompts, completions, tasks' routes), counted
+# in each process: an agent runs a handful in parallel, so sixteen per session and 64 per caller
+# are never met by honest use, while a caller hanging up on calls it leaves running is stopped
+# long before they hold the process's memory and CPU.
+DEFAULT_MAX_CALLS_PER_SESSION: Final = 16
+DEFAULT_MAX_CALLS_PER_CALLER: Final = 64
+DEFAULT_MAX_CALLS: Final = 1000
+# Sync (`def`) routes called as tools, running in threads at once: anyio's thread pool, which
+# serves REST's sync routes too, has 40; tool calls take at most 24 of them, eight per caller.
+DEFAULT_MAX_THREADS_PER_CALLER: Final = 8
+DEFAULT_MAX_THREADS: Final = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +218,16 @@ class Limits:
             subscribed to; past it, the subscription is refused (-32602) naming this bound.
         max_uri_chars: the longest resource URI a read or a subscription may name; past it,
             -32602 before the URI is matched against the templates.
+        max_calls_per_session, max_calls_per_caller, max_calls: route calls running at once in
+            this process (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`,
+            and a task's route until it ends), per session, per caller and in all; past one, the
+            call is refused before it runs (-32029, HTTP 429 per session or caller, 503 in all,
+            with Retry-After). Anonymous callers run at most half of `max_calls`, they and
+            callers with unchecked credentials three quarters.
+        max_threads_per_caller, max_threads: sync (`def`) routes called over MCP running in
+            the thread pool at once, per caller and in all (shared as `max_calls` is); a call
+            past them waits for a thread, so REST's sync routes keep the rest of the pool.
+            `max_threads` is cut below the thread pool's size when the pool is smaller.
         rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
             storage when one is installed (`app.state.limiter`), else in the store's Redis when
@@ -245,6 +266,11 @@ class Limits:
     max_resumes_per_session: int = DEFAULT_MAX_RESUMES_PER_SESSION
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     max_uri_chars: int = DEFAULT_MAX_URI_CHARS
+    max_calls_per_session: int = DEFAULT_MAX_CALLS_PER_SESSION
+    max_calls_per_caller: int = DEFAULT_MAX_CALLS_PER_CALLER
+    max_calls: int = DEFAULT_MAX_CALLS
+    max_threads_per_caller: int = DEFAULT_MAX_THREADS_PER_CALLER
+    max_threads: int = DEFAULT_MAX_THREADS
     rate_limit: str | None = None
     # Takes the credential headers, returns an account, True, or False/None; may be a coroutine function.
     verify_credentials: Callable[[Mapping[str, str]], Any] | None = None
@@ -270,6 +296,11 @@ class Limits:
             "max_resumes_per_session",
             "max_subscriptions",
             "max_uri_chars",
+            "max_calls_per_session",
+            "max_calls_per_caller",
+            "max_calls",
+            "max_threads_per_caller",
+            "max_threads",
         ):
             _check_count(f"Limits.{name}", getattr(self, name))
         for name in (

@@ -17,25 +17,18 @@ from __future__ import annotations
 from typing import Final
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_ANSWER_BYTES_PER_CALLER
-from fastapi_mcp_routes.store.base import Holder, Trust
-from fastapi_mcp_routes.store.policy import Bound, trust_bounds
+from fastapi_mcp_routes.store.base import Holder
+from fastapi_mcp_routes.store.policy import Bound, Tally, bound_holders
 
 _PER_CALLER: Final = "Limits.max_answer_bytes_per_caller"
 _TOTAL: Final = "Limits.max_answer_bytes"
-# Who may fill a share, by the range of trust it counts (the words of `share_holders`).
-_SHARE_OF: Final = {
-    (Trust.ANONYMOUS, Trust.CLAIMED): "callers without verified credentials",
-    (Trust.ANONYMOUS, Trust.ANONYMOUS): "anonymous callers",
-    (Trust.CLAIMED, Trust.VERIFIED): "callers with credentials",
-    (Trust.CLAIMED, Trust.CLAIMED): "callers with credentials but no verified principal",
-}
 
 
 class AnswerBudget:
     """Bytes of answers being built or written, per holder and in all (`Limits.max_answer_bytes`,
     `Limits.max_answer_bytes_per_caller`)."""
 
-    __slots__ = ("_by_trust", "_held", "_per_caller", "_shares", "total")
+    __slots__ = ("_held", "_per_caller", "_tally", "total")
 
     def __init__(
         self, total: int = DEFAULT_MAX_ANSWER_BYTES, per_caller: int = DEFAULT_MAX_ANSWER_BYTES_PER_CALLER
@@ -43,26 +36,23 @@ class AnswerBudget:
         self.total = total
         self._per_caller = per_caller
         self._held: dict[bytes, int] = {}
-        self._by_trust = [0] * len(Trust)
-        # Per trust, the bounds it is counted against, as (lowest, highest trust counted, limit).
-        self._shares: dict[Trust, tuple[Bound, ...]] = {trust: tuple(trust_bounds(total, trust)) for trust in Trust}
+        self._tally = Tally(total)
 
     def held(self, holder: Holder | None = None) -> int:
         """Bytes held by `holder`, or by everyone."""
-        return sum(self._by_trust) if holder is None else self._held.get(holder.owner, 0)
+        return self._tally.held if holder is None else self._held.get(holder.owner, 0)
 
     def take(self, holder: Holder, size: int) -> str | None:
         """Hold `size` more bytes for `holder`; `None` when held, else why not, naming the bound."""
-        owner, trust = holder.owner, holder.trust
+        owner = holder.owner
         mine = self._held.get(owner, 0) + size
         if mine > self._per_caller:
             return f"this caller's answers being built or written would pass {self._per_caller:,} bytes ({_PER_CALLER})"
-        by_trust = self._by_trust
-        for lowest, highest, limit in self._shares[trust]:
-            if sum(by_trust[lowest : highest + 1]) + size > limit:
-                return _total_refusal(lowest, highest, limit)
+        over = self._tally.over(holder.trust, size)
+        if over is not None:
+            return _total_refusal(over)
         self._held[owner] = mine
-        by_trust[trust] += size
+        self._tally.add(holder.trust, size)
         return None
 
     def give_back(self, holder: Holder, size: int) -> None:
@@ -75,11 +65,11 @@ class AnswerBudget:
             self._held[owner] = left
         else:
             del self._held[owner]
-        self._by_trust[holder.trust] -= size
+        self._tally.add(holder.trust, -size)
 
 
-def _total_refusal(lowest: Trust, highest: Trust, limit: int) -> str:
-    who = _SHARE_OF.get((lowest, highest))
+def _total_refusal(bound: Bound) -> str:
+    who, limit = bound_holders(bound), bound[2]
     if who is None:
         return f"the answers this server builds or writes at once would pass {limit:,} bytes ({_TOTAL})"
     held = f"the answers {who} have built or written at once would pass {limit:,} bytes"

@@ -26,6 +26,7 @@ from fastapi_mcp_routes.server.confirmation.guards import refusal
 from fastapi_mcp_routes.server.running import Ended, Finished, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
+from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold, build_request, invoke, planned_path
@@ -103,9 +104,11 @@ class ToolCallPipeline:
         tasks: TaskRuns | None = None,
         windows: WindowBounds | None = None,
         budget: AnswerBudget | None = None,
+        threads: ThreadShares | None = None,
     ) -> None:
         self._budget = budget if budget is not None else AnswerBudget()
         self._windows = windows if windows is not None else WindowBounds()
+        self._threads = threads
         self._tasks = tasks
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
@@ -166,11 +169,11 @@ class ToolCallPipeline:
                 if held is not None:
                     return held
             confirming = False
-            if window is not None:
-                return await self._read_window(parsed, call, window, holding.take)
-            if self._invoker is not None:
-                return await self._invoker(parsed.tool, parsed.arguments, call)
-            return await self._invoke_app(parsed.tool, parsed.arguments, call, holding.take)
+            threads = self._threads
+            if threads is not None and parsed.tool.threaded:
+                async with threads.held(call.channel.holder):
+                    return await self._route(parsed, call, window, holding.take)
+            return await self._route(parsed, call, window, holding.take)
 
         with holding:
             return self._ran(parsed, await run_call(call, work), confirming)
@@ -189,6 +192,16 @@ class ToolCallPipeline:
         # The call raised, or its route's response outgrew the cap.
         result, failure = tool_failure(ended.error, parsed.tool.name)
         return Ran(result, failure)
+
+    async def _route(
+        self, parsed: ParsedCall, call: ToolCall, window: Window | None, hold: Hold
+    ) -> Ran | WindowRead | CapturedResponse:
+        """Step 4: the route, or a window of its stream."""
+        if window is not None:
+            return await self._read_window(parsed, call, window, hold)
+        if self._invoker is not None:
+            return await self._invoker(parsed.tool, parsed.arguments, call)
+        return await self._invoke_app(parsed.tool, parsed.arguments, call, hold)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
@@ -233,7 +246,11 @@ class ToolCallPipeline:
             total = window.max_frames if progress <= window.max_frames else None
             await call.report_progress(progress, total, f"frame {count}: {describe(frame)}")
 
-        return await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes, hold)
+        # A sample ends early once its client has gone (session era, where the call runs on):
+        # what it read so far is its result, kept for a resume; sampling longer helps nobody.
+        hung_up = call.channel.hung_up()
+        max_bytes = self._max_response_bytes
+        return await read_window(self._app, scope, body, window, on_frame, max_bytes, hold, hung_up)
 
     async def _invoke_app(
         self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall, hold: Hold

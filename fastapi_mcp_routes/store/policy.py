@@ -112,17 +112,60 @@ def shares(pool: str, total: int, trust: Trust) -> list[tuple[str, int]]:
     return [(names[lowest, highest], limit) for lowest, highest, limit in trust_bounds(total, trust)]
 
 
+# Who may fill the bound counting each range of trust (for a refusal's message).
+_BOUND_HOLDERS: Final = {
+    (Trust.ANONYMOUS, Trust.CLAIMED): "callers without verified credentials",
+    (Trust.ANONYMOUS, Trust.ANONYMOUS): "anonymous callers",
+    (Trust.CLAIMED, Trust.VERIFIED): "callers with credentials",
+    (Trust.CLAIMED, Trust.CLAIMED): "callers with credentials but no verified principal",
+}
+
+
 def share_holders(pool: str) -> str | None:
     """Who a pool of `shares` is the share of (for a refusal's message); `None` for the total."""
     if pool.endswith(_UNVERIFIED + _CREDENTIALED):
-        return "callers with credentials but no verified principal"
+        return _BOUND_HOLDERS[Trust.CLAIMED, Trust.CLAIMED]
     if pool.endswith(_CREDENTIALED):
-        return "callers with credentials"
+        return _BOUND_HOLDERS[Trust.CLAIMED, Trust.VERIFIED]
     if pool.endswith(_UNVERIFIED):
-        return "callers without verified credentials"
+        return _BOUND_HOLDERS[Trust.ANONYMOUS, Trust.CLAIMED]
     if pool.endswith(_ANONYMOUS):
-        return "anonymous callers"
+        return _BOUND_HOLDERS[Trust.ANONYMOUS, Trust.ANONYMOUS]
     return None
+
+
+def bound_holders(bound: Bound) -> str | None:
+    """Who may fill `bound` (for a refusal's message); `None` for the total."""
+    lowest, highest, _ = bound
+    return _BOUND_HOLDERS.get((lowest, highest))
+
+
+class Tally:
+    """What one process holds of a total, by trust, against `trust_bounds`: the running calls,
+    the bytes of answers. Process-local, touched only from the event loop, so plain integers."""
+
+    __slots__ = ("_bounds", "_held")
+
+    def __init__(self, total: int) -> None:
+        self._bounds = {trust: tuple(trust_bounds(total, trust)) for trust in Trust}
+        self._held = [0] * len(Trust)  # by trust
+
+    def over(self, trust: Trust, amount: int) -> Bound | None:
+        """The first bound `amount` more for a holder of `trust` would pass; `None` when none."""
+        held = self._held
+        for bound in self._bounds[trust]:
+            lowest, highest, limit = bound
+            if sum(held[lowest : highest + 1]) + amount > limit:
+                return bound
+        return None
+
+    def add(self, trust: Trust, amount: int) -> None:
+        """Count `amount` more (less, when negative) for a holder of `trust`."""
+        self._held[trust] += amount
+
+    @property
+    def held(self) -> int:
+        return sum(self._held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -347,12 +347,14 @@ async def read_window(
     on_frame: OnFrame,
     max_response_bytes: int,
     hold: Hold | None = None,
+    hung_up: anyio.Event | None = None,
 ) -> WindowRead | CapturedResponse:
     """Run the route and read its stream for `window`; the response as a REST client had it
     when the route did not stream (an error status before any frame). `ToolError` for a frame,
     or a response that does not stream, larger than `max_response_bytes`, and for such a
     response `hold` refuses to hold (the process's answer budget). `hold` is asked for each frame
-    kept too: refused, the window ends there, truncated, as at the response cap.
+    kept too: refused, the window ends there, truncated, as at the response cap. Once `hung_up`
+    is set (the caller's client left, and the call runs on), the window ends early with what it read.
 
     Nothing is raised inside `send`, which would travel back through the app's middleware: a
     failure is kept, the route is told its client left, and the failure is raised after."""
@@ -371,6 +373,8 @@ async def read_window(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(run.stop_after, window.duration_s)
         tasks.start_soon(run.hang_up_if_cancelled)
+        if hung_up is not None:
+            tasks.start_soon(run.stop_once, hung_up)
         # Shielded from the call's cancellation, which hangs up as the window's end does, so the
         # route's generator sees it at its own await. Cancelled outright, a route handing a frame
         # over would be cancelled in its framework's code, its generator held at the `yield` and
@@ -438,6 +442,10 @@ class _WindowRun:
 
     async def stop_after(self, duration_s: float) -> None:
         await anyio.sleep(duration_s)
+        self.stop()
+
+    async def stop_once(self, event: anyio.Event) -> None:
+        await event.wait()
         self.stop()
 
     async def hang_up_if_cancelled(self) -> None:

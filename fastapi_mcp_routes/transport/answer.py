@@ -16,10 +16,10 @@ from starlette.types import Receive, Scope, Send
 from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
 from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
-from fastapi_mcp_routes.transport.http import Accepts, Parsed
+from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
-from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore
+from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore, ServerBusy
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
@@ -33,6 +33,8 @@ from fastapi_mcp_routes.wire.jsonrpc import (
 from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 
 logger = logging.getLogger("fastapi_mcp_routes")
+
+_BUSY_HEADERS = ((b"retry-after", str(BUSY_RETRY_AFTER_S).encode()),)
 
 
 class SessionAnswer(Response):
@@ -66,11 +68,21 @@ class SessionAnswer(Response):
         # A cancelled request is answered with an error when an empty SSE stream would not do:
         # a POST with a request is never 202, and this client reads no SSE.
         self._answer_cancelled = not accepts.sse
+        self._busy: ServerBusy | None = None  # the one request was refused: too many calls run
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed, channel = self._parsed, self._channel
+        # The client leaving does not cancel its calls in this era; the channel hears of it, so
+        # a call that only samples a stream ends early (server/channel.py, `client_left`).
         stream = ResponseStream(
-            send, self._accepts.sse, self._accepts.json, self._keep_alive, self._logs, self._max_open_s
+            send,
+            self._accepts.sse,
+            self._accepts.json,
+            self._keep_alive,
+            self._logs,
+            self._max_open_s,
+            receive=receive,
+            on_disconnect=channel.client_left,
         )
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
@@ -84,7 +96,10 @@ class SessionAnswer(Response):
                     await stream.finish(body, answered_request=answered_request)
             else:
                 body = await self._answer(parsed.messages[0], parsed.ids[0])
-                await stream.finish(body, answered_request=answered_request)
+                if self._busy is not None:  # 429 or 503 where nothing of the answer went out yet
+                    await stream.finish(body, answered_request=True, status=self._busy.status, headers=_BUSY_HEADERS)
+                else:
+                    await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 
@@ -136,6 +151,8 @@ class SessionAnswer(Response):
         try:
             return encode_result(entry.id, await dispatcher.request(entry, channel))
         except Exception as exc:
+            if isinstance(exc, ServerBusy) and not self._parsed.batch:
+                self._busy = exc  # in a batch, the refused request's error is its answer
             return error_answer(entry.id, exc, answer_cancelled=self._answer_cancelled)
 
 

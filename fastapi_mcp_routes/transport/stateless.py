@@ -24,13 +24,13 @@ from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
 from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import uri_digest
-from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
+from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, StoreUnavailable
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ServerBusy, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
@@ -73,26 +73,29 @@ class StatelessAnswer(Response):
             channel.emit = stream.emit if self._sse else None
             answer = await self._answer(channel)
             if answer is not None:
-                body, status = answer
-                # A store out of reach is the one error a retry shortly after may cure.
-                retry = ((b"retry-after", str(STORE_RETRY_AFTER_S).encode()),) if status == 503 else ()
+                body, status, retry_s = answer
+                # A store out of reach, or too many calls running: a retry shortly after may cure it.
+                retry = ((b"retry-after", str(retry_s).encode()),) if retry_s else ()
                 await stream.finish(body, answered_request=True, status=status, headers=retry)
         if answer is not None and self.background is not None:
             await self.background()
 
-    async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int] | None:
+    async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int, int | None] | None:
+        """The body, its HTTP status, and the Retry-After seconds, if any."""
         request = self._request
         try:
-            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200
+            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200, None
         except Exception as exc:
             body = error_answer(request.id, exc)
             # An error with its own HTTP status in this revision (-32601 is 404, ...; the shared
-            # store out of reach, 503).
+            # store out of reach, 503; too many calls running, 429 or 503).
             if body is None:
                 return None
             if isinstance(exc, StoreUnavailable):
-                return body, 503
-            return body, status_for(exc) if isinstance(exc, McpError) else 200
+                return body, 503, STORE_RETRY_AFTER_S
+            if isinstance(exc, ServerBusy):
+                return body, exc.status, BUSY_RETRY_AFTER_S
+            return body, status_for(exc) if isinstance(exc, McpError) else 200, None
 
 
 @dataclass(frozen=True, slots=True)

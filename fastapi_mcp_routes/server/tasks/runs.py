@@ -153,6 +153,10 @@ class TaskChannel:
     def wants_log(self, level: str) -> bool:
         return not self._run.detached and self._inner.wants_log(level)
 
+    def hung_up(self) -> anyio.Event | None:
+        # A task's client polls for its result: its request's connection says nothing of it.
+        return None if self._run.detached else self._inner.hung_up()
+
     def cannot_ask(self, request: InputRequest) -> str | None:
         return self._inner.cannot_ask(request)
 
@@ -284,8 +288,10 @@ class TaskRuns:
         run.task_id = record.id
         if not record.ended:
             self._runs[record.id] = run
-            # The request no longer owns the call: the client going away cancels nothing.
+            # The request no longer owns the call: the client going away cancels nothing, and
+            # the call's running slot is given back when its route ends (`_drive`).
             channel.call_ended(call.request_id)
+            call.outlives_request = True
             call.cancel_scope.deadline = anyio.current_time() + run.ttl_s
             if call.progress_token is None:
                 call.progress_token = record.id  # progress is the task's status message
@@ -299,7 +305,17 @@ class TaskRuns:
         return Ran(created(record, self.poll_ms), "task")
 
     async def _drive(self, run: _Run, work: Work, on_end: OnEnd) -> None:
-        """Run the route to its end, and keep that end in the task once the call is one."""
+        """Run the route to its end, and keep that end in the task once the call is one; a
+        task's running slot is given back when its route has returned (a sync route's thread
+        too: anyio waits for the thread before a cancellation takes effect)."""
+        try:
+            await self._drive_route(run, work, on_end)
+        finally:
+            call = run.call
+            if call.outlives_request and call.give_back is not None:
+                call.give_back()
+
+    async def _drive_route(self, run: _Run, work: Work, on_end: OnEnd) -> None:
         outcome: Ran | BaseException
         try:
             outcome = await work()
