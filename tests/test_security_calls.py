@@ -201,7 +201,10 @@ def test_calls_past_a_sessions_and_a_callers_bound_are_refused_429_while_another
 
 
 def test_calls_past_the_anonymous_share_are_refused_503_while_a_credentialed_caller_is_served() -> None:
-    limits = Limits(max_calls_per_session=4, max_calls_per_caller=4, max_calls=4)  # anonymous share: 2
+    # Anonymous share: 2. The app checks the key "k", so its caller ranks above anonymous ones.
+    limits = Limits(
+        max_calls_per_session=4, max_calls_per_caller=4, max_calls=4, verify_credentials=lambda headers: True
+    )
     with callers(calls_app(Seen(), limits)) as peers:
         for n in (1, 2):
             address = f"127.0.3.{n}"
