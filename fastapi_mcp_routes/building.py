@@ -98,6 +98,7 @@ class Endpoint:
     task_runs: TaskRuns
     sessions: SessionManager | None
     transport: StreamableHTTPEndpoint
+    listened: Listened  # what the listening streams of this process hear of (its readers run in the lifespan)
 
 
 def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Feature] = ()) -> Endpoint:
@@ -126,7 +127,14 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     remember(app, updates)
     _watch_writes(app, updates)
     sessions = (
-        SessionManager(options=options.sessions, deployment=deployment, limits=limits) if options.sessions else None
+        SessionManager(
+            options=options.sessions,
+            deployment=deployment,
+            limits=limits,
+            subscriptions_saved=updates.subscriptions_changed,
+        )
+        if options.sessions
+        else None
     )
     listened, served = _features(app, limits, registry, pipeline, updates, task_runs)
     served = (*served, *features)
@@ -150,7 +158,18 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         rate_limit=_endpoint_rate_limit(app, limits.rate_limit, deployment.store),
     )
     return Endpoint(
-        app, options, identity, registry, urls, lists, dispatcher.listings(), deployment, task_runs, sessions, transport
+        app,
+        options,
+        identity,
+        registry,
+        urls,
+        lists,
+        dispatcher.listings(),
+        deployment,
+        task_runs,
+        sessions,
+        transport,
+        listened,
     )
 
 
