@@ -6,15 +6,18 @@ forwarded credential headers, so a caller that sends one is a credentialed (clai
 one that sends none is anonymous, told apart by its client address.
 
 Route bodies are `async def` and do no work of their own: the large answer is built once.
+A note is a resource (`notes://{note_id}`) that `PUT /notes/{note_id}` writes, so its
+subscribers are told; `progress` is a task that reports its steps, for the listening streams.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final
 
-from fastapi import FastAPI
+import anyio
+from fastapi import Depends, FastAPI
 
-from fastapi_mcp_routes import mcp_routes, mcp_tool
+from fastapi_mcp_routes import ToolContext, mcp_resource, mcp_routes, mcp_tool
 
 # About 1 MB of route response; a tool answer carries it twice (text and structuredContent),
 # about 2 MB: the size of the review's "large answers".
@@ -29,6 +32,9 @@ def create_app() -> FastAPI:
     app.add_api_route("/orders", place_order, methods=["POST"], summary="Place an order")
     app.add_api_route("/large", large, methods=["GET"], summary="A large document")
     app.add_api_route("/small", small, methods=["GET"], summary="A small answer")
+    app.add_api_route("/notes/{note_id}", read_note, methods=["GET"], summary="A note")
+    app.add_api_route("/notes/{note_id}", write_note, methods=["PUT"], summary="Write a note")
+    app.add_api_route("/progress", progress, methods=["POST"], summary="A task that reports its steps")
     return app
 
 
@@ -48,3 +54,28 @@ async def large() -> dict[str, str]:
 async def small() -> dict[str, bool]:
     """A read-only tool with a tiny answer: what the legitimate client calls."""
     return {"ok": True}
+
+
+_NOTES: dict[int, str] = {}
+
+
+@mcp_resource("notes://{note_id}")
+async def read_note(note_id: int) -> dict[str, str]:
+    """One note; its subscribers hear each write to it."""
+    return {"text": _NOTES.get(note_id, "")}
+
+
+async def write_note(note_id: int, text: str = "") -> dict[str, str]:
+    """Write a note (REST only): the writes the soak's REST writer sends."""
+    _NOTES[note_id] = text
+    return {"text": text}
+
+
+@mcp_tool(task="optional", confirm=False)
+async def progress(ctx: Annotated[ToolContext, Depends()], steps: int = 10, every_ms: int = 100) -> dict[str, int]:
+    """Become a task at once and report `steps` steps, one every `every_ms` milliseconds."""
+    await ctx.start_task()
+    for step in range(1, steps + 1):
+        await anyio.sleep(every_ms / 1000)
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+    return {"steps": steps}
