@@ -275,12 +275,6 @@ class SessionManager:
         current = await self._store.find_session(record.id, self._options.idle_s)
         return frozenset(current.subscriptions) if current is not None else frozenset()
 
-    def changes(self, session_id: str) -> AbstractAsyncContextManager[Inbox]:
-        """Listen for changes to the session's record (its subscriptions, its log level), made
-        in any process. A change is announced before its request is answered, so it is heard
-        before anything published after the client saw that answer."""
-        return self._store.subscribe(_changed_topic(session_id))
-
     async def _change(
         self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord], what: str
     ) -> SessionRecord | None:
@@ -306,7 +300,6 @@ class SessionManager:
         if not await self._store.save_session(changed, replacing):
             return False
         self._checked.pop(changed.id, None)
-        await self._store.publish(_changed_topic(changed.id), b"")
         if self._store.shared:
             await self._store.publish(NEWS, dumps({"session": changed.id, "changed": True}))
         return True
@@ -451,10 +444,6 @@ class SessionManager:
 
 def _ended_topic(session_id: str) -> str:
     return f"ended/{session_id}"
-
-
-def _changed_topic(session_id: str) -> str:
-    return f"changed/{session_id}"
 
 
 def kept_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:
