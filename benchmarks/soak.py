@@ -89,6 +89,13 @@ TOKEN_ADDRESSES: Final = 40
 TOKEN_SESSIONS: Final = 5  # per address (or per made-up key)
 SESSION_FLOOD: Final = 20_000  # twice Sessions.max_sessions
 SESSION_ADDRESSES: Final = 200  # x 64 (Sessions.max_per_caller) > 10,000
+LISTEN_ADDRESSES: Final = 47  # x 16 made-up keys, each a GET stream: past three quarters of Limits.max_streams
+LISTEN_KEYS: Final = 16
+BATCH_FLOOD_CLIENTS: Final = 40  # each from an address of its own
+BATCH_FLOOD_ROUNDS: Final = 2  # batches of 100 list_notes each client reads, one after the other
+SAMPLE_CLIENTS: Final = 50
+SAMPLE_ADDRESSES: Final = 10
+SAMPLE_MS: Final = 5000
 REQUEST_IDS: Final = itertools.count(1)  # a pinned call keeps its id busy: each call a new one
 
 
@@ -187,9 +194,11 @@ def label(reply: Reply) -> str:
 
 
 def entry_label(entry: Mapping[str, Any]) -> str:
-    if "result" in entry:
+    result = entry.get("result")
+    if result is not None and not result.get("isError"):
         return "entries answered"
-    bound = BOUND.search(str(entry.get("error", {}).get("message", "")))
+    said = str(result.get("content")) if result is not None else str(entry.get("error", {}).get("message", ""))
+    bound = BOUND.search(said)
     return f"entries refused ({bound.group()[1:-1] if bound else entry.get('error')})"
 
 
@@ -280,6 +289,57 @@ def unread_batches(name: str, arguments: Mapping[str, Any] | None, clients: int)
         return outcome
 
     return attack
+
+
+async def batch_flood(port: int) -> Outcome:
+    """40 anonymous clients, each from an address of its own, each reading two batches of 100
+    `list_notes` calls (about 12 kB in, 18 MB out per batch) one after the other."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def client(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        session = await pipe.open_session(BATCH_VERSION)
+        if session is None:
+            return
+        for _ in range(BATCH_FLOOD_ROUNDS):
+            batch = [call("list_notes", None, next(REQUEST_IDS)) for _ in range(BATCH_OF)]
+            reply = await pipe.send(session.post(port, batch))
+            if reply is not None and reply.status == 200:
+                got["bytes sent back in all"] += len(reply.body)
+                got.update(entry_label(entry) for entry in reply.json())
+            elif reply is not None:
+                got[label(reply)] += 1
+        pipe.close()
+
+    await in_parallel(client(n) for n in range(BATCH_FLOOD_CLIENTS))
+    return outcome
+
+
+async def stream_samples(port: int) -> Outcome:
+    """50 anonymous sessions from 10 addresses sample a stream of 1 MB frames at once, each for
+    5 s (the response cap, 16 MiB of frames, ends each window first)."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def client(n: int) -> None:
+        pipe = Pipe(port, attacker(n % SAMPLE_ADDRESSES), got)
+        session = await pipe.open_session()
+        if session is not None:
+            reply = await pipe.send(session.post(port, call("frames", {"durationMs": SAMPLE_MS}, next(REQUEST_IDS))))
+            if reply is not None:
+                got["bytes sent back in all"] += len(reply.body)
+                got[sample_label(reply)] += 1
+        pipe.close()
+
+    await in_parallel(client(n) for n in range(SAMPLE_CLIENTS))
+    return outcome
+
+
+def sample_label(reply: Reply) -> str:
+    """A sample's answer by how many frames it carried, or its refusal."""
+    counted = re.search(rb'"frameCount":([0-9]+)', reply.body)
+    return f"samples of {int(counted[1])} frames" if counted and reply.status == 200 else label(reply)
 
 
 async def pinned_questions(port: int) -> Outcome:
@@ -480,6 +540,60 @@ async def still_open(port: int, sessions: Sequence[Session], got: Counter[str]) 
         reply = await pipe.send(session.post(port, rpc("ping")))
         got["of them still open" if reply is not None and reply.status == 200 else "of them closed since"] += 1
     pipe.close()
+
+
+async def hold_get_stream(port: int, session: Session) -> tuple[int, Connection | None]:
+    """Open the session's GET stream; its status, and the connection holding it open if accepted."""
+    async with asyncio.timeout(REQUEST_TIMEOUT_S):
+        connection = await Connection.open(port, session.address)
+        connection.write(http_request(port, "GET", "/mcp", session.headers(SSE_ONLY)))
+        status, _ = await connection.receive_head()
+    if status == 200:
+        return status, connection
+    connection.close()
+    return status, None
+
+
+def listener_lockout(port: int) -> Awaitable[Outcome]:
+    """47 addresses x 16 made-up x-api-keys, each holding a GET stream open; then a listener
+    with the app's demo key, and an anonymous one, each ask for a GET stream."""
+
+    async def attack() -> Outcome:
+        outcome = Outcome()
+        got = outcome.got
+        held: list[Connection] = []
+
+        async def address(n: int) -> None:
+            pipe = Pipe(port, attacker(n), got)
+            for index in range(LISTEN_KEYS):
+                session = await pipe.open_session(key=f"made-up-{n}-{index}")
+                if session is None:
+                    continue
+                status, connection = await hold_get_stream(port, session)
+                got["streams held" if connection else f"streams refused (HTTP {status})"] += 1
+                if connection is not None:
+                    held.append(connection)
+            pipe.close()
+
+        await in_parallel(address(n) for n in range(LISTEN_ADDRESSES))
+        verdicts = []
+        for who, address_of, key in (
+            ("a demo-key", HOST, LEGIT_KEY),
+            ("an anonymous", attacker(LISTEN_ADDRESSES), None),
+        ):
+            pipe = Pipe(port, address_of, got)
+            session = await pipe.open_session(key=key)
+            status, connection = await hold_get_stream(port, session) if session else (0, None)
+            verdicts.append(f"{who} listener: " + ("served" if connection else f"refused (HTTP {status})"))
+            if connection is not None:
+                connection.close()
+            pipe.close()
+        outcome.legit = "; ".join(verdicts)
+        for connection in held:
+            connection.close()
+        return outcome
+
+    return attack()
 
 
 # -- updates and task changes on listening streams ---------------------------------------------
@@ -821,6 +935,21 @@ ATTACKS: Final = (
         "5b. Session flood: 20,000 initialize with made-up x-api-keys",
         "(not measured)",
         session_flood(made_up_keys=True),
+    ),
+    Attack(
+        "5c. Listener lock-out: 47 addresses x 16 made-up x-api-keys hold GET streams",
+        "locked out every listener",
+        listener_lockout,
+    ),
+    Attack(
+        "6. Batch flood: 40 clients x 2 batches of 100 list_notes (anonymous, 40 addresses, 2025-03-26)",
+        "1.46 GB answered in 6.6 s; peak RSS 1,060 MB",
+        batch_flood,
+    ),
+    Attack(
+        "7. Stream samples: 50 at once of 1 MB frames (anonymous, 10 addresses)",
+        "peaked at 2.7 GB; legit max 6 s",
+        stream_samples,
     ),
     Attack(
         "U1. Idle streams: 500 anonymous GET streams from 32 addresses beside a REST writer",

@@ -16,6 +16,7 @@ from fastapi import FastAPI, params
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
 from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, ToolCalls
 from fastapi_mcp_routes.server.audit import log_tool_call
+from fastapi_mcp_routes.server.budget import AnswerBudget
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.deployment import Deployment
@@ -122,7 +123,9 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     config = _transport_config(options, credentials)
     deployment = _deployment(options.secret, options.store)
     task_runs = TaskRuns(deployment=deployment, options=options.tasks)
-    pipeline = _pipeline(app, options, registry, urls, deployment, task_runs, windows)
+    # One per process: what the tool calls and the transport hold of answers, per caller and in all.
+    budget = AnswerBudget(limits.max_answer_bytes, limits.max_answer_bytes_per_caller)
+    pipeline = _pipeline(app, options, registry, urls, deployment, task_runs, windows, budget)
     updates = ResourceUpdates(deployment.store, registry)
     remember(app, updates)
     _watch_writes(app, updates)
@@ -156,6 +159,7 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         deployment=deployment,
         sessions=sessions,
         rate_limit=_endpoint_rate_limit(app, limits.rate_limit, deployment.store),
+        budget=budget,
     )
     return Endpoint(
         app,
@@ -230,6 +234,7 @@ def _pipeline(
     deployment: Deployment,
     task_runs: TaskRuns,
     windows: WindowBounds,
+    budget: AnswerBudget,
 ) -> ToolCallPipeline:
     limits, calls = options.limits, options.tool_calls
     tokens = TokenStore(deployment, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
@@ -243,6 +248,7 @@ def _pipeline(
         max_argument_depth=limits.max_argument_depth,
         tasks=task_runs,
         windows=windows,
+        budget=budget,
     )
 
 

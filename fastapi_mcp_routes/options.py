@@ -13,7 +13,7 @@ Tests and deployments set the numbers through the groups, never by patching a co
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -42,6 +42,11 @@ DEFAULT_MAX_EVENTS_PER_STREAM: Final = 256
 # so its answer is held whole: as large as one route response may be.
 DEFAULT_MAX_BATCH_LENGTH: Final = 100
 DEFAULT_MAX_BATCH_ANSWER_BYTES: Final = DEFAULT_MAX_RESPONSE_BYTES
+# Bytes of answers being built or written at once (route responses captured for tool calls,
+# stream samples, batch answers): two full-size answers per caller, and a total that keeps one
+# process to a few hundred MB however many requests arrive at once.
+DEFAULT_MAX_ANSWER_BYTES_PER_CALLER: Final = 2 * DEFAULT_MAX_RESPONSE_BYTES
+DEFAULT_MAX_ANSWER_BYTES: Final = 256 * 1024 * 1024
 # Server-to-client questions (elicitation, sampling, roots) waiting for the client's answer. A
 # call that asks is held until answered or timed out (minutes), even after its client hung up.
 DEFAULT_MAX_QUESTIONS_PER_SESSION: Final = 8
@@ -180,6 +185,11 @@ class Limits:
         max_batch_length: messages in one 2025-03-26 batch; a longer batch is refused whole.
         max_batch_answer_bytes: once a batch's answers reach this size, its later requests
             are not run and each is answered with an error naming this bound.
+        max_answer_bytes_per_caller, max_answer_bytes: bytes of answers this process builds or
+            writes at once (route responses a tool call captured, a streaming tool's frames, a
+            batch's answers), per caller and in all; callers without verified credentials may
+            hold three quarters of the total, anonymous ones half. Past one, a tool call ends
+            with an `isError` result naming the bound, and a batch's later requests are not run.
         max_questions_per_session, max_questions_per_caller, max_questions: server-to-client
             questions waiting for an answer, per session, per caller and in all; past one, the
             question is not sent and the route gets `ToolContextError` naming the bound.
@@ -201,6 +211,15 @@ class Limits:
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
             storage when one is installed (`app.state.limiter`), else in the store's Redis when
             `store=` is a `RedisStore`, else in memory. `None`: no budget.
+        verify_credentials: how to check, cheaply, credentials that no `auth=` principal
+            stands for, so that their callers rank above anonymous ones in every bound. A
+            function (or coroutine function) given the request's credential headers (lower-case
+            names, without Cookie) that returns the account they belong to (a string), `True`
+            for an account of the credentials' own, or `False`/`None`. Callers it accepts are
+            counted per account and pushed out only after anonymous ones; any other caller
+            counts as anonymous, by its address (it is not refused: the routes' own guards
+            decide that). Its answer is kept a minute per credential. `None`: every credential
+            without a principal counts as anonymous, since anyone can make one up.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -213,6 +232,8 @@ class Limits:
     max_events_per_stream: int = DEFAULT_MAX_EVENTS_PER_STREAM
     max_batch_length: int = DEFAULT_MAX_BATCH_LENGTH
     max_batch_answer_bytes: int = DEFAULT_MAX_BATCH_ANSWER_BYTES
+    max_answer_bytes_per_caller: int = DEFAULT_MAX_ANSWER_BYTES_PER_CALLER
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     max_questions_per_session: int = DEFAULT_MAX_QUESTIONS_PER_SESSION
     max_questions_per_caller: int = DEFAULT_MAX_QUESTIONS_PER_CALLER
     max_questions: int = DEFAULT_MAX_QUESTIONS
@@ -225,8 +246,12 @@ class Limits:
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     max_uri_chars: int = DEFAULT_MAX_URI_CHARS
     rate_limit: str | None = None
+    # Takes the credential headers, returns an account, True, or False/None; may be a coroutine function.
+    verify_credentials: Callable[[Mapping[str, str]], Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.verify_credentials is not None and not callable(self.verify_credentials):
+            raise ValueError(f"Limits.verify_credentials must be a function or None, got {self.verify_credentials!r}")
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
         _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
         _check_count("Limits.page_size", self.page_size)
@@ -247,7 +272,13 @@ class Limits:
             "max_uri_chars",
         ):
             _check_count(f"Limits.{name}", getattr(self, name))
-        for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):
+        for name in (
+            "max_batch_answer_bytes",
+            "max_answer_bytes_per_caller",
+            "max_answer_bytes",
+            "max_replay_bytes_per_session",
+            "max_replay_bytes",
+        ):
             _check_count(f"Limits.{name}", getattr(self, name), "bytes")
         _check_count("Limits.max_argument_depth", self.max_argument_depth, "levels", MAX_ARGUMENT_DEPTH)
         if self.rate_limit is not None:

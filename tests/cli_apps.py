@@ -64,7 +64,7 @@ async def controls(ctx: Annotated[ToolContext, Depends()], fail: bool = False) -
     return f"text {CONTROLS}\nsecond line"
 
 
-@mcp_tool()
+@mcp_tool(description=f"described {CONTROLS}")
 @controls_app.get("/controls/structured")
 def structured_controls() -> dict[str, str]:
     """Answer a structured result whose text holds a terminal's control sequences."""

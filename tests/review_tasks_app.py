@@ -2,19 +2,21 @@
 
 Imported by each uvicorn process (run from the project's root), never by a test module. It takes
 the secret and a Redis store from the environment, as tests/workers_app.py does, and the task
-bounds from `REVIEW_MAX_PER_CALLER` and `REVIEW_MAX_TASKS`.
+bounds from `REVIEW_MAX_PER_CALLER` and `REVIEW_MAX_TASKS`. It checks keys of the form
+`Bearer checked-<account>` (`Limits.verify_credentials`); any other key is made up.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any, Final
 
 import anyio
 from fastapi import Depends, FastAPI, Request
 
-from fastapi_mcp_routes import InputRequest, Tasks, ToolContext, mcp_routes, mcp_tool
+from fastapi_mcp_routes import InputRequest, Limits, Tasks, ToolContext, mcp_routes, mcp_tool
 from tests.workers_app import WorkerPid, shared_store
 
 Context = Annotated[ToolContext, Depends()]
@@ -34,7 +36,14 @@ def signed_in(request: Request) -> str | None:
     return "alice" if request.headers.get("authorization") == f"Bearer {GOOD_TOKEN}" else None
 
 
-app.include_router(mcp_routes(app, tasks=tasks, auth=signed_in, **shared_store()))
+def checked_key(headers: Mapping[str, str]) -> str | None:
+    """The account of a `Bearer checked-<account>` key the app knows; a made-up key has none."""
+    scheme, _, key = headers.get("authorization", "").partition(" ")
+    return key.removeprefix("checked-") if scheme == "Bearer" and key.startswith("checked-") else None
+
+
+limits = Limits(verify_credentials=checked_key)
+app.include_router(mcp_routes(app, tasks=tasks, auth=signed_in, limits=limits, **shared_store()))
 
 
 @mcp_tool(task="optional")

@@ -432,6 +432,7 @@ def test_a_routes_control_characters_are_shown_as_escapes_never_sent_to_the_term
     structured = run("call", CONTROLS_APP, "structured_controls")
     raw = run("call", CONTROLS_APP, "structured_controls", "--json")
     asked = run_typing("call", CONTROLS_APP, "controls_question", typed="y\nfine\n")
+    listed_json = run("list", CONTROLS_APP, "--json")
     shown = "\\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\u009b31m\\u202e"
     assert text.returncode == 0, text.stderr
     assert text.stdout == f"text {shown}\nsecond line\n"
@@ -444,7 +445,10 @@ def test_a_routes_control_characters_are_shown_as_escapes_never_sent_to_the_term
     assert json.loads(raw.stdout)["structuredContent"] == {"title": CONTROLS}
     assert asked.returncode == 0, asked.stderr
     assert f"question {shown}" in asked.stderr
-    for done in (text, failed, structured, raw, asked):
+    assert listed_json.returncode == 0, listed_json.stderr
+    described = by_name(json.loads(listed_json.stdout)["tools"], "tool")["structured_controls"]
+    assert described["tool"]["description"] == f"described {CONTROLS}"  # JSON escapes: the same value
+    for done in (text, failed, structured, raw, asked, listed_json):
         assert not CONTROL.search(done.stdout + done.stderr), done
 
 

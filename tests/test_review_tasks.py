@@ -111,6 +111,32 @@ async def test_a_signed_in_caller_still_gets_a_task_while_anonymous_addresses_ho
 
 
 @pytest.mark.processes
+@pytest.mark.parametrize(
+    "with_redis", [pytest.param(False, id="memory"), pytest.param(True, id="redis", marks=pytest.mark.redis)]
+)
+async def test_made_up_keys_hold_only_the_anonymous_share_of_tasks_and_a_checked_key_is_still_served(
+    with_redis: bool, request: pytest.FixtureRequest
+) -> None:
+    redis_url = request.getfixturevalue("redis_url") if with_redis else ""
+    with review_app(redis_url, REVIEW_MAX_PER_CALLER="4", REVIEW_MAX_TASKS="8") as url:
+        held = []
+        for index, address in enumerate(ANONYMOUS_ADDRESSES[:3]):
+            transport = httpx.AsyncHTTPTransport(local_address=address)
+            async with httpx.AsyncClient(transport=transport, timeout=WAIT_S) as http:
+                for call in range(4):
+                    made_up = {"authorization": f"Bearer made-up-{index}-{call}"}
+                    held.append(await call_tool(http, url, "forever_required", made_up))
+        kept = [result for result in held if result.get("resultType") == "task"]
+        assert len(kept) == 4, held  # half of the 8, as anonymous callers: made-up keys earn nothing
+        refusal = next(result for result in held if result.get("isError"))["content"][0]["text"]
+        assert "Tasks.max_tasks" in refusal
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            checked = {"authorization": "Bearer checked-acme"}
+            mine = await call_tool(http, url, "forever_required", checked)
+            assert (mine.get("resultType"), mine.get("status")) == ("task", "working"), mine
+
+
+@pytest.mark.processes
 async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_caller_and_see_only_their_own() -> None:
     with review_app(REVIEW_MAX_PER_CALLER="2", REVIEW_MAX_TASKS="100") as url:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:

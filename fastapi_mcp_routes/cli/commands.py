@@ -25,6 +25,7 @@ from fastapi_mcp_routes.cli.endpoints import Endpoint, find_endpoint
 from fastapi_mcp_routes.cli.errors import CliError
 from fastapi_mcp_routes.cli.inventory import take_inventory
 from fastapi_mcp_routes.cli.loading import load_app
+from fastapi_mcp_routes.cli.printable import printable
 from fastapi_mcp_routes.cli.progress import Progress, progress_line
 from fastapi_mcp_routes.cli.questions import Answerer
 from fastapi_mcp_routes.cli.results import FAILED, print_answer
@@ -71,7 +72,8 @@ def list_command(target: App, as_json: AsJson = False, app_dir: AppDir = Path(),
     endpoint, table = _discover(target, app_dir, factory)
     inventory = take_inventory(endpoint, table)
     if as_json:
-        typer.echo(json.dumps(inventory.as_json(), indent=2, ensure_ascii=False))
+        # Descriptions are the app's text, often someone else's: escaped as `call` prints results.
+        typer.echo(printable(json.dumps(inventory.as_json(), indent=2, ensure_ascii=False)))
     else:
         print_inventory(Console(), inventory)
 

@@ -105,11 +105,14 @@ class ClientChannel(abc.ABC):
     # The code of an unknown resource's error: the era's (wire/errors.py, ResourceNotFound).
     resource_not_found_code: int
 
-    def __init__(self, *, caller: Caller, principal: Any, identity: bytes, address: str = "") -> None:
+    def __init__(
+        self, *, caller: Caller, principal: Any, identity: bytes, address: str = "", account: bytes | None = None
+    ) -> None:
         self.caller = caller  # what the route's own request inherits
         self.principal = principal  # what the endpoint's `auth` dependency returned
         self.identity = identity  # the caller's credentials, canonical: what state binds to
         self.address = address  # the client's network address, as the server sees it
+        self.account = account  # whom `Limits.verify_credentials` found the credentials to be
         self.emit: Emit | None = None  # the request's own SSE stream, when the client reads one
         self._own_calls: dict[RequestId, anyio.CancelScope] = {}
 
@@ -133,7 +136,7 @@ class ClientChannel(abc.ABC):
 
     @property
     def holder(self) -> Holder:
-        return holder_of(self.identity, self.address, self.principal)
+        return holder_of(self.identity, self.address, self.principal, self.account)
 
     def start_call(
         self, request: Request, tool: Tool, arguments: Mapping[str, Any]
@@ -227,8 +230,9 @@ class SessionChannel(ClientChannel):
         session: SessionRecord | None = None,
         sessions: SessionManager | None = None,
         address: str = "",
+        account: bytes | None = None,
     ) -> None:
-        super().__init__(caller=caller, principal=principal, identity=identity, address=address)
+        super().__init__(caller=caller, principal=principal, identity=identity, address=address, account=account)
         self.protocol_version = protocol_version
         self.session = session
         self._sessions = sessions if session is not None else None
@@ -356,8 +360,9 @@ class StatelessChannel(ClientChannel):
         sealer: RequestStateSealer,
         shaper: ResultShaper,
         address: str = "",
+        account: bytes | None = None,
     ) -> None:
-        super().__init__(caller=caller, principal=principal, identity=identity, address=address)
+        super().__init__(caller=caller, principal=principal, identity=identity, address=address, account=account)
         self.protocol_version = envelope.version
         self._envelope = envelope
         self._sealer = sealer
@@ -452,25 +457,35 @@ class Channels:
         address: str,
         protocol_version: str,
         session: SessionRecord | None,
+        account: bytes | None = None,
     ) -> SessionChannel:
         return SessionChannel(
             caller=caller,
             principal=principal,
             identity=identity,
             address=address,
+            account=account,
             protocol_version=protocol_version,
             session=session,
             sessions=self._sessions,
         )
 
     def stateless(
-        self, *, caller: Caller, principal: Any, identity: bytes, address: str, envelope: Envelope
+        self,
+        *,
+        caller: Caller,
+        principal: Any,
+        identity: bytes,
+        address: str,
+        envelope: Envelope,
+        account: bytes | None = None,
     ) -> StatelessChannel:
         return StatelessChannel(
             caller=caller,
             principal=principal,
             identity=identity,
             address=address,
+            account=account,
             envelope=envelope,
             sealer=self._sealer,
             shaper=self._shaper,

@@ -79,6 +79,8 @@ class SessionRecord:
 
 # The statuses of a task that never change again (tasks extension, SEP-2663).
 TASK_ENDS: Final = frozenset({"completed", "failed", "cancelled"})
+# Every status a task may have (tasks extension): no other is ever sent to a client.
+TASK_STATUSES: Final = TASK_ENDS | {"working", "input_required"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,14 @@ from fastapi_mcp_routes.store.base import (
     TaskRecord,
     Trust,
 )
-from fastapi_mcp_routes.store.policy import Admission, Refusal, session_admission, task_admission, token_admission
+from fastapi_mcp_routes.store.policy import (
+    Admission,
+    Refusal,
+    crowded_first,
+    session_admission,
+    task_admission,
+    token_admission,
+)
 
 _Key = TypeVar("_Key", bound=Hashable)
 
@@ -140,15 +147,22 @@ class Ranks(Generic[_Key]):
             drop(victim)
             if not admission.until_room:
                 break
-        for highest, limit in admission.shares:
-            while sum(self.counts[trust] for trust in Trust if trust <= highest) >= limit:
-                victim = _lowest(self.ranked, admission.trust)
+        for lowest, highest, limit in admission.bounds:
+            while sum(self.counts[trust] for trust in Trust if lowest <= trust <= highest) >= limit:
+                victim = self._victim(admission, lowest, min(highest, admission.trust))
                 if victim is None:
                     return "total"
                 drop(victim)
                 if not admission.until_room:
                     break
         return None
+
+    def _victim(self, admission: Admission, lowest: Trust, highest: Trust) -> _Key | None:
+        """The oldest record of the most crowded trust from `lowest` to `highest` that has one."""
+        ranked = self.ranked
+        candidates = (trust for trust in Trust if lowest <= trust <= highest and ranked[trust])
+        trust = crowded_first(self.counts, admission.quotas, candidates)
+        return next(iter(ranked[trust])) if trust is not None else None
 
     def _ranked(self, key: _Key) -> bool:
         return any(key in keys for keys in self.ranked.values())

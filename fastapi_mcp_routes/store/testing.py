@@ -160,6 +160,35 @@ class StoreContract:
         assert await store.open_session(_record("c3", b"cleo", Trust.CLAIMED), bounds) == ("c2",)
         assert await store.find_session("v1", 60.0) is not None
 
+    async def test_at_the_total_bound_the_least_recently_used_session_of_the_most_crowded_trust_goes(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        bounds = SessionBounds(idle_s=60.0, max_sessions=4, max_per_owner=4)
+        await store.open_session(_record("n1", b"10.0.0.1"), bounds)
+        for index in range(3):
+            await store.open_session(_record(f"v{index}", f"v{index}".encode(), Trust.VERIFIED), bounds)
+        assert await store.find_session("v0", 60.0) is not None  # v1 is now the least recent
+        # Verified sessions fill three quarters of what they may, anonymous ones a quarter.
+        assert await store.open_session(_record("v3", b"v3", Trust.VERIFIED), bounds) == ("v1",)
+        assert await store.open_session(_record("n2", b"10.0.0.2"), bounds) == ("n1",)
+
+    async def test_sessions_with_credentials_leave_a_floor_of_the_total_to_anonymous_callers(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        bounds = SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10)  # a floor of one
+        for index in range(9):
+            trust = Trust.CLAIMED if index % 2 else Trust.VERIFIED
+            assert await store.open_session(_record(f"c{index}", f"c{index}".encode(), trust), bounds) == ()
+        # The tenth with credentials pushes out one with credentials: of the five verified
+        # and four claimed sessions, the verified are the most crowded.
+        assert await store.open_session(_record("v9", b"v9", Trust.VERIFIED), bounds) == ("c0",)
+        assert await store.open_session(_record("n1", b"10.0.0.1"), bounds) == ()
+        assert await store.open_session(_record("n2", b"10.0.0.2"), bounds) == ("n1",)
+        assert await store.open_session(_record("v10", b"v10", Trust.VERIFIED), bounds) == ("c2",)
+        assert await store.find_session("n2", 60.0) is not None
+
     async def test_a_session_refused_at_the_total_names_the_sessions_it_pushed_out_on_the_way(
         self, new_store: MakeStore
     ) -> None:
@@ -456,6 +485,17 @@ class StoreContract:
             await store.put_token("n3", b"v", 60, Holder(b"10.0.0.3", Trust.ANONYMOUS), (5, 2))
         assert await store.use_token("v", b"v") == b"v"
 
+    async def test_tokens_with_credentials_leave_a_floor_of_the_total_to_anonymous_callers(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        for index in range(10):
+            await store.put_token(f"v{index}", b"v", 60, Holder(f"v{index}".encode(), Trust.VERIFIED), (5, 10))
+        assert await store.use_token("v0", b"v") is None  # the floor of one pushed it out
+        await store.put_token("n1", b"v", 60, Holder(b"10.0.0.1", Trust.ANONYMOUS), (5, 10))
+        assert await store.use_token("n1", b"v") == b"v"
+        assert await store.use_token("v1", b"v") == b"v"
+
     async def test_an_expired_token_is_gone_and_a_revoked_one_is_used(self, new_store: MakeStore) -> None:
         clock = Clock()
         store = new_store(clock)
@@ -630,6 +670,16 @@ class StoreContract:
         await _finish(store, "n0")
         assert await store.put_task(_task("c3", b"cleo", Trust.CLAIMED), bounds) is None  # n0 made room
         assert await store.find_task("n0") is None
+
+    async def test_running_tasks_with_credentials_leave_a_floor_of_the_total_to_anonymous_callers(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        bounds = TaskBounds(max_per_owner=10, max_tasks=10)  # a floor of one
+        for index in range(9):
+            assert await store.put_task(_task(f"v{index}", f"v{index}".encode(), Trust.VERIFIED), bounds) is None
+        assert await store.put_task(_task("c1", b"carl", Trust.CLAIMED), bounds) == "total"
+        assert await store.put_task(_task("n1", b"10.0.0.1"), bounds) is None
 
     async def test_at_the_total_bound_a_task_pushes_out_finished_ones_of_the_lowest_trust_up_to_its_own(
         self, new_store: MakeStore

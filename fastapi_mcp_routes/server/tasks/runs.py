@@ -364,7 +364,8 @@ class TaskRuns:
             "This tool runs as a task, and this caller (or the server) holds as many running tasks as "
             f"it may ({self._options.max_per_caller} per caller, {self._options.max_tasks} in all: "
             "Tasks.max_per_caller, Tasks.max_tasks; callers without verified credentials hold at most three "
-            "quarters of those in all, anonymous ones half). Wait for one to finish, or cancel one."
+            "quarters of those in all, anonymous ones half, and callers with credentials leave a tenth to "
+            "anonymous ones). Wait for one to finish, or cancel one."
         )
 
     # -- what a task's route does while it runs --------------------------------------------------

@@ -75,14 +75,37 @@ local function lowest(ranked, ceiling)
   return head[1]
 end
 
+-- The oldest record of trust `trust` in `ranked`, if any.
+local function oldest_of(ranked, trust)
+  local head = redis.call('ZRANGE', ranked, int(trust * BAND), '(' .. int((trust + 1) * BAND), 'BYSCORE', 'LIMIT', 0, 1)
+  return head[1]
+end
+
+-- The oldest record of the most crowded trust from `low` to `high` that has one: the trust
+-- whose `count` fills the most of its quota, the lower on a tie (store/policy.py, `crowded_first`).
+local function victim_of(family, quotas, low, high)
+  local chosen, chosen_count, found = nil, 0, nil
+  for trust = low, high do
+    local head = oldest_of(family.ranked, trust)
+    if head then
+      local held = family.count(trust, trust)
+      if not chosen or held * quotas[chosen + 1] > chosen_count * quotas[trust + 1] then
+        chosen, chosen_count, found = trust, held, head
+      end
+    end
+  end
+  return found
+end
+
 -- Makes room for one new record of a family as the `Admission` in ARGV from `first` on says
 -- (`Admission.terms`). `family`: `mine` the zset of the owner's records (by their making),
--- `ranked` the zset of the records a total may push out, `count(highest)` the records of trust
--- up to `highest`, `drop(id)` forgets a record. Returns 0 with room made, 1 when the owner's
--- bound left none, 2 when a total (or a share of one) did.
+-- `ranked` the zset of the records a total may push out, `count(low, high)` the records of
+-- trust `low` to `high`, `drop(id)` forgets a record. Returns 0 with room made, 1 when the
+-- owner's bound left none, 2 when a total (or a share of one) did.
 local function admit(family, first)
   local per_owner, ceiling = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
   local finished_only, until_room = ARGV[first + 2] == '1', ARGV[first + 3] == '1'
+  local quotas = {tonumber(ARGV[first + 4]), tonumber(ARGV[first + 5]), tonumber(ARGV[first + 6])}
   while true do
     local held = redis.call('ZCARD', family.mine)
     if held == 0 or held < per_owner then break end
@@ -98,11 +121,12 @@ local function admit(family, first)
     redis.call('ZREM', family.mine, victim)
     if not until_room then break end
   end
-  local shares = tonumber(ARGV[first + 4])
-  for i = 1, shares do
-    local highest, limit = tonumber(ARGV[first + 3 + 2 * i]), tonumber(ARGV[first + 4 + 2 * i])
-    while family.count(highest) >= limit do
-      local victim = lowest(family.ranked, ceiling)
+  local bounds = tonumber(ARGV[first + 7])
+  for i = 1, bounds do
+    local at = first + 5 + 3 * i
+    local low, high, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    while family.count(low, high) >= limit do
+      local victim = victim_of(family, quotas, low, math.min(high, ceiling))
       if not victim then return 2 end
       family.drop(victim)
       if not until_room then break end
@@ -244,7 +268,9 @@ local function put_token(key, value, ttl, owner, trust, first)
   if redis.call('ZSCORE', ORDER, key) then drop_token(key) end
   local mine = token_owner_key(owner)
   local family = {mine = mine, ranked = ORDER, drop = drop_token}
-  function family.count() return redis.call('ZCARD', ORDER) end
+  function family.count(low, high)
+    return redis.call('ZCOUNT', ORDER, int(low * BAND), '(' .. int((high + 1) * BAND))
+  end
   if admit(family, first) ~= 0 then return false end
   local seq = redis.call('HINCRBY', TMETA, 'seq', 1)
   redis.call('SET', token_key(key), value, 'PX', int(ttl))
@@ -306,7 +332,7 @@ local gone = sweep_sessions(-1)
 if redis.call('ZSCORE', EXPIRY, id) then drop_session(id) end
 local mine = owner_key(owner)
 local family = {mine = mine, ranked = LRU}
-function family.count() return redis.call('ZCARD', LRU) end
+function family.count(low, high) return redis.call('ZCOUNT', LRU, int(low * BAND), '(' .. int((high + 1) * BAND)) end
 function family.drop(other)
   -- The owner's set may still name a session Redis forgot on its own: not one pushed out.
   if redis.call('ZSCORE', EXPIRY, other) then gone[#gone + 1] = other end
@@ -608,10 +634,9 @@ local id, record, owner, trust, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6
 for _, expired in ipairs(redis.call('ZRANGE', KEXPIRY, '-inf', int(NOW), 'BYSCORE')) do drop_task(expired) end
 local mine = task_owner_key(owner)
 local family = {mine = mine, ranked = KENDED, drop = drop_task}
-function family.count(highest)
-  if highest >= 2 then return redis.call('ZCARD', KEXPIRY) end
+function family.count(low, high)
   local held = 0
-  for level = 0, highest do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
+  for level = low, high do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
   return held
 end
 local refused = admit(family, 9)

@@ -26,6 +26,7 @@ messages published while that connection is down are lost. A Redis outage surfac
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -61,7 +62,10 @@ from fastapi_mcp_routes.store.base import (
 from fastapi_mcp_routes.store.policy import session_admission, task_admission, token_admission
 from fastapi_mcp_routes.store.redis import scripts
 from fastapi_mcp_routes.store.redis.pubsub import Topics
+from fastapi_mcp_routes.store.redis.records import UnreadableRecord, read_session, read_task
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
+
+logger = logging.getLogger("fastapi_mcp_routes")
 
 DEFAULT_PREFIX: Final = "fastapi-mcp-routes:"
 # `from_url`'s bounds, unless given: a Redis that does not answer is an error within seconds.
@@ -90,20 +94,6 @@ def _dump_record(record: SessionRecord) -> bytes:
     return json.dumps(fields, separators=(",", ":")).encode()
 
 
-def _load_record(raw: bytes) -> SessionRecord:
-    fields = json.loads(raw)
-    return SessionRecord(
-        id=fields["id"],
-        owner=bytes.fromhex(fields["owner"]),
-        protocol_version=fields["protocol_version"],
-        client_info=fields["client_info"],
-        client_capabilities=fields["client_capabilities"],
-        log_level=fields["log_level"],
-        trust=Trust(fields["trust"]),
-        subscriptions=tuple(fields.get("subscriptions", ())),
-    )
-
-
 def _dump_task(record: TaskRecord) -> bytes:
     fields: dict[str, Any] = {
         "id": record.id,
@@ -122,18 +112,6 @@ def _dump_task(record: TaskRecord) -> bytes:
         "caller": record.caller.hex(),
     }
     return json.dumps(fields, separators=(",", ":")).encode()
-
-
-def _load_task(raw: bytes) -> TaskRecord:
-    fields = json.loads(raw)
-    return TaskRecord(
-        **{
-            **fields,
-            "owner": bytes.fromhex(fields["owner"]),
-            "trust": Trust(fields["trust"]),
-            "caller": bytes.fromhex(fields.get("caller", "")),
-        },
-    )
 
 
 class RedisStore:
@@ -245,7 +223,16 @@ class RedisStore:
 
     async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
         raw = await self._run(self._find_session, session_id, _ms(idle_s))
-        return None if raw is None else _load_record(raw)
+        if raw is None:
+            return None
+        try:
+            return read_session(raw)
+        except UnreadableRecord as unreadable:
+            # A fresh start: the client is told its session is gone and opens another.
+            shown = _shown_id(session_id)
+            logger.warning("closed session %s: its record in Redis cannot be read (%s)", shown, unreadable)
+            await self.close_session(session_id)
+            return None
 
     async def save_session(self, record: SessionRecord, replacing: SessionRecord) -> bool:
         # A record read back dumps to the bytes it was kept as (JSON gives back what it wrote),
@@ -344,7 +331,14 @@ class RedisStore:
 
     async def find_task(self, task_id: str) -> TaskRecord | None:
         raw = await self._run(self._find_task, task_id)
-        return None if raw is None else _load_task(raw)
+        if raw is None:
+            return None
+        try:
+            return read_task(raw)
+        except UnreadableRecord as unreadable:
+            # Answered as an unknown task; its key expires with its time to live.
+            logger.warning("ignored task %s: its record in Redis cannot be read (%s)", _shown_id(task_id), unreadable)
+            return None
 
     async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
         # As for sessions: a record read back dumps to the bytes it was kept as.
@@ -374,6 +368,10 @@ class RedisStore:
     def __repr__(self) -> str:
         where = f"{_without_password(self._url)}, " if self._url is not None else ""
         return f"RedisStore({where}prefix={self._prefix!r})"
+
+
+def _shown_id(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:39] + "…")
 
 
 def _without_password(url: str) -> str:
