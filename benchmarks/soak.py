@@ -4,11 +4,12 @@
     .venv/bin/python benchmarks/soak.py 2 4b    # only those
 
 Each attack of the review (batch amplification, pinned questions, replay logs, token flood,
-session flood), and a few variants of them, runs against a fresh uvicorn worker serving
-`soak_app.py` (`mcp_routes(app)`, nothing tuned), at the review's scale where that fits in
-about a minute. Per attack: the server's RSS before, at its peak and after; what the attacker
-got, counted by refusal; a legitimate, credentialed client's latency while it ran; and the
-worst ping, which says how long the event loop was held.
+session flood, and the second round's idle streams, updates under load and task fan-out), and a
+few variants of them, runs against a fresh uvicorn worker serving `soak_app.py`
+(`mcp_routes(app)`, nothing tuned), at the review's scale where that fits in about a minute.
+Per attack: the server's RSS before, at its peak and after, and its CPU while the attack ran;
+what the attacker got, counted by refusal; a legitimate, credentialed client's latency while it
+ran; and the worst ping, which says how long the event loop was held.
 
 Deliberate choices:
 - One fresh server per attack, so each RSS figure is that attack's alone. RSS is sampled from
@@ -30,7 +31,9 @@ Deliberate choices:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import math
 import os
 import re
 import statistics
@@ -706,6 +709,219 @@ async def cancelled_sync_tasks(port: int) -> Outcome:
     rest.close()
     p50, worst = milliseconds(latencies, statistics.median), milliseconds(latencies, max)
     outcome.legit = f"a sync REST route meanwhile: p50 {p50}, max {worst} ({len(latencies)})"
+
+
+# -- updates and task changes on listening streams ---------------------------------------------
+
+IDLE_STREAMS: Final = 500  # anonymous GET streams, each in a session of its own
+IDLE_ADDRESSES: Final = 32  # x 16 (Limits.max_streams_per_caller) >= 500
+WRITES_S: Final = 5.0  # the REST writer's run, alone and beside the streams
+SUBSCRIBERS: Final = 16
+WRITERS: Final = 4  # connections writing at once: about 1,300 writes a second here
+BURST_S: Final = 10.0
+LAST_NOTICE_S: Final = 10.0  # how long a subscriber may take, after the burst, to hear the one write
+TASK_ADDRESSES: Final = 31  # x 16 tasks and 16 streams (the per-caller bounds) = 496
+TASKS_PER_ADDRESS: Final = 16
+TASK_STEPS: Final = 100  # one every 100 ms: 10 s of progress per task
+STATELESS: Final = "2026-07-28"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+UPDATED: Final = b"notifications/resources/updated"
+TASK_STATUS: Final = b"notifications/tasks"
+
+
+def note_write(port: int, note: int = 1) -> bytes:
+    return http_request(port, "PUT", f"/notes/{note}?text=soak")
+
+
+async def rest_writer(port: int, seconds: float, got: Counter[str], label_: str) -> None:
+    """PUT /notes/1 one after the other on one connection for `seconds`: writes/s and p50."""
+    latencies: list[float] = []
+    connection = await Connection.open(port, HOST)
+    request = note_write(port)
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                reply = await connection.send(request)
+            if reply.status == 200:
+                latencies.append((time.perf_counter() - started) * 1000)
+    finally:
+        connection.close()
+    p50 = statistics.median(latencies) if latencies else math.nan
+    got[f"writes/s {label_} (p50 {p50:.1f} ms)"] = round(len(latencies) / seconds)
+
+
+async def get_stream(port: int, session: Session, got: Counter[str]) -> Connection | None:
+    """The session's GET stream, open once its head is read; `None`, counted, when refused."""
+    connection = await Connection.open(port, session.address)
+    connection.write(http_request(port, "GET", "/mcp", session.headers(SSE_ONLY)))
+    async with asyncio.timeout(REQUEST_TIMEOUT_S):
+        status, headers = await connection.receive_head()
+    if status == 200:
+        return connection
+    got[label(Reply(status, headers, await connection.receive_body(status, headers)))] += 1
+    connection.close()
+    return None
+
+
+async def idle_streams_beside_a_writer(port: int) -> Outcome:
+    """A REST writer's PUT /notes/1 alone, then beside 500 idle anonymous GET streams (sessions
+    subscribed to nothing) from 32 addresses."""
+    outcome = Outcome()
+    got = outcome.got
+    await rest_writer(port, WRITES_S, got, "alone")
+    streams: list[Connection] = []
+
+    async def address(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        count = IDLE_STREAMS // IDLE_ADDRESSES + (n < IDLE_STREAMS % IDLE_ADDRESSES)
+        for session in await open_sessions(pipe, count):
+            stream = await get_stream(port, session, got)
+            if stream is not None:
+                streams.append(stream)
+        pipe.close()
+
+    try:
+        await in_parallel(address(n) for n in range(IDLE_ADDRESSES))
+        got["idle GET streams open"] = len(streams)
+        await rest_writer(port, WRITES_S, got, f"beside {len(streams)} streams")
+    finally:
+        for stream in streams:
+            stream.close()
+    return outcome
+
+
+async def heard(connection: Connection, marker: bytes, last: bytes, counts: Counter[str], done: asyncio.Event) -> None:
+    """Count the events carrying `marker` until one names `last` (then set `done`)."""
+    while True:
+        event = await connection.read_until(b"\n\n")
+        if marker in event:
+            counts["notices"] += 1
+            if last in event:
+                counts["last"] += 1
+                done.set()
+                return
+
+
+async def updates_under_load(port: int) -> Outcome:
+    """16 sessions subscribed to notes://1 and notes://2 read their GET streams while 4 REST
+    connections write notes://1 for 10 s; a second before the end, notes://2 is written once:
+    does every subscriber hear that one update, published under load?"""
+    outcome = Outcome()
+    got = outcome.got
+    pipe = Pipe(port, attacker(0), got)
+    sessions = await open_sessions(pipe, SUBSCRIBERS)
+    for session in sessions:
+        for uri in ("notes://1", "notes://2"):
+            await pipe.send(session.post(port, rpc("resources/subscribe", {"uri": uri})))
+    pipe.close()
+    streams = [stream for session in sessions if (stream := await get_stream(port, session, got))]
+    counts = [Counter[str]() for _ in streams]
+    done = [asyncio.Event() for _ in streams]
+    readers = [
+        asyncio.create_task(heard(stream, UPDATED, b"notes://2", count, event))
+        for stream, count, event in zip(streams, counts, done, strict=True)
+    ]
+    writes = 0
+
+    async def writer() -> None:
+        nonlocal writes
+        connection = await Connection.open(port, HOST)
+        deadline = time.monotonic() + BURST_S
+        try:
+            while time.monotonic() < deadline:
+                if (await connection.send(note_write(port))).status == 200:
+                    writes += 1
+        finally:
+            connection.close()
+
+    async def once_under_load() -> None:
+        await asyncio.sleep(BURST_S - 1)
+        connection = await Connection.open(port, HOST)
+        await connection.send(note_write(port, 2))
+        connection.close()
+
+    try:
+        await in_parallel([*(writer() for _ in range(WRITERS)), once_under_load()])
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LAST_NOTICE_S):
+                await asyncio.gather(*(event.wait() for event in done))
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for stream in streams:
+            stream.close()
+    got[f"writes in {BURST_S:g} s"] = writes
+    got["notices per subscriber (median)"] = round(statistics.median(c["notices"] for c in counts)) if counts else 0
+    got["subscribers heard notes://2's one update"] = sum(event.is_set() for event in done)
+    got["subscribers never heard it"] = sum(not event.is_set() for event in done)
+    return outcome
+
+
+def stateless_post(port: int, method: str, params: Mapping[str, Any], name: str | None = None) -> bytes:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": STATELESS,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "1"},
+    }
+    headers = {"accept": BOTH, "mcp-protocol-version": STATELESS, "mcp-method": method}
+    if name is not None:
+        headers["mcp-name"] = name
+    return http_request(port, "POST", "/mcp", headers, rpc(method, {**params, "_meta": meta}))
+
+
+async def task_fan_out(port: int) -> Outcome:
+    """496 anonymous 2026-07-28 tasks (31 addresses x 16) report a step every 100 ms for 10 s,
+    each followed by a subscriptions/listen stream of its own caller naming it."""
+    outcome = Outcome()
+    got = outcome.got
+    counts: list[Counter[str]] = []
+    done: list[asyncio.Event] = []
+    streams: list[Connection] = []
+    readers: list[asyncio.Task[None]] = []
+
+    async def address(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        arguments = {"steps": TASK_STEPS, "every_ms": 100}
+        for _ in range(TASKS_PER_ADDRESS):
+            reply = await pipe.send(
+                stateless_post(port, "tools/call", {"name": "progress", "arguments": arguments}, "progress")
+            )
+            task_id = (
+                reply.json().get("result", {}).get("taskId") if reply is not None and reply.status == 200 else None
+            )
+            if task_id is None:
+                got["tasks refused" if reply is not None else "tasks unanswered"] += 1
+                continue
+            connection = await Connection.open(port, attacker(n))
+            connection.write(stateless_post(port, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}))
+            status, _ = await connection.receive_head()
+            if status != 200:
+                got[f"listen streams refused (HTTP {status})"] += 1
+                connection.close()
+                continue
+            count, event = Counter[str](), asyncio.Event()
+            streams.append(connection)
+            counts.append(count)
+            done.append(event)
+            readers.append(asyncio.create_task(heard(connection, TASK_STATUS, b'"status":"completed"', count, event)))
+        pipe.close()
+
+    try:
+        await in_parallel(address(n) for n in range(TASK_ADDRESSES))
+        got["tasks followed"] = len(streams)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(TASK_STEPS * 0.1 * 3):
+                await asyncio.gather(*(event.wait() for event in done))
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for stream in streams:
+            stream.close()
+    got["task notices per stream (median)"] = round(statistics.median(c["notices"] for c in counts)) if counts else 0
+    got["streams that heard their task end"] = sum(event.is_set() for event in done)
+    got["streams that never heard it"] = sum(not event.is_set() for event in done)
     return outcome
 
 
@@ -860,6 +1076,21 @@ ATTACKS: Final = (
         "peaked at 2.7 GB; legit max 6 s",
         stream_samples,
     ),
+    Attack(
+        "9. Idle streams: 500 anonymous GET streams from 32 addresses beside a REST writer",
+        "PUT /notes/1 from ~1,940/s to 64/s (p50 1.9 to 53 ms)",
+        idle_streams_beside_a_writer,
+    ),
+    Attack(
+        "9b. Updates under load: 16 subscribed streams, ~1,300 writes/s",
+        "13,705 of ~26,000 updates lost",
+        updates_under_load,
+    ),
+    Attack(
+        "9c. Task fan-out: 496 tasks reporting progress, 496 listen streams",
+        "CPU 4% to 59-79%; ~90% of progress notifications lost per stream",
+        task_fan_out,
+    ),
 )
 
 
@@ -885,9 +1116,9 @@ def run(attack: Attack) -> Row:
         with LegitClient(process.port) as legit:
             before = process.rss_bytes()
             with PeakRss(process) as sampled:
-                started, cpu = time.monotonic(), process.cpu_seconds()
+                started, cpu_before = time.monotonic(), process.cpu_seconds()
                 outcome = asyncio.run(bounded(attack.run(process.port)))
-                elapsed, cpu = time.monotonic() - started, process.cpu_seconds() - cpu
+                elapsed, cpu = time.monotonic() - started, process.cpu_seconds() - cpu_before
                 time.sleep(SETTLE_S)
                 after = process.rss_bytes()
         if outcome.cleanup is not None:

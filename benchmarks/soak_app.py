@@ -10,6 +10,8 @@ Route bodies are `async def` and do no work of their own (the large answer is bu
 except `follow_notes`, a feed that sends a small change every 50 ms until its client leaves,
 and the sync (`def`) routes `export_notes` (a task tool that holds its thread for a while) and
 `sync_ping`, the REST route whose latency says whether threads are left for REST.
+A note is a resource (`notes://{note_id}`) that `PUT /notes/{note_id}` writes, so its
+subscribers are told; `progress` is a task that reports its steps, for the listening streams.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import anyio
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import StreamingResponse
 from fastapi.sse import EventSourceResponse
 
-from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, ToolContext, mcp_resource, mcp_routes, mcp_tool
 
 # About 1 MB of route response; a tool answer carries it twice (text and structuredContent),
 # about 2 MB: the size of the review's "large answers".
@@ -63,6 +65,9 @@ def create_app() -> FastAPI:
     )
     app.add_api_route("/exports", export_notes, methods=["POST"], summary="Export all notes")
     app.add_api_route("/sync-ping", sync_ping, methods=["GET"], summary="A sync REST route")
+    app.add_api_route("/notes/{note_id}", read_note, methods=["GET"], summary="A note")
+    app.add_api_route("/notes/{note_id}", write_note, methods=["PUT"], summary="Write a note")
+    app.add_api_route("/progress", progress, methods=["POST"], summary="A task that reports its steps")
     return app
 
 
@@ -119,3 +124,28 @@ def export_notes() -> dict[str, bool]:
 def sync_ping() -> dict[str, bool]:
     """A sync REST route: it needs a thread of the pool, as every `def` route does."""
     return {"ok": True}
+
+
+_WRITTEN: dict[int, str] = {}
+
+
+@mcp_resource("notes://{note_id}")
+async def read_note(note_id: int) -> dict[str, str]:
+    """One note; its subscribers hear each write to it."""
+    return {"text": _WRITTEN.get(note_id, "")}
+
+
+async def write_note(note_id: int, text: str = "") -> dict[str, str]:
+    """Write a note (REST only): the writes the soak's REST writer sends."""
+    _WRITTEN[note_id] = text
+    return {"text": text}
+
+
+@mcp_tool(task="optional", confirm=False)
+async def progress(ctx: Annotated[ToolContext, Depends()], steps: int = 10, every_ms: int = 100) -> dict[str, int]:
+    """Become a task at once and report `steps` steps, one every `every_ms` milliseconds."""
+    await ctx.start_task()
+    for step in range(1, steps + 1):
+        await anyio.sleep(every_ms / 1000)
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+    return {"steps": steps}

@@ -101,6 +101,7 @@ class Endpoint:
     task_runs: TaskRuns
     sessions: SessionManager | None
     transport: StreamableHTTPEndpoint
+    listened: Listened  # what the listening streams of this process hear of (its readers run in the lifespan)
 
 
 def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Feature] = ()) -> Endpoint:
@@ -132,7 +133,14 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     remember(app, updates)
     _watch_writes(app, updates)
     sessions = (
-        SessionManager(options=options.sessions, deployment=deployment, limits=limits) if options.sessions else None
+        SessionManager(
+            options=options.sessions,
+            deployment=deployment,
+            limits=limits,
+            subscriptions_saved=updates.subscriptions_changed,
+        )
+        if options.sessions
+        else None
     )
     listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads)
     served = (*served, *features)
@@ -160,7 +168,18 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         budget=budget,
     )
     return Endpoint(
-        app, options, identity, registry, urls, lists, dispatcher.listings(), deployment, task_runs, sessions, transport
+        app,
+        options,
+        identity,
+        registry,
+        urls,
+        lists,
+        dispatcher.listings(),
+        deployment,
+        task_runs,
+        sessions,
+        transport,
+        listened,
     )
 
 

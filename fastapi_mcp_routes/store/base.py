@@ -28,6 +28,9 @@ from typing import Any, Final, Protocol
 
 # What a used token's value becomes: a second use can then be told from one never issued.
 USED: Final = b"\x00used"
+# Messages a listener has not read yet, by default: a reply topic gets one message, a stream's
+# wake-up topic needs one waiting message to read everything kept since.
+INBOX_SIZE: Final = 16
 
 
 class Trust(IntEnum):
@@ -314,8 +317,9 @@ class MessageBus(Shared, Protocol):
         """Hand a message to whoever listens on `topic`; `False` when nobody does."""
         ...
 
-    def subscribe(self, topic: str) -> AbstractAsyncContextManager[Inbox]:
-        """Listen on `topic` for as long as the context is open."""
+    def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AbstractAsyncContextManager[Inbox]:
+        """Listen on `topic` for as long as the context is open, keeping up to `capacity`
+        messages not read yet (a listener that does not read loses the next ones)."""
         ...
 
 

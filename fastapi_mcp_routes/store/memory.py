@@ -20,6 +20,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from fastapi_mcp_routes.store.base import (
+    INBOX_SIZE,
     USED,
     Holder,
     Inbox,
@@ -43,8 +44,6 @@ from fastapi_mcp_routes.store.policy import (
 
 _Key = TypeVar("_Key", bound=Hashable)
 
-# Messages a subscriber has not read yet; a reply topic gets one message, so this is slack.
-_INBOX_SIZE: Final = 16
 # Ids of sessions that ended here (closed, pushed out), so a sealed id another process issued is
 # not adopted again after its end here: the most recent ones, about 100 bytes each.
 ENDED_KEPT: Final = 100_000
@@ -489,8 +488,8 @@ class MemoryStore:
         return True
 
     @asynccontextmanager
-    async def subscribe(self, topic: str) -> AsyncIterator[Inbox]:
-        send, receive = anyio.create_memory_object_stream[bytes](_INBOX_SIZE)
+    async def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AsyncIterator[Inbox]:
+        send, receive = anyio.create_memory_object_stream[bytes](capacity)
         listeners = self._topics.setdefault(topic, set())
         listeners.add(send)
         try:

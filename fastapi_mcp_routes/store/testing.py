@@ -23,6 +23,7 @@ dependency: nothing in the package imports it, so an app never needs pytest.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
@@ -31,6 +32,7 @@ import anyio
 import pytest
 
 from fastapi_mcp_routes.store.base import (
+    INBOX_SIZE,
     USED,
     Holder,
     LogBounds,
@@ -755,3 +757,19 @@ class StoreContract:
                     assert [await anext(aiter(inbox)) for _ in range(2)] == [b"one", b"two"]
             with pytest.raises(anyio.WouldBlock):
                 first.receive_nowait()
+
+    async def test_a_listener_that_asks_for_a_larger_inbox_keeps_every_message_it_has_not_read(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        sent = [str(n).encode() for n in range(4 * INBOX_SIZE)]
+        async with store.subscribe("burst") as small, store.subscribe("burst", capacity=len(sent)) as large:
+            for message in sent:
+                await store.publish("burst", message)
+            with anyio.fail_after(WAIT_S):
+                assert [await anext(aiter(large)) for _ in sent] == sent
+            kept = []
+            with contextlib.suppress(anyio.WouldBlock):
+                while True:
+                    kept.append(small.receive_nowait())
+            assert kept == sent[:INBOX_SIZE]  # a listener that does not read loses the next ones

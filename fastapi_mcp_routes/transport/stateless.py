@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from fastapi_mcp_routes.server.channel import StatelessChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.server.fanout import Watcher
 from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import uri_digest
 from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S
@@ -170,7 +171,9 @@ def subscription(
     tag = {META_SUBSCRIPTION_ID: request.id}
     generation = dispatcher.listening_from()  # before the client can see the stream open
     acknowledged = anyio.Event()
-    listening = anyio.Event()  # the acknowledgement goes out once updates are heard
+    listened = dispatcher.listened
+    # The stream opens, and its acknowledgement goes out, once its sources watch for their news.
+    resources_watched, tasks_watched = anyio.Event(), anyio.Event()
 
     async def list_changes(emit: Emit) -> None:
         nonlocal generation
@@ -185,34 +188,32 @@ def subscription(
                 await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": method, "params": {"_meta": tag}}))
 
     async def resource_updates(emit: Emit) -> None:
-        async def send(uri: str) -> None:
-            client_uri = wanted.resources.get(uri_digest(uri))
-            if client_uri is not None:
-                await acknowledged.wait()  # the acknowledgement goes first (spec 2026-07-28)
-                params = {"_meta": tag, "uri": client_uri}
-                await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
-
-        await dispatcher.listened.updates.follow(send, listening)
-
-    tasks_heard = anyio.Event()
+        with listened.updates.watching(Watcher(wanted.resources)) as watcher:
+            resources_watched.set()
+            await acknowledged.wait()  # the acknowledgement goes first (spec 2026-07-28)
+            while True:
+                for uri in await watcher.taken():
+                    params = {"_meta": tag, "uri": wanted.resources.get(uri_digest(uri), uri)}
+                    await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
 
     async def task_changes(emit: Emit) -> None:
-        async def send(task: Mapping[str, Any]) -> None:
+        with listened.tasks.watching(Watcher(wanted.tasks)) as watcher:
+            tasks_watched.set()
             await acknowledged.wait()
-            params = {**task, "_meta": tag}
-            await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": TASK_STATUS, "params": params}))
-
-        await dispatcher.listened.tasks.follow(wanted.tasks, send, tasks_heard)
+            while True:
+                for task in await listened.tasks.taken(watcher):
+                    params = {**task, "_meta": tag}
+                    await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": TASK_STATUS, "params": params}))
 
     sources: list[Callable[[Emit], Awaitable[None]]] = [list_changes]
-    heard: list[anyio.Event] = []
+    watching: list[anyio.Event] = []
     if wanted.resources:
         sources.append(resource_updates)
-        heard.append(listening)
+        watching.append(resources_watched)
     if wanted.tasks:
         sources.append(task_changes)
-        heard.append(tasks_heard)
-    return ListenStream(sources, keep_alive, slots, listening=heard)
+        watching.append(tasks_watched)
+    return ListenStream(sources, keep_alive, slots, listening=watching)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:

@@ -46,6 +46,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store.base import (
+    INBOX_SIZE,
     USED,
     Holder,
     Inbox,
@@ -360,8 +361,8 @@ class RedisStore:
         return listening > 0
 
     @asynccontextmanager
-    async def subscribe(self, topic: str) -> AsyncIterator[Inbox]:
-        async with self._topics.listen((self._prefix + topic).encode()) as inbox:  # StoreUnavailable
+    async def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AsyncIterator[Inbox]:
+        async with self._topics.listen((self._prefix + topic).encode(), capacity) as inbox:  # StoreUnavailable
             yield inbox
 
     def __repr__(self) -> str:
