@@ -36,7 +36,6 @@ from typing import Final
 
 from fastapi_mcp_routes.store.base import (
     Holder,
-    Refusal,
     ResultBounds,
     SessionBounds,
     SessionRecord,
