@@ -14,18 +14,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import StreamingResponse
 
-from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, ToolContext, mcp_routes, mcp_tool
 
 # About 1 MB of route response; a tool answer carries it twice (text and structuredContent),
 # about 2 MB: the size of the review's "large answers".
 LARGE_CHARACTERS: Final = 1_000_000
 _LARGE: Final = {"text": "x" * LARGE_CHARACTERS}
 DEMO_KEY: Final = "legit-key"  # soak.py's LEGIT_KEY
+# About 0.5 MB of route response: a task's result carries it twice, about 1 MB, under
+# Tasks.max_result_bytes.
+_REPORT: Final = {"text": "r" * (LARGE_CHARACTERS // 2)}
 
 
 def demo_key(headers: Mapping[str, str]) -> bool:
@@ -49,6 +52,7 @@ def create_app() -> FastAPI:
     app.add_api_route("/small", small, methods=["GET"], summary="A small answer")
     app.add_api_route("/notes", list_notes, methods=["GET"], summary="List the notes")
     app.add_api_route("/frames", frames, methods=["GET"], summary="A stream of large frames")
+    app.add_api_route("/report", report, methods=["GET"], summary="A report, run as a task")
     return app
 
 
@@ -74,6 +78,13 @@ async def small() -> dict[str, bool]:
 async def list_notes() -> list[dict[str, Any]]:
     """Every note: a read-only tool whose answer is about 180 kB."""
     return NOTES
+
+
+@mcp_tool(task="required")
+async def report(ctx: Annotated[ToolContext, Depends()]) -> dict[str, str]:
+    """A task at once, whose result is about 1 MB: kept for the client to fetch."""
+    await ctx.start_task()
+    return _REPORT
 
 
 @mcp_tool(stream=True)

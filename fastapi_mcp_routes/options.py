@@ -123,10 +123,10 @@ DEFAULT_MAX_TASKS_PER_CALLER: Final = 16
 DEFAULT_MAX_TASKS: Final = 1000
 # A finished task's result is kept until its time to live ends (in Redis, with a shared store).
 DEFAULT_MAX_TASK_RESULT_BYTES: Final = 1024 * 1024
-# Bytes of kept results: a caller's every task may keep the largest result; in all, a flood of
-# anonymous callers holds at most half of 256 MiB (a few hundred MB of one process's memory).
+# Bytes of kept results: a caller's every task may keep the largest result; in all, room for
+# eight such callers, of which a flood of anonymous callers holds at most half.
 DEFAULT_MAX_RESULT_BYTES_PER_CALLER: Final = DEFAULT_MAX_TASKS_PER_CALLER * DEFAULT_MAX_TASK_RESULT_BYTES
-DEFAULT_MAX_KEPT_RESULT_BYTES: Final = 256 * 1024 * 1024
+DEFAULT_MAX_KEPT_RESULT_BYTES: Final = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
