@@ -68,7 +68,7 @@ SAMPLE_EVERY_S: Final = 0.05
 PROBE_EVERY_S: Final = 0.1
 SETTLE_S: Final = 1.0
 # The bound a refusal names: "(Limits.max_x)", or "(the share of Limits.max_x anonymous callers may hold)".
-BOUND: Final = re.compile(r"\((?:the share of )?(?:Limits|Sessions)\.\w+[^)]{0,60}\)")
+BOUND: Final = re.compile(r"\((?:the share of )?(?:Limits|Sessions|Tasks)\.\w+[^)]{0,60}\)")
 EVENT_ID: Final = re.compile(rb"^id: ([0-9]+)\.", re.MULTILINE)
 
 # The scale of each attack: the review's, where it fits in about a minute on 2 cores.
@@ -107,6 +107,10 @@ SYNC_WORKERS: Final = 8
 SYNC_PROBE_S: Final = 5.0  # how long a sync REST route is timed once they are cancelled
 TASKS_VERSION: Final = "2026-07-28"
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+TASK_ADDRESSES: Final = 50  # x 16 made-up keys: 800 tasks of about 1 MB results
+TASK_KEYS: Final = 16
+LEGIT_TASKS: Final = 16  # Tasks.max_per_caller: an honest caller's every task
+TASK_POLL_S: Final = 0.05
 REQUEST_IDS: Final = itertools.count(1)  # a pinned call keeps its id busy: each call a new one
 
 
@@ -344,6 +348,62 @@ async def stream_samples(port: int) -> Outcome:
         pipe.close()
 
     await in_parallel(client(n) for n in range(SAMPLE_CLIENTS))
+    return outcome
+
+
+def task_request(port: int, method: str, params: Mapping[str, Any], key: str) -> bytes:
+    """`tasks_request` as bytes on the wire, with an x-api-key."""
+    headers, body = tasks_request(method, params, next(REQUEST_IDS))
+    return http_request(port, "POST", "/mcp", headers | {"x-api-key": key}, body)
+
+
+async def run_tasks(pipe: Pipe, key: str, count: int) -> list[str]:
+    """Start `count` report tasks under `key`, then wait for each to end; what each kept."""
+    started = []
+    for _ in range(count):
+        reply = await pipe.send(task_request(pipe.port, "tools/call", {"name": "report", "arguments": {}}, key))
+        result = reply.json().get("result", {}) if reply is not None and reply.status == 200 else {}
+        if result.get("resultType") == "task":
+            started.append(result["taskId"])
+        elif reply is not None:
+            return [label(reply)] * count
+    return [await task_end(pipe, key, task_id) for task_id in started]
+
+
+async def task_end(pipe: Pipe, key: str, task_id: str) -> str:
+    """Poll a task until it ends: whether its result is kept, or what stands in for it."""
+    request = task_request(pipe.port, "tasks/get", {"taskId": task_id}, key)
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while time.monotonic() < deadline:
+        reply = await pipe.send(request)
+        task = reply.json().get("result", {}) if reply is not None and reply.status == 200 else {}
+        if task.get("status") not in ("working", "input_required"):
+            break
+        await asyncio.sleep(TASK_POLL_S)
+    result = task.get("result", {})
+    if task.get("status") == "completed" and not result.get("isError"):
+        return "results kept"
+    said = BOUND.search(str(result.get("content", "")))
+    return f"results let go ({said.group()[1:-1] if said else task.get('status')})"
+
+
+async def kept_results(port: int) -> Outcome:
+    """800 tasks with results of about 1 MB, under made-up x-api-keys from 50 addresses (16
+    each, one at a time per address); then the legitimate caller runs its 16."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def address(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        for index in range(TASK_KEYS):
+            got.update(await run_tasks(pipe, f"made-up-{n}-{index}", 1))
+        pipe.close()
+
+    await in_parallel(address(n) for n in range(TASK_ADDRESSES))
+    pipe = Pipe(port, HOST, got)
+    mine = Counter(await run_tasks(pipe, LEGIT_KEY, LEGIT_TASKS))
+    pipe.close()
+    outcome.legit = f"its {LEGIT_TASKS} tasks: {got_text(mine)}"
     return outcome
 
 
@@ -1075,6 +1135,11 @@ ATTACKS: Final = (
         "7b. Stream samples: 50 at once of 1 MB frames (anonymous, 10 addresses)",
         "peaked at 2.7 GB; legit max 6 s",
         stream_samples,
+    ),
+    Attack(
+        "8. Kept task results: 800 tasks of 1 MB results (made-up x-api-keys, 50 addresses)",
+        "held 781 MB; anonymous callers alone about 500 MB",
+        kept_results,
     ),
     Attack(
         "9. Idle streams: 500 anonymous GET streams from 32 addresses beside a REST writer",

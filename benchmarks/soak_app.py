@@ -34,6 +34,9 @@ from fastapi_mcp_routes import Limits, ToolContext, mcp_resource, mcp_routes, mc
 LARGE_CHARACTERS: Final = 1_000_000
 _LARGE: Final = {"text": "x" * LARGE_CHARACTERS}
 DEMO_KEY: Final = "legit-key"  # soak.py's LEGIT_KEY
+# About 0.5 MB of route response: a task's result carries it twice, about 1 MB, under
+# Tasks.max_result_bytes.
+_REPORT: Final = {"text": "r" * (LARGE_CHARACTERS // 2)}
 
 
 def demo_key(headers: Mapping[str, str]) -> bool:
@@ -68,6 +71,7 @@ def create_app() -> FastAPI:
     app.add_api_route("/notes/{note_id}", read_note, methods=["GET"], summary="A note")
     app.add_api_route("/notes/{note_id}", write_note, methods=["PUT"], summary="Write a note")
     app.add_api_route("/progress", progress, methods=["POST"], summary="A task that reports its steps")
+    app.add_api_route("/report", report, methods=["GET"], summary="A report, run as a task")
     return app
 
 
@@ -93,6 +97,13 @@ async def small() -> dict[str, bool]:
 async def list_notes() -> list[dict[str, Any]]:
     """Every note: a read-only tool whose answer is about 180 kB."""
     return NOTES
+
+
+@mcp_tool(task="required")
+async def report(ctx: Annotated[ToolContext, Depends()]) -> dict[str, str]:
+    """A task at once, whose result is about 1 MB: kept for the client to fetch."""
+    await ctx.start_task()
+    return _REPORT
 
 
 @mcp_tool(stream=True)

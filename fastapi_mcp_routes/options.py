@@ -134,6 +134,10 @@ DEFAULT_MAX_TASKS_PER_CALLER: Final = 16
 DEFAULT_MAX_TASKS: Final = 1000
 # A finished task's result is kept until its time to live ends (in Redis, with a shared store).
 DEFAULT_MAX_TASK_RESULT_BYTES: Final = 1024 * 1024
+# Bytes of kept results: a caller's every task may keep the largest result; in all, room for
+# eight such callers, of which a flood of anonymous callers holds at most half.
+DEFAULT_MAX_RESULT_BYTES_PER_CALLER: Final = DEFAULT_MAX_TASKS_PER_CALLER * DEFAULT_MAX_TASK_RESULT_BYTES
+DEFAULT_MAX_KEPT_RESULT_BYTES: Final = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +158,14 @@ class Tasks:
             runs, an optional task answers directly and a required one is refused.
         max_result_bytes: the largest result a task keeps; a larger one ends the task with an
             `isError` result saying so.
+        max_result_bytes_per_caller, max_kept_result_bytes: bytes of finished tasks' results
+            kept, per caller and in all; callers without verified credentials may hold three
+            quarters of the total, anonymous ones half, callers with credentials all but a
+            tenth. A result past one is kept by letting go of finished results: the caller's
+            own oldest first, then the oldest of the most crowded trust, never one of a caller
+            trusted more, never a running task. A task whose result was let go stays
+            `completed`, its result an `isError` result naming the bound; one whose result finds
+            no room ends with such a result at once.
         lease_s: with a shared store, the lease the process running a task holds on it in the
             store, renewed every third of this; once it lapses (this long after the process
             died) a `tasks/get` from any process ends the task `failed`. Every process of a
@@ -167,6 +179,8 @@ class Tasks:
     max_per_caller: int = DEFAULT_MAX_TASKS_PER_CALLER
     max_tasks: int = DEFAULT_MAX_TASKS
     max_result_bytes: int = DEFAULT_MAX_TASK_RESULT_BYTES
+    max_result_bytes_per_caller: int = DEFAULT_MAX_RESULT_BYTES_PER_CALLER
+    max_kept_result_bytes: int = DEFAULT_MAX_KEPT_RESULT_BYTES
     lease_s: float = DEFAULT_TASK_LEASE_S
 
     def __post_init__(self) -> None:
@@ -177,6 +191,18 @@ class Tasks:
         _check_count("Tasks.max_per_caller", self.max_per_caller)
         _check_count("Tasks.max_tasks", self.max_tasks)
         _check_count("Tasks.max_result_bytes", self.max_result_bytes, "bytes")
+        _check_count("Tasks.max_result_bytes_per_caller", self.max_result_bytes_per_caller, "bytes")
+        _check_count("Tasks.max_kept_result_bytes", self.max_kept_result_bytes, "bytes")
+        if self.max_result_bytes > self.max_result_bytes_per_caller:
+            raise ValueError(
+                "Tasks.max_result_bytes must not exceed Tasks.max_result_bytes_per_caller (a result that large "
+                f"could never be kept), got {self.max_result_bytes!r} > {self.max_result_bytes_per_caller!r}"
+            )
+        if self.max_result_bytes_per_caller > self.max_kept_result_bytes:
+            raise ValueError(
+                "Tasks.max_result_bytes_per_caller must not exceed Tasks.max_kept_result_bytes, got "
+                f"{self.max_result_bytes_per_caller!r} > {self.max_kept_result_bytes!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

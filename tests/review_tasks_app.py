@@ -2,7 +2,8 @@
 
 Imported by each uvicorn process (run from the project's root), never by a test module. It takes
 the secret and a Redis store from the environment, as tests/workers_app.py does, and the task
-bounds from `REVIEW_MAX_PER_CALLER` and `REVIEW_MAX_TASKS`. It checks keys of the form
+bounds from `REVIEW_MAX_PER_CALLER`, `REVIEW_MAX_TASKS`, `REVIEW_RESULT_BYTES_PER_CALLER` and
+`REVIEW_KEPT_RESULT_BYTES`. It checks keys of the form
 `Bearer checked-<account>` (`Limits.verify_credentials`); any other key is made up.
 """
 
@@ -25,9 +26,13 @@ NAME_SCHEMA: Final = {"type": "object", "properties": {"name": {"type": "string"
 
 app = FastAPI(title="Review of tasks")
 app.add_middleware(WorkerPid)
+result_bytes_per_caller = int(os.environ.get("REVIEW_RESULT_BYTES_PER_CALLER", str(16 * 1024 * 1024)))
 tasks = Tasks(
     max_per_caller=int(os.environ.get("REVIEW_MAX_PER_CALLER", "16")),
     max_tasks=int(os.environ.get("REVIEW_MAX_TASKS", "1000")),
+    max_result_bytes=min(1024 * 1024, result_bytes_per_caller),
+    max_result_bytes_per_caller=result_bytes_per_caller,
+    max_kept_result_bytes=int(os.environ.get("REVIEW_KEPT_RESULT_BYTES", str(256 * 1024 * 1024))),
 )
 
 
@@ -53,6 +58,14 @@ async def forever(ctx: Context) -> dict[str, Any]:
     await ctx.start_task()
     await anyio.sleep_forever()
     return {}  # pragma: no cover - never reached
+
+
+@mcp_tool(task="required")
+@app.get("/report")
+async def report(ctx: Context, size: int = 10_000) -> dict[str, str]:
+    """A required task whose result carries `size` characters (twice: as text and as structure)."""
+    await ctx.start_task()
+    return {"text": "r" * size}
 
 
 @mcp_tool(task="required")

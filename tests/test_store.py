@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import pytest
 
-from fastapi_mcp_routes.store.base import Holder, SessionBounds, SessionRecord, TaskBounds, TaskRecord, Trust
+from fastapi_mcp_routes.store.base import (
+    Holder,
+    ResultBounds,
+    SessionBounds,
+    SessionRecord,
+    TaskBounds,
+    TaskRecord,
+    Trust,
+)
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.store.policy import (
     Admission,
     credentialed_share,
     crowded_first,
     holder_of,
+    result_admission,
     session_admission,
     share_holders,
     shares,
@@ -98,7 +107,19 @@ def test_sessions_and_tokens_make_room_until_it_is_made_tasks_push_out_only_fini
 def test_an_admission_reaches_the_lua_as_integers_in_the_order_it_reads_them() -> None:
     bounds = ((Trust.ANONYMOUS, Trust.VERIFIED, 8), (Trust.ANONYMOUS, Trust.CLAIMED, 6))
     admission = Admission(2, bounds, (4, 6, 8), Trust.CLAIMED, finished_only=True, until_room=False)
-    assert admission.terms() == (2, 1, 1, 0, 4, 6, 8, 2, 0, 2, 8, 0, 1, 6)
+    assert admission.terms() == (2, 1, 1, 0, 1, 4, 6, 8, 2, 0, 2, 8, 0, 1, 6)
+
+
+def test_a_result_is_admitted_by_its_bytes_under_the_shares_tasks_have() -> None:
+    made = TaskRecord("t1", b"alice", Trust.ANONYMOUS, "notes_create", "9f2c", "completed", 0, 0, 60_000)
+    result = result_admission(made, 300, ResultBounds(max_per_owner=500, max_total=1000))
+    assert result.bounds == (
+        (Trust.ANONYMOUS, Trust.VERIFIED, 1000),
+        (Trust.ANONYMOUS, Trust.CLAIMED, 750),
+        (Trust.ANONYMOUS, Trust.ANONYMOUS, 500),
+    )
+    assert (result.per_owner, result.weight, result.finished_only, result.until_room) == (500, 300, False, True)
+    assert result.terms()[:5] == (500, 0, 0, 1, 300)
 
 
 @pytest.mark.anyio

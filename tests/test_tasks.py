@@ -595,6 +595,15 @@ INVALID_OPTIONS: dict[str, tuple[Callable[[], object], str]] = {
     "max_per_caller of 0": (lambda: Tasks(max_per_caller=0), "Tasks.max_per_caller"),
     "max_tasks of 0": (lambda: Tasks(max_tasks=0), "Tasks.max_tasks"),
     "max_result_bytes of 0": (lambda: Tasks(max_result_bytes=0), "Tasks.max_result_bytes"),
+    "max_result_bytes past max_result_bytes_per_caller": (
+        lambda: Tasks(max_result_bytes=2000, max_result_bytes_per_caller=1000),
+        "Tasks.max_result_bytes must not exceed Tasks.max_result_bytes_per_caller",
+    ),
+    "max_result_bytes_per_caller past max_kept_result_bytes": (
+        lambda: Tasks(max_result_bytes=100, max_result_bytes_per_caller=2000, max_kept_result_bytes=1000),
+        "Tasks.max_kept_result_bytes",
+    ),
+    "max_kept_result_bytes of 0": (lambda: Tasks(max_kept_result_bytes=0), "Tasks.max_kept_result_bytes"),
     "an infinite poll_interval_s": (lambda: Tasks(poll_interval_s=float("inf")), "Tasks.poll_interval_s"),
     "a lease_s of 0": (lambda: Tasks(lease_s=0), "Tasks.lease_s"),
     "task='sometimes'": (lambda: mcp_tool(task="sometimes"), "'task'"),

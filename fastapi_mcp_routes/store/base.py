@@ -24,8 +24,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
+# Which bound refused a newcomer: its owner's, or a total (or a share of one).
+Refusal = Literal["owner", "total"]
 # What a used token's value becomes: a second use can then be told from one never issued.
 USED: Final = b"\x00used"
 # Messages a listener has not read yet, by default: a reply topic gets one message, a stream's
@@ -104,6 +106,9 @@ class TaskRecord:
     # Who may see it: a keyed hash of the caller's credentials, else its address; empty, the owner.
     # It differs from `owner` for credentials the endpoint cannot check, which may be made up.
     caller: bytes = b""
+    # Which bound let go of its result to make room for newer ones ("owner" or "total"): its
+    # `outcome` is then gone, and the task answers with a failure naming the bound.
+    released: str | None = None
 
     @property
     def seen_by(self) -> bytes:
@@ -122,6 +127,16 @@ class TaskBounds:
 
     max_per_owner: int
     max_tasks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultBounds:
+    """Bytes of finished tasks' results kept, per owner and in all; of all, callers trusted less
+    may hold only their share (store/policy.py, `trust_bounds`). Room for a new result is made
+    by letting go of finished results, never by touching a running task."""
+
+    max_per_owner: int
+    max_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +316,18 @@ class TaskStore(Shared, Protocol):
     async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
         """Replace a task's record when it is still `replacing` (compare-and-set, as
         `save_session`); its time to live runs on. `False` when it changed or is gone."""
+        ...
+
+    async def end_task(
+        self, record: TaskRecord, replacing: TaskRecord, size: int, bounds: ResultBounds
+    ) -> bool | Refusal:
+        """Save a task's end (`record` ended, `size` the bytes its result weighs) when it is
+        still `replacing`, as `save_task`, keeping its result within `bounds`. Room is made by
+        letting go of finished results (the record stays, its outcome dropped and `released`
+        naming the bound): past the owner's bound its own oldest first, past the total (or the
+        share of it the owner's trust may fill) the oldest of the most crowded trust, never one
+        trusted more. `True` when saved; `False` when it changed or is gone; `"owner"` or
+        `"total"` when no room could be made: nothing is saved (save a smaller end instead)."""
         ...
 
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:

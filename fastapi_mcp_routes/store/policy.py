@@ -16,8 +16,12 @@ Only a credential the endpoint can check ranks above anonymous (`holder_of`): a 
 `auth=`, or credentials `Limits.verify_credentials` accepts. Anything else a caller sends is
 free to make up, so it weighs what no credential weighs.
 
+Kept task results are bounded the same way in bytes: each record weighs its size
+(`result_admission`), and what goes is a finished task's result, let go (the task stays, saying
+so), never a running task.
+
 What differs from one family to another is data, an `Admission` made by `session_admission`,
-`token_admission` or `task_admission`. A backend only executes it, with one routine for every
+`token_admission`, `task_admission` or `result_admission`. A backend only executes it, with one routine for every
 family: `MemoryStore` with `Ranks.admit` (store/memory.py), `RedisStore` with the Lua function
 `admit` (store/redis/scripts.py), which gets the admission as script arguments
 (`Admission.terms`). What "oldest" means in a total is the order a backend ranks the family's
@@ -28,13 +32,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
-from fastapi_mcp_routes.store.base import Holder, SessionBounds, SessionRecord, TaskBounds, TaskRecord, Trust
+from fastapi_mcp_routes.store.base import (
+    Holder,
+    ResultBounds,
+    SessionBounds,
+    SessionRecord,
+    TaskBounds,
+    TaskRecord,
+    Trust,
+)
 
-# Which bound refused a newcomer: its owner's, or a total (or a share of one).
-Refusal = Literal["owner", "total"]
-# Records of trust `lowest` to `highest` that may be kept, at most `limit`.
+# Records of trust `lowest` to `highest` that may be kept, at most `limit` (of their weight).
 Bound = tuple[Trust, Trust, int]
 
 # The share of a total that callers of each trust, and those trusted less, may fill.
@@ -172,13 +182,15 @@ class Tally:
 class Admission:
     """How one new record is let in under its family's bounds, for a backend to execute.
 
-    First the owner's bound: while the owner holds `per_owner` records, its oldest goes (with
-    `finished_only`, its oldest finished one; with none, the newcomer is refused: `"owner"`).
-    Then each of `bounds` in turn, `(lowest, highest, limit)`: while `limit` records of trust
-    `lowest` to `highest` are kept, a record of that range goes, never one trusted more than
-    `trust` (with none, refused: `"total"`). Of the trusts it may push out, the one holding the
-    most for its quota goes first (`quotas`, by trust; the lower trust on a tie), its oldest
-    record first. Without `until_room`, at most one record goes per full bound."""
+    Records weigh 1 each, or, for a family bounded in bytes, their size: the newcomer weighs
+    `weight`. First the owner's bound: while what the owner holds and the newcomer would pass
+    `per_owner`, its oldest record goes (with `finished_only`, its oldest finished one; with
+    none, the newcomer is refused: `"owner"`). Then each of `bounds` in turn, `(lowest,
+    highest, limit)`: while what records of trust `lowest` to `highest` weigh and the newcomer
+    would pass `limit`, a record of that range goes, never one trusted more than `trust` (with
+    none, refused: `"total"`). Of the trusts it may push out, the one holding the most for its
+    quota goes first (`quotas`, by trust; the lower trust on a tie), its oldest record first.
+    Without `until_room`, at most one record goes per full bound."""
 
     per_owner: int
     bounds: tuple[Bound, ...]  # the total first, then the shares of it
@@ -186,11 +198,12 @@ class Admission:
     trust: Trust  # the newcomer's: a record trusted more is never pushed out for it
     finished_only: bool  # only finished records may go (a running task never does)
     until_room: bool
+    weight: int = 1  # the newcomer's: 1 for a record counted, its bytes for a result
 
     def terms(self) -> tuple[int, ...]:
         """The admission as integers, in the order the Lua `admit` reads them."""
         triples = (int(value) for bound in self.bounds for value in bound)
-        flags = (int(self.finished_only), int(self.until_room))
+        flags = (int(self.finished_only), int(self.until_room), self.weight)
         return (self.per_owner, int(self.trust), *flags, *self.quotas, len(self.bounds), *triples)
 
 
@@ -243,3 +256,14 @@ def task_admission(record: TaskRecord, bounds: TaskBounds) -> Admission:
     crowded trust that finished first; callers trusted less fill only their share of
     `max_tasks`, callers with credentials all but the floor kept for anonymous callers."""
     return _admission(bounds.max_per_owner, bounds.max_tasks, record.trust, capped=True, finished_only=True)
+
+
+def result_admission(record: TaskRecord, size: int, bounds: ResultBounds) -> Admission:
+    """A task's result of `size` bytes is kept by letting go of finished results (every kept
+    result is one): the owner's oldest past `max_per_owner`, then, past `max_total` or the
+    share of it the owner's trust may fill, the oldest of the most crowded trust; callers
+    trusted less fill only their share, callers with credentials all but the floor kept for
+    anonymous callers, as for tasks."""
+    bounds_of = _bounds(bounds.max_total, record.trust, capped=True)
+    quotas = _quotas(bounds.max_total, capped=True)
+    return Admission(bounds.max_per_owner, bounds_of, quotas, record.trust, False, until_room=True, weight=size)

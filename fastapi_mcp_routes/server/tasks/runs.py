@@ -45,7 +45,7 @@ from fastapi_mcp_routes.server.tasks.records import (
     ended,
     now_ms,
 )
-from fastapi_mcp_routes.store.base import Holder, TaskBounds, TaskRecord
+from fastapi_mcp_routes.store.base import Holder, ResultBounds, TaskBounds, TaskRecord
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from fastapi_mcp_routes.wire.errors import (
@@ -186,7 +186,8 @@ class TaskRuns:
     def __init__(self, *, deployment: Deployment, options: Tasks) -> None:
         self.deployment = deployment
         self.store = deployment.store
-        self.book = TaskBook(deployment.store)
+        results = ResultBounds(options.max_result_bytes_per_caller, options.max_kept_result_bytes)
+        self.book = TaskBook(deployment.store, results)
         self._options = options
         self._bounds = TaskBounds(options.max_per_caller, options.max_tasks)
         self._lease_s = options.lease_s
@@ -270,8 +271,8 @@ class TaskRuns:
             updated_ms=now,
             ttl_ms=max(1, round(run.ttl_s * 1000)),
         )
-        if isinstance(run.ended, Ran):  # a required task that answered at once: kept ended
-            record = ended(record, "completed", self._kept_result(run.ended), None)
+        # A required task that answered at once is kept, then ended with its result.
+        finished = run.ended if isinstance(run.ended, Ran) else None
         try:
             refused = await self.store.put_task(record, self._bounds)
             if refused is not None and await self.reap(record.owner if refused == "owner" else None):
@@ -286,6 +287,12 @@ class TaskRuns:
             return None
         # Kept: the call is the task's from here on, before anything else can fail or wait.
         run.task_id = record.id
+        if finished is not None:
+            try:
+                record = await self.book.keep_result(record.id, *self._kept_result(finished)) or record
+            finally:
+                run.settled.set()
+            return Ran(created(record, self.poll_ms), "task")
         if not record.ended:
             self._runs[record.id] = run
             # The request no longer owns the call: the client going away cancels nothing, and
@@ -350,8 +357,7 @@ class TaskRuns:
             return
         try:
             if isinstance(outcome, Ran):
-                result = self._kept_result(outcome)
-                await self.book.change(task_id, lambda record: ended(record, "completed", result, None))
+                await self.book.keep_result(task_id, *self._kept_result(outcome))
             elif isinstance(outcome, CallCancelled):
                 await self.book.change(task_id, lambda record: ended(record, "cancelled", None, None))
             else:
@@ -366,14 +372,16 @@ class TaskRuns:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_s / 2):
                     await self.store.release(_lease(task_id), self._me)
 
-    def _kept_result(self, ran: Ran) -> Mapping[str, Any]:
+    def _kept_result(self, ran: Ran) -> tuple[Mapping[str, Any], int]:
+        """The result a task keeps, and its bytes as JSON (what it weighs among kept results)."""
         size = len(dumps(ran.result))
         if size <= self._options.max_result_bytes:
-            return ran.result
-        return error_result(
+            return ran.result, size
+        refusal = error_result(
             f"The tool's result ({size:,} bytes) is larger than a task keeps "
             f"({self._options.max_result_bytes:,} bytes, Tasks.max_result_bytes)."
         )
+        return refusal, len(dumps(refusal))
 
     def _full_text(self) -> str:
         return (

@@ -55,6 +55,7 @@ def read_task(raw: bytes) -> TaskRecord:
         answers=_field(fields, "answers", _optional_object, None),
         outcome=_field(fields, "outcome", _optional_object, None),
         caller=_field(fields, "caller", _hex, b""),
+        released=_field(fields, "released", _released, None),
     )
 
 
@@ -121,6 +122,12 @@ def _integer(value: object) -> int:
 
 def _trust(value: object) -> Trust:
     return Trust(_integer(value))
+
+
+def _released(value: object) -> str | None:
+    if value is not None and value not in ("owner", "total"):
+        raise ValueError
+    return _optional_string(value)
 
 
 def _status(value: object) -> str:

@@ -21,6 +21,10 @@ prefix inside the scripts (so a single Redis, not a Redis Cluster). The layout, 
                                   t:<id> its holder's trust
     tasks:expiry           zset   id -> its end (ms)
     tasks:ended            zset   id -> trust band + seq of its ending (finished tasks only)
+    tasks:results          zset   id -> trust band + seq of its ending (finished tasks whose result
+                                  is kept); in `tasks`: w<trust> bytes kept of that trust, w:<id>
+                                  a result's bytes, wo:<hex> an owner's
+    tasks:results:<hex>    zset   id -> seq of its ending, an owner's kept results
     tasks:owner:<hex>      zset   id -> seq of its making
     task:<id>              string the record (JSON)
     claim:<name>           hash   h holder, d end (ms)
@@ -99,16 +103,24 @@ end
 
 -- Makes room for one new record of a family as the `Admission` in ARGV from `first` on says
 -- (`Admission.terms`). `family`: `mine` the zset of the owner's records (by their making),
--- `ranked` the zset of the records a total may push out, `count(low, high)` the records of
--- trust `low` to `high`, `drop(id)` forgets a record. Returns 0 with room made, 1 when the
--- owner's bound left none, 2 when a total (or a share of one) did.
+-- `ranked` the zset of the records a total may push out, `count(low, high)` what the records
+-- of trust `low` to `high` weigh, `held()` what the owner's weigh (unless each weighs 1),
+-- `drop(id, bound)` forgets a record for 'owner' or 'total'. Returns 0 with room made, 1 when
+-- the owner's bound left none, 2 when a total (or a share of one) did.
 local function admit(family, first)
   local per_owner, ceiling = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
   local finished_only, until_room = ARGV[first + 2] == '1', ARGV[first + 3] == '1'
-  local quotas = {tonumber(ARGV[first + 4]), tonumber(ARGV[first + 5]), tonumber(ARGV[first + 6])}
+  local weight = tonumber(ARGV[first + 4])
+  local quotas = {tonumber(ARGV[first + 5]), tonumber(ARGV[first + 6]), tonumber(ARGV[first + 7])}
+  local bounds = tonumber(ARGV[first + 8])
+  -- No room could be made: nothing is pushed out for it.
+  if weight > per_owner then return 1 end
+  for i = 1, bounds do
+    if weight > tonumber(ARGV[first + 8 + 3 * i]) then return 2 end
+  end
   while true do
-    local held = redis.call('ZCARD', family.mine)
-    if held == 0 or held < per_owner then break end
+    local held = family.held and family.held() or redis.call('ZCARD', family.mine)
+    if held + weight <= per_owner then break end
     local victim = nil
     for _, id in ipairs(redis.call('ZRANGE', family.mine, 0, finished_only and -1 or 0)) do
       if not finished_only or redis.call('ZSCORE', family.ranked, id) then
@@ -117,18 +129,17 @@ local function admit(family, first)
       end
     end
     if not victim then return 1 end
-    family.drop(victim)
+    family.drop(victim, 'owner')
     redis.call('ZREM', family.mine, victim)
     if not until_room then break end
   end
-  local bounds = tonumber(ARGV[first + 7])
   for i = 1, bounds do
-    local at = first + 5 + 3 * i
+    local at = first + 6 + 3 * i
     local low, high, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
-    while family.count(low, high) >= limit do
+    while family.count(low, high) + weight > limit do
       local victim = victim_of(family, quotas, low, math.min(high, ceiling))
       if not victim then return 2 end
-      family.drop(victim)
+      family.drop(victim, 'total')
       if not until_room then break end
     end
   end
@@ -288,14 +299,43 @@ _TASKS: Final = """
 local KMETA = P .. 'tasks'
 local KEXPIRY = P .. 'tasks:expiry'
 local KENDED = P .. 'tasks:ended'
+local KRESULTS = P .. 'tasks:results'
 local function task_key(id) return P .. 'task:' .. id end
 local function task_owner_key(owner) return P .. 'tasks:owner:' .. owner end
+local function result_owner_key(owner) return P .. 'tasks:results:' .. owner end
 local function live_task(id)
   local deadline = redis.call('ZSCORE', KEXPIRY, id)
   return deadline and tonumber(deadline) > NOW
 end
 
+-- Takes a kept result out of the bookkeeping of its bytes.
+local function forget_result(id)
+  local f = redis.call('HMGET', KMETA, 'w:' .. id, 'o:' .. id, 't:' .. id)
+  if not f[1] then return end
+  local weight = tonumber(f[1])
+  if f[3] then redis.call('HINCRBY', KMETA, 'w' .. f[3], int(-weight)) end
+  if f[2] then
+    redis.call('ZREM', result_owner_key(f[2]), id)
+    if redis.call('HINCRBY', KMETA, 'wo:' .. f[2], int(-weight)) <= 0 then redis.call('HDEL', KMETA, 'wo:' .. f[2]) end
+  end
+  redis.call('ZREM', KRESULTS, id)
+  redis.call('HDEL', KMETA, 'w:' .. id)
+end
+
+-- Drops a finished task's result to make room; the task stays, saying which bound let it go.
+local function let_go(id, bound)
+  forget_result(id)
+  local raw = redis.call('GET', task_key(id))
+  if raw then
+    local record = cjson.decode(raw)
+    record['outcome'] = cjson.null
+    record['released'] = bound
+    redis.call('SET', task_key(id), cjson.encode(record), 'KEEPTTL')
+  end
+end
+
 local function drop_task(id)
+  forget_result(id)
   redis.call('ZREM', KEXPIRY, id)
   redis.call('ZREM', KENDED, id)
   local owner = redis.call('HGET', KMETA, 'o:' .. id)
@@ -648,9 +688,49 @@ redis.call('ZADD', mine, seq, id)
 redis.call('HSET', KMETA, 'o:' .. id, owner, 't:' .. id, trust)
 redis.call('HINCRBY', KMETA, 'n' .. trust, 1)
 if ARGV[8] == '1' then mark_ended(id, trust) end
-local life = renew(KMETA, {KMETA, KEXPIRY, KENDED}, ttl)
+local life = renew(KMETA, {KMETA, KEXPIRY, KENDED, KRESULTS}, ttl)
 redis.call('PEXPIRE', mine, int(life))
 return 0
+""",
+)
+
+# ARGV: id, record, the record it replaces, owner, trust, ended (0/1), the result's bytes, then
+# the admission -> 0 not saved (changed or gone), 1 saved, 2 the owner's bound left no room,
+# 3 the total did (or a share of it)
+END_TASK: Final = _script(
+    _PRELUDE,
+    _ADMIT,
+    _TASKS,
+    """
+local id, owner, trust, size = ARGV[3], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[9])
+if not live_task(id) or redis.call('GET', task_key(id)) ~= ARGV[5] then return 0 end
+-- Results whose time is up hold no room (this task is live, so it stays).
+for _, expired in ipairs(redis.call('ZRANGE', KEXPIRY, '-inf', int(NOW), 'BYSCORE')) do drop_task(expired) end
+local mine = result_owner_key(owner)
+if size > 0 then
+  local family = {mine = mine, ranked = KRESULTS, drop = let_go}
+  function family.held() return tonumber(redis.call('HGET', KMETA, 'wo:' .. owner) or '0') end
+  function family.count(low, high)
+    local held = 0
+    for level = low, high do held = held + tonumber(redis.call('HGET', KMETA, 'w' .. level) or 0) end
+    return held
+  end
+  local refused = admit(family, 10)
+  if refused ~= 0 then return refused + 1 end
+end
+redis.call('SET', task_key(id), ARGV[4], 'KEEPTTL')
+if ARGV[8] == '1' then mark_ended(id, trust) end
+if size > 0 then
+  local seq = redis.call('HINCRBY', KMETA, 'seq', 1)
+  redis.call('ZADD', KRESULTS, int(trust * BAND + seq), id)
+  redis.call('ZADD', mine, seq, id)
+  redis.call('HSET', KMETA, 'w:' .. id, int(size))
+  redis.call('HINCRBY', KMETA, 'w' .. trust, int(size))
+  redis.call('HINCRBY', KMETA, 'wo:' .. owner, int(size))
+end
+local life = renew(KMETA, {KMETA, KEXPIRY, KENDED, KRESULTS}, 0)
+if size > 0 then redis.call('PEXPIRE', mine, int(life)) end
+return 1
 """,
 )
 
@@ -675,7 +755,7 @@ redis.call('SET', task_key(id), ARGV[4], 'KEEPTTL')
 if ARGV[7] == '1' then
   mark_ended(id, tonumber(ARGV[6]))
   -- The ended set may be new here (every task was running when last put): it expires with the rest.
-  renew(KMETA, {KMETA, KEXPIRY, KENDED}, 0)
+  renew(KMETA, {KMETA, KEXPIRY, KENDED, KRESULTS}, 0)
 end
 return 1
 """,
