@@ -341,8 +341,8 @@ BOUNDS = {
     # Unchecked credentials (no `auth=`) count against their address: bob, from alice's, is refused
     # too (tests/test_review_tasks.py has callers of other addresses and a signed-in one).
     "max_per_caller": ({"max_per_caller": 2}, ("alice", "alice"), "alice", None),
-    # Unchecked credentials (no `auth=`) may hold three quarters of max_tasks: 2 of 3.
-    "max_tasks": ({"max_tasks": 3}, ("alice", "bob"), "carol", None),
+    # Unchecked credentials (no `auth=`) count as none: anonymous callers may hold half of max_tasks, 2 of 4.
+    "max_tasks": ({"max_tasks": 4}, ("alice", "bob"), "carol", None),
 }
 
 
