@@ -81,10 +81,10 @@ DEFAULT_MAX_SUBSCRIPTIONS: Final = 64
 # names once each (a session keeps digests), so 1,000 streams of 64 such URIs hold at most 64 MiB.
 DEFAULT_MAX_URI_CHARS: Final = 1024
 # Route calls running at once (tool calls, reads, prompts, completions, tasks' routes), counted
-# in each process: an agent runs a handful in parallel, so sixteen per session and 64 per caller
-# are never met by honest use, while a caller hanging up on calls it leaves running is stopped
+# in each process: an agent runs a handful in parallel (a burst of twenty is seen), so 32 per
+# session and 64 per caller are not met by honest use, while a caller hanging up on calls it leaves running is stopped
 # long before they hold the process's memory and CPU.
-DEFAULT_MAX_CALLS_PER_SESSION: Final = 16
+DEFAULT_MAX_CALLS_PER_SESSION: Final = 32
 DEFAULT_MAX_CALLS_PER_CALLER: Final = 64
 DEFAULT_MAX_CALLS: Final = 1000
 # Sync (`def`) routes called as tools, running in threads at once: anyio's thread pool, which
@@ -249,10 +249,11 @@ class Limits:
             and a task's route until it ends), per session, per caller and in all; past one, the
             call is refused before it runs (-32029, HTTP 429 per session or caller, 503 in all,
             with Retry-After). Anonymous callers run at most half of `max_calls`, they and
-            callers with unchecked credentials three quarters.
+            callers with checked credentials (`verify_credentials`) three quarters, and callers
+            with credentials all but a tenth kept for anonymous callers.
         max_threads_per_caller, max_threads: sync (`def`) routes called over MCP running in
-            the thread pool at once, per caller and in all (shared as `max_calls` is); a call
-            past them waits for a thread, so REST's sync routes keep the rest of the pool.
+            the thread pool at once, per caller and in all (anonymous callers half, callers
+            without a verified principal three quarters); a call past them waits for a thread, so REST's sync routes keep the rest of the pool.
             `max_threads` is cut below the thread pool's size when the pool is smaller.
         rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`

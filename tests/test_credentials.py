@@ -124,3 +124,36 @@ def test_a_session_opened_with_one_key_is_not_found_with_another_key_of_the_same
         assert http.post("/mcp", json=rpc("ping"), headers=opened).status_code == 200
         other_key = {**opened, "x-api-key": "a2"}
         assert http.post("/mcp", json=rpc("ping"), headers=other_key).status_code == 404
+
+
+async def test_a_check_that_never_answers_ranks_nobody_higher_and_holds_no_request() -> None:
+    # Review of issue 29: an async check that hangs (a key service that accepts the connection
+    # and never answers) held every keyed MCP request forever; nothing bounds the wait.
+    import anyio
+
+    async def hangs(headers: Mapping[str, str]) -> str:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    with anyio.fail_after(WAIT_S):
+        assert await CredentialCheck(hangs, HEADERS).account(*key("a1")) is None
+
+
+async def test_a_burst_of_one_new_key_asks_the_check_once() -> None:
+    # Review of issue 29: concurrent requests with one credential not yet cached each ask the
+    # app's check (no single flight), so a burst multiplies the load on the key service.
+    import anyio
+
+    asked: list[str] = []
+
+    async def slow(headers: Mapping[str, str]) -> str:
+        asked.append(headers["x-api-key"])
+        await anyio.sleep(0.05)
+        return "acme"
+
+    check = CredentialCheck(slow, HEADERS)
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as group:
+            for _ in range(20):
+                group.start_soon(check.account, *key("a1"))
+    assert len(asked) == 1

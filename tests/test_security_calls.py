@@ -26,6 +26,7 @@ from fastapi_mcp_routes.wire.constants import SERVER_BUSY
 from fastapi_mcp_routes.wire.errors import ServerBusy
 from tests.support.apps import Context
 from tests.support.jsonrpc import HEADERS, final_message, open_session, rpc, tool_call
+from tests.support.sdk import mcp_client
 from tests.support.servers import connected, serve
 from tests.support.sse import iter_sse_messages, read_to_first_message
 from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
@@ -367,3 +368,41 @@ async def _open_async_session(http: httpx.AsyncClient) -> dict[str, str]:
 
 async def _append(results: list[dict[str, Any]], answer: Any) -> None:
     results.append(await answer)
+
+
+AGENT_BURST = 24  # an agent's parallel calls, more than the twenty the review saw refused at 16
+
+
+def test_an_agents_burst_of_parallel_calls_in_one_session_meets_no_bound_at_the_defaults() -> None:
+    app = FastAPI(title="Burst")
+    app.include_router(mcp_routes(app))
+    arrived = 0
+    everyone = anyio.Event()
+
+    @mcp_tool()
+    @app.get("/together")
+    async def together() -> dict[str, int]:
+        nonlocal arrived
+        arrived += 1
+        if arrived == AGENT_BURST:
+            everyone.set()
+        await everyone.wait()  # every call runs at once before any answers
+        return {"arrived": arrived}
+
+    async def burst(url: str) -> list[Any]:
+        async with mcp_client(url) as client:
+            results: list[Any] = []
+
+            async def one() -> None:
+                results.append(await client.call_tool("together", {}))
+
+            with anyio.fail_after(WAIT_S):
+                async with anyio.create_task_group() as calls:
+                    for _ in range(AGENT_BURST):
+                        calls.start_soon(one)
+            return results
+
+    with serve(app) as url:
+        results = anyio.run(burst, url)
+    assert len(results) == AGENT_BURST
+    assert not any(result.is_error for result in results)

@@ -101,7 +101,7 @@ class CredentialCheck:
                     answer = await answer
         except Exception:
             # The caller counts as anonymous: a failing check must not rank anyone higher.
-            self._log_failure("Limits.verify_credentials failed; its caller counts as anonymous", exc_info=True)
+            self._log_failure("Limits.verify_credentials failed; its caller counts as anonymous", logging.ERROR)
             return None, True
         if waited.cancelled_caught:
             self._log_failure(
@@ -120,11 +120,11 @@ class CredentialCheck:
         )
         return None, True
 
-    def _log_failure(self, message: str, *, exc_info: bool = False) -> None:
+    def _log_failure(self, message: str, level: int = logging.WARNING) -> None:
         now = self._clock()
         if now - self._failure_logged >= FAILURE_LOG_S:
             self._failure_logged = now
-            logger.warning(message, exc_info=exc_info)
+            logger.log(level, message, exc_info=level >= logging.ERROR)
 
 
 class _Pending:

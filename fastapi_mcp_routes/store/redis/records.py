@@ -67,6 +67,8 @@ def _object(raw: bytes) -> Mapping[str, Any]:
         fields = json.loads(raw)
     except ValueError as error:  # not JSON, or not UTF-8
         raise UnreadableRecord(f"not JSON ({error})") from None
+    except RecursionError:  # arrays nested deeper than the decoder goes
+        raise UnreadableRecord("JSON nested too deeply") from None
     if not isinstance(fields, dict):
         raise UnreadableRecord(f"a JSON {type(fields).__name__}, not an object")
     return fields
