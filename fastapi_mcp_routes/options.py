@@ -253,7 +253,8 @@ class Limits:
             with credentials all but a tenth kept for anonymous callers.
         max_threads_per_caller, max_threads: sync (`def`) routes called over MCP running in
             the thread pool at once, per caller and in all (anonymous callers half, callers
-            without a verified principal three quarters); a call past them waits for a thread, so REST's sync routes keep the rest of the pool.
+            without a verified principal three quarters); a call past them waits for a thread,
+            so REST's sync routes keep the rest of the pool.
             `max_threads` is cut below the thread pool's size when the pool is smaller.
         rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`

@@ -3,7 +3,7 @@ every byte given back."""
 
 from __future__ import annotations
 
-from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
+from fastapi_mcp_routes.server.budget import UNCOUNTED_BYTES, AnswerBudget, Holding
 from fastapi_mcp_routes.store.base import Holder, Trust
 
 ANONYMOUS = Holder(b"address\x00127.0.0.2", Trust.ANONYMOUS)
@@ -40,11 +40,20 @@ def test_anonymous_callers_fill_only_half_and_leave_the_rest_to_callers_trusted_
 
 
 def test_a_holding_gives_back_all_it_took_once_done() -> None:
-    budget = AnswerBudget(total=1000, per_caller=100)
+    budget = AnswerBudget(total=80 * UNCOUNTED_BYTES, per_caller=16 * UNCOUNTED_BYTES)
+    small = budget.uncounted
+    assert small == UNCOUNTED_BYTES
     with Holding(budget, ANONYMOUS) as holding:
-        assert holding.take(70) is None
-        assert holding.take(70) is not None  # refused: not counted
-        assert budget.held(ANONYMOUS) == 70
+        assert holding.take(small) is None
+        assert budget.held() == 0  # small answers are not counted
+        assert holding.take(1) is None  # past it, the whole answer is
+        assert budget.held(ANONYMOUS) == small + 1
+        assert holding.take(16 * small) is not None  # refused: not counted
+        assert budget.held(ANONYMOUS) == small + 1
     assert budget.held() == 0
     assert budget.held(ANONYMOUS) == 0
-    assert budget.take(ANONYMOUS, 100) is None
+    assert budget.take(ANONYMOUS, 16 * small) is None
+
+
+def test_the_uncounted_size_is_an_eighth_of_a_small_callers_bound() -> None:
+    assert AnswerBudget(total=1000, per_caller=800).uncounted == 100

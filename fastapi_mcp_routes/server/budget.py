@@ -20,6 +20,9 @@ from fastapi_mcp_routes.options import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_ANS
 from fastapi_mcp_routes.store.base import Holder
 from fastapi_mcp_routes.store.policy import Bound, Tally, bound_holders
 
+# An answer this small is not counted (`Holding`), nor one under an eighth of a caller's bound.
+UNCOUNTED_BYTES: Final = 64 * 1024
+_UNCOUNTED_PART: Final = 8
 _PER_CALLER: Final = "Limits.max_answer_bytes_per_caller"
 _TOTAL: Final = "Limits.max_answer_bytes"
 
@@ -28,13 +31,14 @@ class AnswerBudget:
     """Bytes of answers being built or written, per holder and in all (`Limits.max_answer_bytes`,
     `Limits.max_answer_bytes_per_caller`)."""
 
-    __slots__ = ("_held", "_per_caller", "_tally", "total")
+    __slots__ = ("_held", "_per_caller", "_tally", "total", "uncounted")
 
     def __init__(
         self, total: int = DEFAULT_MAX_ANSWER_BYTES, per_caller: int = DEFAULT_MAX_ANSWER_BYTES_PER_CALLER
     ) -> None:
         self.total = total
         self._per_caller = per_caller
+        self.uncounted = min(UNCOUNTED_BYTES, per_caller // _UNCOUNTED_PART)  # `Holding` counts past it
         self._held: dict[bytes, int] = {}
         self._tally = Tally(total)
 
@@ -48,11 +52,10 @@ class AnswerBudget:
         mine = self._held.get(owner, 0) + size
         if mine > self._per_caller:
             return f"this caller's answers being built or written would pass {self._per_caller:,} bytes ({_PER_CALLER})"
-        over = self._tally.over(holder.trust, size)
+        over = self._tally.take(holder.trust, size)
         if over is not None:
             return _total_refusal(over)
         self._held[owner] = mine
-        self._tally.add(holder.trust, size)
         return None
 
     def give_back(self, holder: Holder, size: int) -> None:
@@ -65,7 +68,7 @@ class AnswerBudget:
             self._held[owner] = left
         else:
             del self._held[owner]
-        self._tally.add(holder.trust, -size)
+        self._tally.give(holder.trust, size)
 
 
 def _total_refusal(bound: Bound) -> str:
@@ -78,25 +81,34 @@ def _total_refusal(bound: Bound) -> str:
 
 class Holding:
     """What one request holds of an `AnswerBudget`: taken as its answer grows, given back at once
-    when it is written or dropped."""
+    when it is written or dropped. An answer counts once it passes the budget's `uncounted`, then
+    from its first byte: smaller ones are many and brief, and the running calls' bounds bound them."""
 
-    __slots__ = ("budget", "holder", "size")
+    __slots__ = ("budget", "holder", "seen", "size")
 
     def __init__(self, budget: AnswerBudget, holder: Holder) -> None:
         self.budget = budget
         self.holder = holder
-        self.size = 0
+        self.seen = 0  # bytes of the answer so far
+        self.size = 0  # of them, held against the budget
 
     def take(self, size: int) -> str | None:
         """Hold `size` more bytes; `None` when held, else the refusal's reason."""
-        refused = self.budget.take(self.holder, size)
+        seen = self.seen = self.seen + size
+        if seen <= self.budget.uncounted:
+            return None
+        more = seen - self.size
+        refused = self.budget.take(self.holder, more)
         if refused is None:
-            self.size += size
+            self.size += more
+        else:
+            self.seen -= size
         return refused
 
     def release(self) -> None:
-        self.budget.give_back(self.holder, self.size)
-        self.size = 0
+        if self.size:
+            self.budget.give_back(self.holder, self.size)
+        self.seen = self.size = 0
 
     def __enter__(self) -> Holding:
         return self

@@ -54,20 +54,19 @@ class CallSlots:
         of_caller = callers.get(owner, 0)
         if of_caller >= self._per_caller:
             raise ServerBusy(_busy(f"this caller runs {of_caller}", "Limits.max_calls_per_caller"), 429)
-        over = self._tally.over(holder.trust, 1)
+        over = self._tally.take(holder.trust, 1)
         if over is not None:
             raise ServerBusy(_full(over), 503)
         if session_id is not None:
             sessions[session_id] = in_session + 1
         callers[owner] = of_caller + 1
-        self._tally.add(holder.trust, 1)
 
     def give_back(self, session_id: str | None, holder: Holder) -> None:
         """One running call of `holder` (in `session_id`) ended."""
         if session_id is not None:
             _decrement(self._sessions, session_id)
         _decrement(self._callers, holder.owner)
-        self._tally.add(holder.trust, -1)
+        self._tally.give(holder.trust, 1)
 
     def running(self, session_id: str | None = None, holder: Holder | None = None) -> int:
         """Calls running in a session, of a holder, or (with neither) in all."""

@@ -132,14 +132,15 @@ class ClientChannel(abc.ABC):
         principal: Any,
         identity: bytes,
         address: str = "",
-        account: bytes | None = None,
+        holder: Holder | None = None,
         call_slots: CallSlots | None = None,
     ) -> None:
         self.caller = caller  # what the route's own request inherits
         self.principal = principal  # what the endpoint's `auth` dependency returned
         self.identity = identity  # the caller's credentials, canonical: what state binds to
         self.address = address  # the client's network address, as the server sees it
-        self.account = account  # whom `Limits.verify_credentials` found the credentials to be
+        # Whom what the caller holds counts against (store/policy.py): found once, read per bound.
+        self.holder = holder if holder is not None else holder_of(identity, address, principal)
         self.call_slots = call_slots  # the process's running calls; None: not bounded
         self.emit: Emit | None = None  # the request's own SSE stream, when the client reads one
         self._own_calls: dict[RequestId, anyio.CancelScope] = {}
@@ -163,10 +164,6 @@ class ClientChannel(abc.ABC):
         """Whom what the caller is given belongs to (a confirmation token): the credentials,
         else (anonymous) the client's address, so anonymous callers are not all one caller."""
         return self.identity or address_key(self.address)
-
-    @property
-    def holder(self) -> Holder:
-        return holder_of(self.identity, self.address, self.principal, self.account)
 
     def start_call(
         self, request: Request, tool: Tool, arguments: Mapping[str, Any]
@@ -277,7 +274,7 @@ class SessionChannel(ClientChannel):
         session: SessionRecord | None = None,
         sessions: SessionManager | None = None,
         address: str = "",
-        account: bytes | None = None,
+        holder: Holder | None = None,
         call_slots: CallSlots | None = None,
     ) -> None:
         super().__init__(
@@ -285,7 +282,7 @@ class SessionChannel(ClientChannel):
             principal=principal,
             identity=identity,
             address=address,
-            account=account,
+            holder=holder,
             call_slots=call_slots,
         )
         self.protocol_version = protocol_version
@@ -415,7 +412,7 @@ class StatelessChannel(ClientChannel):
         sealer: RequestStateSealer,
         shaper: ResultShaper,
         address: str = "",
-        account: bytes | None = None,
+        holder: Holder | None = None,
         call_slots: CallSlots | None = None,
     ) -> None:
         super().__init__(
@@ -423,7 +420,7 @@ class StatelessChannel(ClientChannel):
             principal=principal,
             identity=identity,
             address=address,
-            account=account,
+            holder=holder,
             call_slots=call_slots,
         )
         self.protocol_version = envelope.version
@@ -528,14 +525,14 @@ class Channels:
         address: str,
         protocol_version: str,
         session: SessionRecord | None,
-        account: bytes | None = None,
+        holder: Holder | None = None,
     ) -> SessionChannel:
         return SessionChannel(
             caller=caller,
             principal=principal,
             identity=identity,
             address=address,
-            account=account,
+            holder=holder,
             protocol_version=protocol_version,
             session=session,
             sessions=self._sessions,
@@ -550,14 +547,14 @@ class Channels:
         identity: bytes,
         address: str,
         envelope: Envelope,
-        account: bytes | None = None,
+        holder: Holder | None = None,
     ) -> StatelessChannel:
         return StatelessChannel(
             caller=caller,
             principal=principal,
             identity=identity,
             address=address,
-            account=account,
+            holder=holder,
             envelope=envelope,
             sealer=self._sealer,
             shaper=self._shaper,

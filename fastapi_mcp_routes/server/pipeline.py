@@ -175,8 +175,11 @@ class ToolCallPipeline:
                     return await self._route(parsed, call, window, holding.take)
             return await self._route(parsed, call, window, holding.take)
 
-        with holding:
+        try:
             return self._ran(parsed, await run_call(call, work), confirming)
+        finally:
+            if holding.size:  # most answers are too small to count (`UNCOUNTED_BYTES`)
+                holding.release()
 
     def _ran(self, parsed: ParsedCall, ended: Ended[Ran | WindowRead | CapturedResponse], confirming: bool) -> Ran:
         if isinstance(ended, Finished):

@@ -154,28 +154,36 @@ class Tally:
     """What one process holds of a total, by trust, against `trust_bounds`: the running calls,
     the bytes of answers. Process-local, touched only from the event loop, so plain integers."""
 
-    __slots__ = ("_bounds", "_held")
+    __slots__ = ("_bounds", "_by_trust", "_clear", "_held")
 
     def __init__(self, total: int) -> None:
-        self._bounds = {trust: tuple(trust_bounds(total, trust)) for trust in Trust}
-        self._held = [0] * len(Trust)  # by trust
+        # The narrowest first, so a refusal names the share the holder's kind filled.
+        self._bounds = {trust: tuple(reversed(trust_bounds(total, trust))) for trust in Trust}
+        # Held in all up to this, no bound of a trust can be passed: the usual case, one comparison.
+        self._clear = {trust: min(limit for _, _, limit in self._bounds[trust]) for trust in Trust}
+        self._by_trust = [0] * len(Trust)
+        self._held = 0
 
-    def over(self, trust: Trust, amount: int) -> Bound | None:
-        """The first bound `amount` more for a holder of `trust` would pass; `None` when none."""
-        held = self._held
-        for bound in self._bounds[trust]:
-            lowest, highest, limit = bound
-            if sum(held[lowest : highest + 1]) + amount > limit:
-                return bound
+    def take(self, trust: Trust, amount: int) -> Bound | None:
+        """Count `amount` more for a holder of `trust`; the bound it would pass instead, if any."""
+        if self._held + amount > self._clear[trust]:
+            by_trust = self._by_trust
+            for bound in self._bounds[trust]:
+                lowest, highest, limit = bound
+                if sum(by_trust[lowest : highest + 1]) + amount > limit:
+                    return bound
+        self._by_trust[trust] += amount
+        self._held += amount
         return None
 
-    def add(self, trust: Trust, amount: int) -> None:
-        """Count `amount` more (less, when negative) for a holder of `trust`."""
-        self._held[trust] += amount
+    def give(self, trust: Trust, amount: int) -> None:
+        """Count `amount` less for a holder of `trust`."""
+        self._by_trust[trust] -= amount
+        self._held -= amount
 
     @property
     def held(self) -> int:
-        return sum(self._held)
+        return self._held
 
 
 @dataclass(frozen=True, slots=True)

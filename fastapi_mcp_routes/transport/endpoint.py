@@ -175,15 +175,15 @@ class StreamableHTTPEndpoint:
         )
         parsed = posted.parsed
         account = await self._account(request, posted.identity, posted.principal)
+        holder = holder_of(posted.identity, posted.address, posted.principal, account)
         if posted.modern:
-            return await self._post_stateless(request, posted, account)
+            return await self._post_stateless(request, posted, holder)
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
         # An initialize needs no session, even when its params are wrong (then it gets -32602).
         opening = parsed.methods[0] == "initialize"
         session = None
         if not opening and self._sessions is not None:
-            holder = holder_of(posted.identity, posted.address, posted.principal, account)
             session = await self._require_session(headers, self._sessions, posted.identity, holder)
         version = _protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
@@ -195,7 +195,7 @@ class StreamableHTTPEndpoint:
             address=posted.address,
             protocol_version=version,
             session=session,
-            account=account,
+            holder=holder,
         )
         first = parsed.messages[0]
         if opening and isinstance(first, RpcRequest):
@@ -217,7 +217,7 @@ class StreamableHTTPEndpoint:
             budget=self._budget,
         )
 
-    async def _post_stateless(self, request: Request, posted: Posted, account: bytes | None) -> Response:
+    async def _post_stateless(self, request: Request, posted: Posted, holder: Holder) -> Response:
         """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
         parsed, accepts = posted.parsed, posted.accepts
         entry = parsed.messages[0]
@@ -239,7 +239,7 @@ class StreamableHTTPEndpoint:
             identity=posted.identity,
             address=posted.address,
             envelope=envelope,
-            account=account,
+            holder=holder,
         )
         if entry.method == SUBSCRIBE:
             if not accepts.sse:
