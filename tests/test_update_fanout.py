@@ -168,7 +168,7 @@ async def test_a_watcher_holds_at_most_one_notice_per_key_it_watches() -> None:
         watcher.watch(["a"])  # a key it no longer watches takes its pending notice with it
         fanout.notify("b", "b")
         assert (fanout.watched("a"), fanout.watched("b"), fanout.watched("c")) == (1, 0, 0)
-    assert not fanout
+    assert not fanout.by_key
     with anyio.fail_after(WAIT_S):
         assert await watcher.taken() == ["a"]
 

@@ -15,7 +15,7 @@ streams and tasks count). Past a bound the call is refused with `ServerBusy` nam
 
 from __future__ import annotations
 
-from typing import Final, TypeVar
+from typing import Final
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_CALLS, DEFAULT_MAX_CALLS_PER_CALLER, DEFAULT_MAX_CALLS_PER_SESSION
 from fastapi_mcp_routes.store.base import Holder
@@ -23,7 +23,6 @@ from fastapi_mcp_routes.store.policy import Bound, Tally, bound_holders
 from fastapi_mcp_routes.wire.errors import ServerBusy
 
 _AGAIN: Final = "send this one again once one of them has answered."
-_Key = TypeVar("_Key", str, bytes)
 
 
 class CallSlots:
@@ -63,9 +62,20 @@ class CallSlots:
 
     def give_back(self, session_id: str | None, holder: Holder) -> None:
         """One running call of `holder` (in `session_id`) ended."""
+        # Counts that reach zero go, so the dicts hold only who runs something.
         if session_id is not None:
-            _decrement(self._sessions, session_id)
-        _decrement(self._callers, holder.owner)
+            sessions = self._sessions
+            left = sessions.get(session_id, 0) - 1
+            if left > 0:
+                sessions[session_id] = left
+            else:
+                sessions.pop(session_id, None)
+        callers, owner = self._callers, holder.owner
+        left = callers.get(owner, 0) - 1
+        if left > 0:
+            callers[owner] = left
+        else:
+            callers.pop(owner, None)
         self._tally.give(holder.trust, 1)
 
     def running(self, session_id: str | None = None, holder: Holder | None = None) -> int:
@@ -75,15 +85,6 @@ class CallSlots:
         if holder is not None:
             return self._callers.get(holder.owner, 0)
         return self._tally.held
-
-
-def _decrement(counts: dict[_Key, int], key: _Key) -> None:
-    # Keys of idle sessions and callers go, so the dicts hold only who runs something.
-    left = counts.get(key, 0) - 1
-    if left > 0:
-        counts[key] = left
-    else:
-        counts.pop(key, None)
 
 
 def _busy(runs: str, bound: str) -> str:

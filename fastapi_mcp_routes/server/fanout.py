@@ -70,15 +70,11 @@ class Fanout:
     """The watchers of this process, by the keys they watch."""
 
     def __init__(self) -> None:
-        self._watching: dict[str, set[Watcher]] = {}
-
-    def __bool__(self) -> bool:
-        """Whether any watcher watches a key."""
-        return bool(self._watching)
+        self.by_key: dict[str, set[Watcher]] = {}  # read, never changed, outside this class
 
     def watched(self, key: str) -> int:
         """How many watchers watch `key`."""
-        return len(self._watching.get(key, ()))
+        return len(self.by_key.get(key, ()))
 
     @contextmanager
     def watching(self, watcher: Watcher) -> Iterator[Watcher]:
@@ -93,15 +89,15 @@ class Fanout:
 
     def notify(self, key: str, value: str) -> None:
         """`key` changed: each watcher of it gets a notice carrying `value`."""
-        for watcher in self._watching.get(key, ()):
+        for watcher in self.by_key.get(key, ()):
             watcher.notice(key, value)
 
     def moved(self, watcher: Watcher, before: frozenset[str], after: frozenset[str]) -> None:
         for key in before - after:
-            watchers = self._watching.get(key)
+            watchers = self.by_key.get(key)
             if watchers is not None:
                 watchers.discard(watcher)
                 if not watchers:
-                    del self._watching[key]
+                    del self.by_key[key]
         for key in after - before:
-            self._watching.setdefault(key, set()).add(watcher)
+            self.by_key.setdefault(key, set()).add(watcher)

@@ -174,7 +174,9 @@ class StreamableHTTPEndpoint:
             forward_headers=config.forward_headers,
         )
         parsed = posted.parsed
-        account = await self._account(request, posted.identity, posted.principal)
+        account = None
+        if self._credentials is not None:  # without the app's check, no request pays for one
+            account = await self._account(request, posted.identity, posted.principal)
         holder = holder_of(posted.identity, posted.address, posted.principal, account)
         if posted.modern:
             return await self._post_stateless(request, posted, holder)

@@ -91,7 +91,7 @@ class ResourceUpdates:
     def may_be_heard(self) -> bool:
         """Whether an update could reach anyone: a stream of this process watches a resource,
         or another process's may (a shared store). Without, a write costs nothing more than its check."""
-        return bool(self._fanout) or self._store.shared
+        return bool(self._fanout.by_key) or self._store.shared
 
     def watched(self, uri: str) -> int:
         """How many streams of this process watch `uri`."""
@@ -166,7 +166,7 @@ class ResourceUpdates:
     def _take(self, message: bytes) -> None:
         if message.startswith(SUBSCRIPTIONS_MARK):
             self._take_subscriptions(message[len(SUBSCRIPTIONS_MARK) :])
-        elif self._fanout:
+        elif self._fanout.by_key:
             uri = message.decode("utf-8", "replace")
             self._fanout.notify(uri_digest(uri), uri)
 

@@ -87,7 +87,7 @@ class TaskMethods:
                         started = True
                         task_status.started()
                     async for raw in changes:
-                        if self._fanout:
+                        if self._fanout.by_key:
                             task_id = raw.decode(errors="replace")
                             self._fanout.notify(task_id, task_id)
             except StoreUnavailable as down:
