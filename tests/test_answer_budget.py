@@ -44,11 +44,11 @@ def test_a_holding_gives_back_all_it_took_once_done() -> None:
     small = budget.uncounted
     assert small == UNCOUNTED_BYTES
     with Holding(budget, ANONYMOUS) as holding:
-        assert holding.take(small) is None
+        assert holding.hold(small) is None
         assert budget.held() == 0  # small answers are not counted
-        assert holding.take(1) is None  # past it, the whole answer is
+        assert holding.hold(small + 1) is None  # past it, the whole answer is
         assert budget.held(ANONYMOUS) == small + 1
-        assert holding.take(16 * small) is not None  # refused: not counted
+        assert holding.hold(17 * small) is not None  # refused: not counted
         assert budget.held(ANONYMOUS) == small + 1
     assert budget.held() == 0
     assert budget.held(ANONYMOUS) == 0

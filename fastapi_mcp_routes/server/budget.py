@@ -81,34 +81,35 @@ def _total_refusal(bound: Bound) -> str:
 
 class Holding:
     """What one request holds of an `AnswerBudget`: taken as its answer grows, given back at once
-    when it is written or dropped. An answer counts once it passes the budget's `uncounted`, then
-    from its first byte: smaller ones are many and brief, and the running calls' bounds bound them."""
+    when it is written or dropped. An answer counts once it passes the budget's `uncounted`,
+    then from its first byte: smaller ones are many and brief, and the running calls' bounds
+    bound them. The `Hold` a tool call's route is captured with (tools/invoke.py)."""
 
-    __slots__ = ("budget", "holder", "seen", "size")
+    __slots__ = ("budget", "holder", "size", "uncounted")
 
     def __init__(self, budget: AnswerBudget, holder: Holder) -> None:
         self.budget = budget
         self.holder = holder
-        self.seen = 0  # bytes of the answer so far
-        self.size = 0  # of them, held against the budget
+        self.uncounted = budget.uncounted
+        self.size = 0  # bytes held against the budget
 
-    def take(self, size: int) -> str | None:
-        """Hold `size` more bytes; `None` when held, else the refusal's reason."""
-        seen = self.seen = self.seen + size
-        if seen <= self.budget.uncounted:
+    def hold(self, total: int) -> str | None:
+        """The answer is `total` bytes now: hold what it grew by; `None` when held, else the
+        refusal's reason."""
+        if total <= self.uncounted:
             return None
-        more = seen - self.size
+        more = total - self.size
+        if more <= 0:
+            return None
         refused = self.budget.take(self.holder, more)
         if refused is None:
-            self.size += more
-        else:
-            self.seen -= size
+            self.size = total
         return refused
 
     def release(self) -> None:
         if self.size:
             self.budget.give_back(self.holder, self.size)
-        self.seen = self.size = 0
+            self.size = 0
 
     def __enter__(self) -> Holding:
         return self

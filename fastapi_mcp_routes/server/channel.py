@@ -81,12 +81,13 @@ class Registration:
     until its route ends (`ToolCall.outlives_request`)."""
 
     # A class rather than a generator-based context manager: it is entered on every call.
-    __slots__ = ("_call", "_channel", "_holder", "_session_id")
+    __slots__ = ("_call", "_channel", "_holder", "_session_id", "_slots")
 
     def __init__(self, channel: ClientChannel, call: ToolCall) -> None:
         self._channel = channel
         self._call = call
-        self._holder: Holder | None = None  # whom the slot counts against, while one is held
+        self._slots: CallSlots | None = None  # where the call's slot is held, while it is
+        self._holder = channel.holder  # whom the slot counts against
         self._session_id: str | None = None
 
     def __enter__(self) -> None:
@@ -97,23 +98,26 @@ class Registration:
             raise InvalidRequest(f"Invalid Request: a request with id {truncate(call.request_id)!r} is still running.")
         slots = channel.call_slots
         if slots is not None:
-            holder, session_id = channel.holder, channel.session_id
-            slots.take(session_id, holder)
-            self._holder, self._session_id = holder, session_id
+            session_id = self._session_id = channel.session_id
+            slots.take(session_id, self._holder)
+            self._slots = slots
             call.give_back = self.give_back
         running[call.request_id] = call.cancel_scope
 
     def __exit__(self, *exc_info: object) -> None:
-        self._channel.call_ended(self._call.request_id)
-        if not self._call.outlives_request:
-            self.give_back()
+        call = self._call
+        self._channel.call_ended(call.request_id)
+        slots = self._slots
+        if slots is not None and not call.outlives_request:
+            self._slots = None
+            slots.give_back(self._session_id, self._holder)
 
     def give_back(self) -> None:
         """The call's route ended: its slot goes back, once."""
-        holder, slots = self._holder, self._channel.call_slots
-        if holder is not None and slots is not None:
-            self._holder = None
-            slots.give_back(self._session_id, holder)
+        slots = self._slots
+        if slots is not None:
+            self._slots = None
+            slots.give_back(self._session_id, self._holder)
 
 
 class ClientChannel(abc.ABC):

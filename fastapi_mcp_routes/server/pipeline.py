@@ -172,8 +172,8 @@ class ToolCallPipeline:
             threads = self._threads
             if threads is not None and parsed.tool.threaded:
                 async with threads.held(call.channel.holder):
-                    return await self._route(parsed, call, window, holding.take)
-            return await self._route(parsed, call, window, holding.take)
+                    return await self._route(parsed, call, window, holding)
+            return await self._route(parsed, call, window, holding)
 
         try:
             return self._ran(parsed, await run_call(call, work), confirming)

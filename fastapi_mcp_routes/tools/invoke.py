@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, quote_plus, urlencode
 
 import anyio
@@ -36,7 +36,17 @@ _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 
 # Holds bytes of a response for the caller: `None` when held, else the reason it may not be.
-Hold = Callable[[int], str | None]
+
+
+class Hold(Protocol):
+    """Holds a response's bytes for its caller while it is built (the process's answer budget)."""
+
+    # Up to this size a response is held without asking (cheaper than asking each time).
+    uncounted: int
+
+    def hold(self, total: int) -> str | None:
+        """The response is `total` bytes now: `None` once they are held, else why not."""
+        ...
 
 
 # Per-request values, built on every call: not frozen, since a frozen dataclass sets each
@@ -202,7 +212,7 @@ async def call_app(
             size += len(chunk)
             if size > max_response_bytes:
                 refused = _too_large(max_response_bytes)
-            elif hold is not None and chunk and (reason := hold(len(chunk))) is not None:
+            elif hold is not None and size > hold.uncounted and (reason := hold.hold(size)) is not None:
                 refused = ToolError(f"The route's response was not kept: {reason}. Try again later.")
             if refused is not None:
                 chunks.clear()

@@ -510,7 +510,7 @@ class _WindowRun:
             if self.captured_size > self.max_bytes:
                 self.captured.clear()
                 self.fail(ToolError(f"The route's response is larger than {self.max_bytes} bytes."))
-            elif (reason := self._held(len(chunk))) is not None:
+            elif (reason := self._held(self.captured_size)) is not None:
                 self.captured.clear()
                 self.fail(ToolError(f"The route's response was not kept: {reason}. Try again later."))
             else:
@@ -548,7 +548,7 @@ class _WindowRun:
                 return
             # The answer carries each frame twice: structured, and as text. Past the budget the
             # window ends as at the response cap: what was read is the caller's, marked truncated.
-            if self._held(2 * size) is not None:
+            if self._held(2 * (taken.size + size)) is not None:
                 taken.truncated = True
                 self.stop()
                 return
@@ -559,8 +559,9 @@ class _WindowRun:
                 self.full = True
                 self.stop()
 
-    def _held(self, size: int) -> str | None:
-        return None if self.hold is None or not size else self.hold(size)
+    def _held(self, total: int) -> str | None:
+        hold = self.hold
+        return None if hold is None or total <= hold.uncounted else hold.hold(total)
 
 
 def _frame_too_large(limit: int) -> ToolError:

@@ -123,7 +123,7 @@ class SessionAnswer(Response):
             if reply is not None:
                 bodies.append(reply)
                 size += len(reply)
-                reason = holding.take(len(reply))
+                reason = holding.hold(size)
                 if reason is not None:
                     full = _not_held(reason)
                 elif size >= cap:
