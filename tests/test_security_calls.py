@@ -91,34 +91,35 @@ def calls_app(seen: Seen, limits: Limits = LIMITS) -> FastAPI:
 def test_running_calls_are_counted_per_session_and_per_caller() -> None:
     slots = CallSlots(per_session=2, per_caller=3, total=100)
     alice = Holder(b"alice", Trust.VERIFIED)
-    slots.take("s1", alice)
-    slots.take("s1", alice)
+    slots.take(alice, 0)
+    slots.take(alice, 1)
     with pytest.raises(ServerBusy, match=r"this session runs 2 calls already \(Limits.max_calls_per_session\)"):
-        slots.take("s1", alice)
-    slots.take("s2", alice)
+        slots.take(alice, 2)
+    assert slots.running(alice) == 2
+    slots.take(alice, 0)  # in another session
     with pytest.raises(ServerBusy, match=r"this caller runs 3 calls already \(Limits.max_calls_per_caller\)") as busy:
-        slots.take("s3", alice)
+        slots.take(alice, 0)
     assert busy.value.status == 429
     assert busy.value.code == SERVER_BUSY
-    for session in ("s1", "s1", "s2"):
-        slots.give_back(session, alice)
-    assert slots.running(session_id="s1") == 0
-    assert slots.running(holder=alice) == 0
-    slots.take("s1", alice)
+    for _ in range(3):
+        slots.give_back(alice)
+    assert slots.running(alice) == 0
+    assert slots.running() == 0
+    slots.take(alice, 0)
 
 
 def test_running_calls_in_all_leave_callers_trusted_less_their_share_only() -> None:
     slots = CallSlots(per_session=10, per_caller=10, total=4)  # anonymous callers: 2 of the 4
     alice = Holder(b"alice", Trust.VERIFIED)
-    slots.take(None, alice)
-    slots.take(None, Holder(b"bob", Trust.ANONYMOUS))
-    slots.take(None, Holder(b"carol", Trust.ANONYMOUS))
+    slots.take(alice, 0)
+    slots.take(Holder(b"bob", Trust.ANONYMOUS), 0)
+    slots.take(Holder(b"carol", Trust.ANONYMOUS), 0)
     with pytest.raises(ServerBusy, match=r"\(the share of Limits.max_calls anonymous callers may hold\)") as full:
-        slots.take(None, Holder(b"dave", Trust.ANONYMOUS))
+        slots.take(Holder(b"dave", Trust.ANONYMOUS), 0)
     assert full.value.status == 503
-    slots.take(None, alice)  # a credentialed caller is still served
+    slots.take(alice, 1)  # a credentialed caller is still served
     with pytest.raises(ServerBusy, match=r"the server runs 4 calls already \(Limits.max_calls\)"):
-        slots.take(None, alice)
+        slots.take(alice, 2)
     assert slots.running() == 4
 
 

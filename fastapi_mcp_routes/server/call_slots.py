@@ -26,9 +26,10 @@ _AGAIN: Final = "send this one again once one of them has answered."
 
 
 class CallSlots:
-    """The running calls of this process, counted per session, per caller and per trust."""
+    """The running calls of this process, counted per caller and per trust; a session's are the
+    calls its cancellations can name (`ClientChannel.running`), counted there."""
 
-    __slots__ = ("_callers", "_per_caller", "_per_session", "_sessions", "_tally")
+    __slots__ = ("_callers", "_per_caller", "_per_session", "_tally")
 
     def __init__(
         self,
@@ -39,49 +40,35 @@ class CallSlots:
     ) -> None:
         self._per_session = per_session
         self._per_caller = per_caller
-        self._sessions: dict[str, int] = {}
         self._callers: dict[bytes, int] = {}
         self._tally = Tally(total)
 
-    def take(self, session_id: str | None, holder: Holder) -> None:
-        """Count one more running call of `holder` (in `session_id`), or raise `ServerBusy`."""
-        sessions, callers = self._sessions, self._callers
-        in_session = sessions.get(session_id, 0) if session_id is not None else 0
+    def take(self, holder: Holder, in_session: int) -> None:
+        """Count one more running call of `holder`, whose session runs `in_session` calls now,
+        or raise `ServerBusy`."""
         if in_session >= self._per_session:
             raise ServerBusy(_busy(f"this session runs {in_session}", "Limits.max_calls_per_session"), 429)
-        owner = holder.owner
+        callers, owner = self._callers, holder.owner
         of_caller = callers.get(owner, 0)
         if of_caller >= self._per_caller:
             raise ServerBusy(_busy(f"this caller runs {of_caller}", "Limits.max_calls_per_caller"), 429)
         over = self._tally.take(holder.trust, 1)
         if over is not None:
             raise ServerBusy(_full(over), 503)
-        if session_id is not None:
-            sessions[session_id] = in_session + 1
         callers[owner] = of_caller + 1
 
-    def give_back(self, session_id: str | None, holder: Holder) -> None:
-        """One running call of `holder` (in `session_id`) ended."""
-        # Counts that reach zero go, so the dicts hold only who runs something.
-        if session_id is not None:
-            sessions = self._sessions
-            left = sessions.get(session_id, 0) - 1
-            if left > 0:
-                sessions[session_id] = left
-            else:
-                sessions.pop(session_id, None)
+    def give_back(self, holder: Holder) -> None:
+        """One running call of `holder` ended."""
         callers, owner = self._callers, holder.owner
-        left = callers.get(owner, 0) - 1
-        if left > 0:
+        left = callers[owner] - 1
+        if left:
             callers[owner] = left
         else:
-            callers.pop(owner, None)
+            del callers[owner]  # the dict holds only who runs something
         self._tally.give(holder.trust, 1)
 
-    def running(self, session_id: str | None = None, holder: Holder | None = None) -> int:
-        """Calls running in a session, of a holder, or (with neither) in all."""
-        if session_id is not None:
-            return self._sessions.get(session_id, 0)
+    def running(self, holder: Holder | None = None) -> int:
+        """Calls running of a holder, or (without one) in all."""
         if holder is not None:
             return self._callers.get(holder.owner, 0)
         return self._tally.held

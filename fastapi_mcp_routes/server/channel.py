@@ -81,14 +81,12 @@ class Registration:
     until its route ends (`ToolCall.outlives_request`)."""
 
     # A class rather than a generator-based context manager: it is entered on every call.
-    __slots__ = ("_call", "_channel", "_holder", "_session_id", "_slots")
+    __slots__ = ("_call", "_channel", "_slots")
 
     def __init__(self, channel: ClientChannel, call: ToolCall) -> None:
         self._channel = channel
         self._call = call
         self._slots: CallSlots | None = None  # where the call's slot is held, while it is
-        self._holder = channel.holder  # whom the slot counts against
-        self._session_id: str | None = None
 
     def __enter__(self) -> None:
         call, channel = self._call, self._channel
@@ -98,8 +96,7 @@ class Registration:
             raise InvalidRequest(f"Invalid Request: a request with id {truncate(call.request_id)!r} is still running.")
         slots = channel.call_slots
         if slots is not None:
-            session_id = self._session_id = channel.session_id
-            slots.take(session_id, self._holder)
+            slots.take(channel.holder, len(running))  # the session's calls are those it can cancel
             self._slots = slots
             call.give_back = self.give_back
         running[call.request_id] = call.cancel_scope
@@ -110,14 +107,14 @@ class Registration:
         slots = self._slots
         if slots is not None and not call.outlives_request:
             self._slots = None
-            slots.give_back(self._session_id, self._holder)
+            slots.give_back(self._channel.holder)
 
     def give_back(self) -> None:
         """The call's route ended: its slot goes back, once."""
         slots = self._slots
         if slots is not None:
             self._slots = None
-            slots.give_back(self._session_id, self._holder)
+            slots.give_back(self._channel.holder)
 
 
 class ClientChannel(abc.ABC):
