@@ -158,6 +158,12 @@ class Channel(Protocol):
     async def start_task(self, ttl_s: float | None) -> bool: ...
 
 
+class Slot(Protocol):
+    """A running call's slot, given back once its route ends."""
+
+    def give_back(self) -> None: ...
+
+
 class ToolCall:
     """One running `tools/call`."""
 
@@ -183,9 +189,9 @@ class ToolCall:
         # What a later round must be handed back besides the answers (a confirmed call's
         # standing confirmation), made only when a round ends with a question.
         self.carried: Callable[[], Awaitable[Mapping[str, Any]]] | None = None
-        # Gives the call's running slot back (server/call_slots.py); a call that outlives its
-        # request (a task) gives it back when its route ends, not when the request does.
-        self.give_back: Callable[[], None] | None = None
+        # Holds the call's running slot (server/call_slots.py); a call that outlives its request
+        # (a task) gives it back when its route ends, not when the request does.
+        self.slot: Slot | None = None
         self.outlives_request = False
         self._asked = 0
         self._last_progress: float | None = None

@@ -98,7 +98,7 @@ class Registration:
         if slots is not None:
             slots.take(channel.holder, len(running))  # the session's calls are those it can cancel
             self._slots = slots
-            call.give_back = self.give_back
+            call.slot = self
         running[call.request_id] = call.cancel_scope
 
     def __exit__(self, *exc_info: object) -> None:

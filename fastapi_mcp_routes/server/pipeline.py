@@ -169,11 +169,16 @@ class ToolCallPipeline:
                 if held is not None:
                     return held
             confirming = False
+            # Step 4: the route, or a window of its stream (a sync route once it has a thread share).
             threads = self._threads
             if threads is not None and parsed.tool.threaded:
                 async with threads.held(call.channel.holder):
                     return await self._route(parsed, call, window, holding)
-            return await self._route(parsed, call, window, holding)
+            if window is not None:
+                return await self._read_window(parsed, call, window, holding)
+            if self._invoker is not None:
+                return await self._invoker(parsed.tool, parsed.arguments, call)
+            return await self._invoke_app(parsed.tool, parsed.arguments, call, holding)
 
         try:
             return self._ran(parsed, await run_call(call, work), confirming)
@@ -199,7 +204,8 @@ class ToolCallPipeline:
     async def _route(
         self, parsed: ParsedCall, call: ToolCall, window: Window | None, hold: Hold
     ) -> Ran | WindowRead | CapturedResponse:
-        """Step 4: the route, or a window of its stream."""
+        """Step 4: the route, or a window of its stream (`work` does the same inline: one
+        coroutine less on every call)."""
         if window is not None:
             return await self._read_window(parsed, call, window, hold)
         if self._invoker is not None:

@@ -319,8 +319,8 @@ class TaskRuns:
             await self._drive_route(run, work, on_end)
         finally:
             call = run.call
-            if call.outlives_request and call.give_back is not None:
-                call.give_back()
+            if call.outlives_request and call.slot is not None:
+                call.slot.give_back()
 
     async def _drive_route(self, run: _Run, work: Work, on_end: OnEnd) -> None:
         outcome: Ran | BaseException
