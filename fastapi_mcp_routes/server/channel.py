@@ -12,7 +12,7 @@ two answers to the same questions, so nothing above this module branches on the 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -147,6 +147,8 @@ class ClientChannel(abc.ABC):
         self._own_calls: dict[RequestId, anyio.CancelScope] = {}
         self._left = False  # the client closed the request's connection before its answer
         self._hung_up: anyio.Event | None = None  # made when a call first waits for that
+        # Has the transport watch for the client leaving, once a call waits for that.
+        self.watch_disconnect: Callable[[], None] | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -202,6 +204,8 @@ class ClientChannel(abc.ABC):
             self._hung_up = anyio.Event()
             if self._left:
                 self._hung_up.set()
+            elif self.watch_disconnect is not None:
+                self.watch_disconnect()
         return self._hung_up
 
     @abc.abstractmethod

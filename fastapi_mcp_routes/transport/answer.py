@@ -83,7 +83,9 @@ class SessionAnswer(Response):
             self._max_open_s,
             receive=receive,
             on_disconnect=channel.client_left,
+            watch_now=False,  # watched once a call that samples asks (`ClientChannel.hung_up`)
         )
+        channel.watch_disconnect = stream.watch_disconnect  # asked by a call that samples
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
             channel.emit = stream.emit

@@ -19,7 +19,8 @@ way: the first helper to finish cancels the rest, and the answer's end cancels t
 
 Deliberate choice, the one speed trick here: the helpers start only once the answer has been
 pending for a while (the keep-alive interval, or `WATCH_AFTER_S` when the client's leaving is
-watched), from one timer per answer (armed at the loop's next turn), in a task of their own
+watched: from the start, or in the session era only once a call that samples asks), from one
+timer per answer (armed at the loop's next turn), in a task of their own
 that the stream stops and awaits. A quick call is answered before that and starts no task. The
 plain way, a task group with its helpers started at once for every answer, made a quick tool
 call cost markedly more server CPU (`make bench` shows the difference).
@@ -84,6 +85,7 @@ class ResponseStream:
         *,
         receive: Receive | None = None,
         on_disconnect: Callable[[], None] | None = None,
+        watch_now: bool = True,
     ) -> None:
         self._send = send
         self._keep_alive = keep_alive
@@ -93,6 +95,8 @@ class ResponseStream:
         self._logs = logs  # the session's resumable streams, when its revision has them
         self._log: StreamLog | None = None
         self._watch = (receive, on_disconnect) if receive is not None and on_disconnect is not None else None
+        # Whether the client's leaving is watched for; else only once asked (`watch_disconnect`).
+        self._watching = self._watch is not None and watch_now
         self._made_lock: anyio.Lock | None = None  # made on first use, see `_lock`
         self._streaming = False
         self._finished = False
@@ -105,7 +109,7 @@ class ResponseStream:
         loop = asyncio.get_running_loop()
         self._opened_at = loop.time()
         delays = [keep_alive.interval_s] if sse_allowed else []
-        if self._watch is not None:
+        if self._watching:
             delays.append(WATCH_AFTER_S)
         if delays:
             # The timer is armed at the event loop's next turn, so an answer that is out before
@@ -114,6 +118,20 @@ class ResponseStream:
             # cancelled timers lingering in the loop's heap until due
             # (`benchmarks/profile_tool_call.py` shows the cost).
             self._wake = loop.call_soon(self._arm, min(delays))
+
+    def watch_disconnect(self) -> None:
+        """Call `on_disconnect` once the client leaves, if it leaves before the answer: watched
+        from `WATCH_AFTER_S` on, and only once asked, so the answers nobody waits on that for
+        (nearly all) pay nothing."""
+        if self._watch is None or self._watching or self._finished:
+            return
+        self._watching = True
+        if self._helpers is not None:
+            self._helpers.start_soon(self._then_stop, self._watch_disconnect, *self._watch)
+        elif self._supervisor is None:
+            if self._wake is not None:
+                self._wake.cancel()
+            self._wake = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start_helpers)
 
     async def __aenter__(self) -> ResponseStream:
         return self
@@ -223,7 +241,7 @@ class ResponseStream:
                 self._helpers = helpers
                 if self._sse_allowed:
                     helpers.start_soon(self._then_stop, self._send_keep_alives)
-                if self._watch is not None:
+                if self._watch is not None and self._watching:
                     helpers.start_soon(self._then_stop, self._watch_disconnect, *self._watch)
                 if self._closing and self._max_open_s is not None:
                     helpers.start_soon(self._then_stop, self._close_early, self._max_open_s)
