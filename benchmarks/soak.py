@@ -49,6 +49,8 @@ from typing import Any, Final, TypeVar
 from _http import DEFAULT_STACK, HOST, BenchmarkError, Connection, Process, Reply, http_request, uvicorn_process
 from tool_call_vs_rest import versions
 
+from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
+
 T = TypeVar("T")
 
 HERE: Final = Path(__file__).resolve().parent
@@ -521,6 +523,13 @@ async def resumable(port: int, session: Session, stream: int) -> bool:
     return status == 200
 
 
+def pending_token(answer: Mapping[str, Any]) -> str | None:
+    """The confirmation token of a gated call's answer (in its result's `_meta`)."""
+    pending = answer.get("result", {}).get("_meta", {}).get(PENDING_META_KEY, {})
+    token = pending.get("token") if isinstance(pending, dict) else None
+    return token if isinstance(token, str) else None
+
+
 def token_flood(made_up_keys: bool) -> Callable[[int], Awaitable[Outcome]]:
     """20,000 calls of the gated tool by callers that cannot be asked, each answered with a
     token, after the legitimate caller got one: by anonymous callers at 40 addresses, or by
@@ -532,7 +541,7 @@ def token_flood(made_up_keys: bool) -> Callable[[int], Awaitable[Outcome]]:
         legit_pipe = Pipe(port, HOST, got)
         legit = await legit_pipe.open_session(key=LEGIT_KEY)
         first = await legit_pipe.send(legit.post(port, call("place_order", ORDER))) if legit is not None else None
-        token = first.json().get("result", {}).get("structuredContent", {}).get("token") if first else None
+        token = pending_token(first.json()) if first else None
         if token is None:
             raise BenchmarkError(f"the legitimate caller got no token: {first.body[:200] if first else None!r}")
         calls = TOKEN_FLOOD // (TOKEN_ADDRESSES * TOKEN_SESSIONS)
@@ -769,6 +778,7 @@ async def cancelled_sync_tasks(port: int) -> Outcome:
     rest.close()
     p50, worst = milliseconds(latencies, statistics.median), milliseconds(latencies, max)
     outcome.legit = f"a sync REST route meanwhile: p50 {p50}, max {worst} ({len(latencies)})"
+    return outcome
 
 
 # -- updates and task changes on listening streams ---------------------------------------------
@@ -783,8 +793,6 @@ LAST_NOTICE_S: Final = 10.0  # how long a subscriber may take, after the burst, 
 TASK_ADDRESSES: Final = 31  # x 16 tasks and 16 streams (the per-caller bounds) = 496
 TASKS_PER_ADDRESS: Final = 16
 TASK_STEPS: Final = 100  # one every 100 ms: 10 s of progress per task
-STATELESS: Final = "2026-07-28"
-TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 UPDATED: Final = b"notifications/resources/updated"
 TASK_STATUS: Final = b"notifications/tasks"
 
@@ -921,11 +929,11 @@ async def updates_under_load(port: int) -> Outcome:
 
 def stateless_post(port: int, method: str, params: Mapping[str, Any], name: str | None = None) -> bytes:
     meta = {
-        "io.modelcontextprotocol/protocolVersion": STATELESS,
+        "io.modelcontextprotocol/protocolVersion": TASKS_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
         "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "1"},
     }
-    headers = {"accept": BOTH, "mcp-protocol-version": STATELESS, "mcp-method": method}
+    headers = {"accept": BOTH, "mcp-protocol-version": TASKS_VERSION, "mcp-method": method}
     if name is not None:
         headers["mcp-name"] = name
     return http_request(port, "POST", "/mcp", headers, rpc(method, {**params, "_meta": meta}))

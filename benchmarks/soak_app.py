@@ -118,6 +118,7 @@ async def frames() -> StreamingResponse:
     return StreamingResponse(generate(), media_type="application/x-ndjson")
 
 
+@mcp_tool(read_only=True)
 async def follow_notes() -> AsyncIterable[dict[str, int]]:
     """Note changes as they happen: a client samples it for a window (`durationMs`)."""
     for number in range(1_000_000):
