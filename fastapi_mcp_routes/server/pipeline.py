@@ -26,6 +26,8 @@ from fastapi_mcp_routes.server.running import Finished, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
+from fastapi_mcp_routes.telemetry.current import note_outcome, stream_sample, trace_ids
+from fastapi_mcp_routes.telemetry.names import STREAM_FRAMES
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, invoke, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -210,8 +212,6 @@ class ToolCallPipeline:
     async def _read_window(self, parsed: ParsedCall, call: ToolCall, window: Window) -> WindowRead | CapturedResponse:
         """Step 4 for a streaming tool: the route's stream, read for the call's window, each
         frame reported as progress to a client that asked for it."""
-        scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
-        scope[CALL_SCOPE_KEY] = call
 
         async def on_frame(count: int, frame: Any) -> None:
             # The route may report progress of its own on the call (ToolContext), say once it
@@ -221,7 +221,13 @@ class ToolCallPipeline:
             total = window.max_frames if progress <= window.max_frames else None
             await call.report_progress(progress, total, f"frame {count}: {describe(frame)}")
 
-        return await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes)
+        with stream_sample() as span:  # the route's request is built under the sample's span
+            scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
+            scope[CALL_SCOPE_KEY] = call
+            read = await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes)
+            if span is not None and isinstance(read, WindowRead):
+                span.set_attribute(STREAM_FRAMES, len(read.frames))
+        return read
 
     async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
         """Step 4: the route, through the app, as the caller's own HTTP request."""
@@ -239,12 +245,21 @@ class ToolCallPipeline:
         )
 
     async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:
+        note_outcome(ran.outcome, ran.status)
         if self._on_tool_call is log_tool_call and not logger.isEnabledFor(logging.INFO):
             return  # the default hook only logs: with INFO off, the digest is not worth computing
         duration_ms = (time.perf_counter() - started) * 1000
         digest = arguments_digest(parsed.arguments)
+        ids = trace_ids()
         event = ToolCallEvent(
-            parsed.tool.name, call.principal, digest, ran.outcome, ran.status, duration_ms, call.request_id
+            parsed.tool.name,
+            call.principal,
+            digest,
+            ran.outcome,
+            ran.status,
+            duration_ms,
+            call.request_id,
+            *(ids or ()),
         )
         await report(self._on_tool_call, event)
 

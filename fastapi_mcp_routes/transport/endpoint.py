@@ -118,8 +118,10 @@ class StreamableHTTPEndpoint:
             allow = "GET, POST, DELETE" if self._sessions is not None else "POST"
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
+            self._dispatcher.recorder.refused(refusal.error)
             return _refusal(refusal)
         except StoreUnavailable as down:
+            self._dispatcher.recorder.refused(down)
             self._log_store_down(down)
             return _refusal(HttpError(503, down, {"retry-after": str(STORE_RETRY_AFTER_S)}))
         except ClientDisconnect:
@@ -297,6 +299,9 @@ class StreamableHTTPEndpoint:
         session = await self._require_session(headers, sessions, identity, self._holder(request, identity))
         _protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
+        age_s = sessions.age_s(headers.get(c.HEADER_SESSION_ID) or "", identity)
+        if age_s is not None:
+            self._dispatcher.recorder.session_ended(age_s, session.protocol_version)
         return Response(status_code=204)
 
     async def _listen(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:

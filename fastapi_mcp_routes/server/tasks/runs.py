@@ -46,6 +46,7 @@ from fastapi_mcp_routes.server.tasks.records import (
     now_ms,
 )
 from fastapi_mcp_routes.store.base import Holder, TaskBounds, TaskRecord
+from fastapi_mcp_routes.telemetry.current import task_ended, task_run, task_started
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from fastapi_mcp_routes.wire.errors import (
@@ -282,6 +283,7 @@ class TaskRuns:
             return None
         # Kept: the call is the task's from here on, before anything else can fail or wait.
         run.task_id = record.id
+        task_started(record.id)
         if not record.ended:
             self._runs[record.id] = run
             # The request no longer owns the call: the client going away cancels nothing.
@@ -300,6 +302,10 @@ class TaskRuns:
 
     async def _drive(self, run: _Run, work: Work, on_end: OnEnd) -> None:
         """Run the route to its end, and keep that end in the task once the call is one."""
+        with task_run(run.tool.name):  # a span of its own, linked to the call's (telemetry/)
+            await self._drive_run(run, work, on_end)
+
+    async def _drive_run(self, run: _Run, work: Work, on_end: OnEnd) -> None:
         outcome: Ran | BaseException
         try:
             outcome = await work()
@@ -335,12 +341,15 @@ class TaskRuns:
         try:
             if isinstance(outcome, Ran):
                 result = self._kept_result(outcome)
+                task_ended("completed")
                 await self.book.change(task_id, lambda record: ended(record, "completed", result, None))
             elif isinstance(outcome, CallCancelled):
+                task_ended("cancelled")
                 await self.book.change(task_id, lambda record: ended(record, "cancelled", None, None))
             else:
                 error = outcome if isinstance(outcome, McpError) else McpError("Internal error.")
                 failure = error.to_error()
+                task_ended("failed")
                 await self.book.change(task_id, lambda record: ended(record, "failed", failure, error.message))
         except StoreUnavailable:
             logger.warning("the end of task %s could not be kept: the store is out of reach", truncate(task_id))
