@@ -19,7 +19,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client import CollectorRegistry, make_asgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.responses import Response
 
 from fastapi_mcp_routes import Telemetry
 
@@ -44,7 +45,11 @@ class NotesTelemetry:
         FastAPIInstrumentor.instrument_app(
             app, tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, excluded_urls="/metrics"
         )
-        app.mount("/metrics", make_asgi_app(registry=self.registry))
+        registry = self.registry
+
+        @app.get("/metrics", include_in_schema=False)
+        def scrape() -> Response:
+            return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 def notes_telemetry(kind: str | None) -> NotesTelemetry | None:

@@ -142,7 +142,7 @@ class ClientChannel(abc.ABC):
         """The call `request` makes of `tool`'s route: what it brings from earlier rounds, the
         running call, and its registration (`with registration:` while it runs)."""
         given = self.call_input(request.params, tool, arguments)
-        note_route(tool.name, tool.method, tool.path_format)
+        note_route(tool.method, tool.path_format)
         call = ToolCall.of(request.id, request.params, self, tool.name, arguments, given.answers)
         return given, call, Registration(self, call)
 

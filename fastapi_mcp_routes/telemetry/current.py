@@ -28,10 +28,10 @@ def carried(headers: Headers) -> Headers:
     return headers if observation is None else observation.carry(headers)
 
 
-def note_route(name: str, method: str, path: str) -> None:
+def note_route(method: str, path: str) -> None:
     observation = OBSERVED.get()
     if observation is not None:
-        observation.route(name, method, path)
+        observation.route(method, path)
 
 
 def note_outcome(outcome: str, status: int | None) -> None:
@@ -125,8 +125,10 @@ def stream_sample() -> Iterator[Any]:
     context = trace.set_span_in_context(span, observation.context)
     sample = Observation(span, context, None, observation.metric, observation.tracer)
     token = OBSERVED.set(sample)
+    attached = otel_context.attach(context)  # the route's in-process spans start under the sample
     try:
         yield span
     finally:
+        otel_context.detach(attached)
         OBSERVED.reset(token)
         span.end()

@@ -23,13 +23,16 @@ OBSERVED: Final[ContextVar[Observation | None]] = ContextVar("fastapi_mcp_routes
 class Observation:
     """A request being observed; built only when someone listens."""
 
-    __slots__ = ("_carried", "context", "instruments", "metric", "outcome", "span", "started", "tracer")
+    __slots__ = ("_carried", "context", "instruments", "metric", "outcome", "span", "started", "target", "tracer")
 
     def __init__(
         self, span: Any, context: Any, instruments: Instruments | None, metric: dict[str, Any], tracer: Any = None
     ) -> None:
         self.span = span  # None: propagation only
         self.tracer = tracer  # what the request's own spans (a task's run, a sample) are made with
+        # The tool or prompt the request names (attribute, value): on the metric point once
+        # the registry found a route for it, so a made-up name never becomes a time series.
+        self.target: tuple[str, str] | None = None
         self.context = context  # the OpenTelemetry context the route's request carries on
         self.instruments = instruments
         self.metric = metric  # the metric point's attributes, low-cardinality only
@@ -51,13 +54,10 @@ class Observation:
         if self.span is not None:
             self.span.set_attribute(key, value)
 
-    def route(self, name: str, method: str, path: str) -> None:
-        """The route a request runs: a name the registry knows may name the metric point."""
-        target = self.metric.get(n.MCP_METHOD_NAME)
-        if target == "tools/call":
-            self.metric[n.GEN_AI_TOOL_NAME] = name
-        elif target == "prompts/get":
-            self.metric[n.GEN_AI_PROMPT_NAME] = name
+    def route(self, method: str, path: str) -> None:
+        """The route a request runs: the name it was found by may name the metric point."""
+        if self.target is not None:
+            self.metric[self.target[0]] = self.target[1]
         if self.span is not None:
             self.span.set_attributes({n.ROUTE_METHOD: method, n.ROUTE_PATH: path})
 

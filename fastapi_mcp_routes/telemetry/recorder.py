@@ -28,10 +28,7 @@ C = TypeVar("C", bound="Observed")
 
 _VERSION: Final = "0.1.0"
 # What a request's target is read from, per method, and the attribute it is recorded as.
-_TARGETS: Final = {
-    "tools/call": ("name", n.GEN_AI_TOOL_NAME),
-    "prompts/get": ("name", n.GEN_AI_PROMPT_NAME),
-}
+_TARGETS: Final = {"tools/call": ("name", n.GEN_AI_TOOL_NAME), "prompts/get": ("name", n.GEN_AI_PROMPT_NAME)}
 _URI_METHODS: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 
 
@@ -122,10 +119,11 @@ class Listener:
         """Answer `request` under its own span, the current one while the answer runs."""
         parent, links = _parent(request.params, channel)
         metric = _metric_attributes(request.method, channel)
+        target = _target(request)
         span = None
         context = parent
         if self.tracer is not None:
-            name, attributes = _span_attributes(request, channel, metric)
+            name, attributes = _span_attributes(request, channel, metric, target)
             span = self.tracer.start_span(
                 name, context=parent, kind=trace.SpanKind.SERVER, attributes=attributes, links=links
             )
@@ -133,6 +131,7 @@ class Listener:
             if self._record_content and request.method == "tools/call":
                 span.set_attribute(n.GEN_AI_TOOL_CALL_ARGUMENTS, recorded(request.params.get("arguments")))
         observation = Observation(span, context, self.instruments, metric, self.tracer)
+        observation.target = target
         token = OBSERVED.set(observation)
         attached = otel_context.attach(context) if context is not None else None
         error: tuple[str, str | None] | None = None
@@ -200,20 +199,28 @@ def _metric_attributes(method: str, channel: Observed) -> dict[str, Any]:
     }
 
 
-def _span_attributes(request: Request, channel: Observed, metric: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _target(request: Request) -> tuple[str, str] | None:
+    """The tool or prompt a request names, as the attribute it is recorded under, cut to the
+    longest name MCP allows."""
+    target = _TARGETS.get(request.method)
+    if target is None:
+        return None
+    value = request.params.get(target[0])
+    return (target[1], value[: n.NAME_CHARS]) if isinstance(value, str) else None
+
+
+def _span_attributes(
+    request: Request, channel: Observed, metric: dict[str, Any], target: tuple[str, str] | None
+) -> tuple[str, dict[str, Any]]:
     """The span's name and attributes: the metric's, and the request's own (its id, its
     session, its caller, its target, cut to their bounds)."""
     method = request.method
     params = request.params
     attributes = dict(metric)
     name = method
-    target = _TARGETS.get(method)
     if target is not None:
-        value = params.get(target[0])
-        if isinstance(value, str):
-            value = value[: n.NAME_CHARS]
-            attributes[target[1]] = value
-            name = f"{method} {value}"
+        attributes[target[0]] = target[1]
+        name = f"{method} {target[1]}"
     elif method in _URI_METHODS:
         uri = params.get("uri")
         if isinstance(uri, str):
