@@ -61,6 +61,12 @@ class Observation:
         if self.span is not None:
             self.span.set_attributes({n.ROUTE_METHOD: method, n.ROUTE_PATH: path})
 
+    def agreed(self, version: object) -> None:
+        """The version `initialize` settled on, not the one the session-less request assumed."""
+        if isinstance(version, str):
+            self.metric[n.MCP_PROTOCOL_VERSION] = version
+            self.set(n.MCP_PROTOCOL_VERSION, version)
+
     def count(self, instrument: str, attributes: dict[str, Any]) -> None:
         instruments = self.instruments
         if instruments is not None:

@@ -139,6 +139,8 @@ class Listener:
             result = await answer(request, channel)
             if isinstance(result, Mapping) and result.get("isError") is True:
                 error = tool_error()
+            elif request.method == "initialize" and isinstance(result, Mapping):
+                observation.agreed(result.get("protocolVersion"))
             elif self._record_content and span is not None and request.method == "tools/call":
                 span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, recorded(result))
             return result
