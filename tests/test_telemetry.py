@@ -20,7 +20,8 @@ from tests.support.confirmation import sdk_pending_of
 from tests.support.jsonrpc import JSON_ONLY, call_tool, open_session
 from tests.support.sdk import mcp_client
 from tests.support.servers import serve
-from tests.support.stateless import STATELESS_VERSION
+from tests.support.sse import iter_sse_messages
+from tests.support.stateless import STATELESS_VERSION, stateless_headers, stateless_meta, stateless_request
 from tests.support.waits import WAIT_S
 from tests.telemetry_app import Recorded, traced_app
 from tests.test_tasks_sdk import TasksExtension
@@ -333,6 +334,23 @@ def test_without_the_apps_instrumentation_the_http_traceparent_is_the_parent_its
     assert span.parent.span_id == caller.span_id
     assert not span.links  # no HTTP span of the app's to link
     assert recorded.route_headers[-1]["traceparent"] == f"00-{caller.trace_id:032x}-{span.context.span_id:016x}-01"
+
+
+def test_subscriptions_listen_is_a_span_of_its_acceptance_under_the_callers_trace(
+    base_url: str, recorded: Recorded
+) -> None:
+    caller = Traced()
+    meta = {**stateless_meta(), "traceparent": caller.traceparent}
+    listen = stateless_request("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, meta)
+    with (
+        httpx.Client(base_url=base_url, timeout=WAIT_S) as http,
+        http.stream("POST", "/mcp", json=listen, headers=stateless_headers("subscriptions/listen")) as stream,
+    ):
+        acknowledged = next(iter_sse_messages(stream.iter_lines()))
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    span = only(recorded.named("subscriptions/listen"))
+    assert span.context.trace_id == caller.trace_id
+    assert dict(span.attributes or {})["mcp.protocol.version"] == STATELESS_VERSION
 
 
 async def test_the_audit_line_carries_the_trace_and_span_ids(

@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
-from fastapi_mcp_routes.server.channel import Channels, SessionChannel
+from fastapi_mcp_routes.server.channel import Channels, SessionChannel, StatelessChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, status_for
@@ -43,7 +43,13 @@ from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.replay import Senders, StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
-from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, listen_filter, subscription
+from fastapi_mcp_routes.transport.stateless import (
+    SUBSCRIBE,
+    ListenFilter,
+    StatelessAnswer,
+    listen_filter,
+    subscription,
+)
 from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
@@ -237,10 +243,15 @@ class StreamableHTTPEndpoint:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
             limits = self._config.limits
-            try:
-                wanted = await listen_filter(
-                    self._dispatcher, entry, channel, limits.max_subscriptions, limits.max_uri_chars
+
+            async def accept(request: RpcRequest, channel: StatelessChannel) -> ListenFilter:
+                return await listen_filter(
+                    self._dispatcher, request, channel, limits.max_subscriptions, limits.max_uri_chars
                 )
+
+            listener = self._dispatcher.recorder.listener()  # its span covers the acceptance
+            try:
+                wanted = await (accept(entry, channel) if listener is None else listener.serve(accept, entry, channel))
             except McpError as error:
                 raise HttpError(status_for(error), error, request_id=entry.id) from None
             slots = await self._slots.take(channel.holder, self.keep_alive.interval_s, request_id=entry.id)
