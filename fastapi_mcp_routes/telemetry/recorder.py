@@ -14,7 +14,15 @@ from typing import Any, Final, Protocol, TypeVar
 
 from fastapi_mcp_routes.options import Telemetry
 from fastapi_mcp_routes.telemetry import names as n
-from fastapi_mcp_routes.telemetry.api import INSTALLED, ProxyMeterProvider, metrics, otel_context, propagate, trace
+from fastapi_mcp_routes.telemetry.api import (
+    INSTALLED,
+    load_from_environment,
+    metrics,
+    nothing_set,
+    otel_context,
+    propagate,
+    trace,
+)
 from fastapi_mcp_routes.telemetry.carriers import from_headers, from_meta
 from fastapi_mcp_routes.telemetry.content import recorded
 from fastapi_mcp_routes.telemetry.instruments import Instruments
@@ -62,6 +70,8 @@ class Recorder:
         self.options = options
         self._off = options.mode == "off" or not INSTALLED
         self._listener: Listener | None = None
+        if not self._off:
+            load_from_environment()
 
     def listener(self) -> Listener | None:
         """Who observes requests now; `None`: nobody, serve the request untouched."""
@@ -71,12 +81,7 @@ class Recorder:
         options = self.options
         if options.mode == "propagate":
             listener = Listener(None, None, record_content=False)
-        elif (
-            options.tracer_provider is None
-            and options.meter_provider is None
-            and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-            and isinstance(metrics.get_meter_provider(), ProxyMeterProvider)
-        ):
+        elif options.tracer_provider is None and options.meter_provider is None and nothing_set():
             return None  # no SDK set yet: nothing is made
         else:
             tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, _VERSION, tracer_provider=options.tracer_provider)
