@@ -8,6 +8,7 @@ tracer and meter follow a provider set later on their own.
 
 from __future__ import annotations
 
+import importlib.metadata
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol, TypeVar
@@ -34,7 +35,7 @@ from fastapi_mcp_routes.wire.jsonrpc import Request
 T = TypeVar("T")
 C = TypeVar("C", bound="Observed")
 
-_VERSION: Final = "0.1.0"
+_DISTRIBUTION: Final = "fastapi-mcp-routes"
 # What a request's target is read from, per method, and the attribute it is recorded as.
 _TARGETS: Final = {"tools/call": ("name", n.GEN_AI_TOOL_NAME), "prompts/get": ("name", n.GEN_AI_PROMPT_NAME)}
 _URI_METHODS: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
@@ -84,8 +85,9 @@ class Recorder:
         elif options.tracer_provider is None and options.meter_provider is None and nothing_set():
             return None  # no SDK set yet: nothing is made
         else:
-            tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, _VERSION, tracer_provider=options.tracer_provider)
-            meter = metrics.get_meter(n.INSTRUMENTATION_NAME, _VERSION, meter_provider=options.meter_provider)
+            version = _version()
+            tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, version, tracer_provider=options.tracer_provider)
+            meter = metrics.get_meter(n.INSTRUMENTATION_NAME, version, meter_provider=options.meter_provider)
             listener = Listener(tracer, Instruments(meter), record_content=options.record_content)
         self._listener = listener
         return listener
@@ -94,8 +96,12 @@ class Recorder:
         """A session ended after `seconds` (mcp.server.session.duration)."""
         listener = self.listener()
         if listener is not None and listener.instruments is not None:
-            attributes = {n.MCP_PROTOCOL_VERSION: protocol_version, n.NETWORK_TRANSPORT: "tcp"}
-            listener.instruments.session_duration.record(seconds, {**attributes, n.NETWORK_PROTOCOL_NAME: "http"})
+            attributes = {
+                n.MCP_PROTOCOL_VERSION: protocol_version,
+                n.NETWORK_TRANSPORT: "tcp",
+                n.NETWORK_PROTOCOL_NAME: "http",
+            }
+            listener.instruments.session_duration.record(seconds, attributes)
 
     def refused(self, error: McpError) -> None:
         """The endpoint refused an HTTP request with `error`: counted when it names a bound,
@@ -172,6 +178,14 @@ class Listener:
             span.end()
         if self.instruments is not None:
             self.instruments.operation_duration.record(time.perf_counter() - observation.started, metric)
+
+
+def _version() -> str | None:
+    """The instrumentation scope's version: the installed package's, where it is installed."""
+    try:
+        return importlib.metadata.version(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _parent(params: Mapping[str, Any], channel: Observed) -> tuple[Any, list[Any] | None]:
