@@ -4,11 +4,12 @@
     .venv/bin/python benchmarks/soak.py 2 4b    # only those
 
 Each attack of the review (batch amplification, pinned questions, replay logs, token flood,
-session flood), and a few variants of them, runs against a fresh uvicorn worker serving
-`soak_app.py` (`mcp_routes(app)`, nothing tuned), at the review's scale where that fits in
-about a minute. Per attack: the server's RSS before, at its peak and after; what the attacker
-got, counted by refusal; a legitimate, credentialed client's latency while it ran; and the
-worst ping, which says how long the event loop was held.
+session flood, and the second round's idle streams, updates under load and task fan-out), and a
+few variants of them, runs against a fresh uvicorn worker serving `soak_app.py`
+(`mcp_routes(app)`, nothing tuned), at the review's scale where that fits in about a minute.
+Per attack: the server's RSS before, at its peak and after, and its CPU while the attack ran;
+what the attacker got, counted by refusal; a legitimate, credentialed client's latency while it
+ran; and the worst ping, which says how long the event loop was held.
 
 Deliberate choices:
 - One fresh server per attack, so each RSS figure is that attack's alone. RSS is sampled from
@@ -30,7 +31,9 @@ Deliberate choices:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import math
 import os
 import re
 import statistics
@@ -65,7 +68,7 @@ SAMPLE_EVERY_S: Final = 0.05
 PROBE_EVERY_S: Final = 0.1
 SETTLE_S: Final = 1.0
 # The bound a refusal names: "(Limits.max_x)", or "(the share of Limits.max_x anonymous callers may hold)".
-BOUND: Final = re.compile(r"\((?:the share of )?(?:Limits|Sessions)\.\w+[^)]{0,60}\)")
+BOUND: Final = re.compile(r"\((?:the share of )?(?:Limits|Sessions|Tasks)\.\w+[^)]{0,60}\)")
 EVENT_ID: Final = re.compile(rb"^id: ([0-9]+)\.", re.MULTILINE)
 
 # The scale of each attack: the review's, where it fits in about a minute on 2 cores.
@@ -86,6 +89,28 @@ TOKEN_ADDRESSES: Final = 40
 TOKEN_SESSIONS: Final = 5  # per address (or per made-up key)
 SESSION_FLOOD: Final = 20_000  # twice Sessions.max_sessions
 SESSION_ADDRESSES: Final = 200  # x 64 (Sessions.max_per_caller) > 10,000
+LISTEN_ADDRESSES: Final = 47  # x 16 made-up keys, each a GET stream: past three quarters of Limits.max_streams
+LISTEN_KEYS: Final = 16
+BATCH_FLOOD_CLIENTS: Final = 40  # each from an address of its own
+BATCH_FLOOD_ROUNDS: Final = 2  # batches of 100 list_notes each client reads, one after the other
+SAMPLE_CLIENTS: Final = 50
+SAMPLE_ADDRESSES: Final = 10
+SAMPLE_MS: Final = 5000
+PINNED_CALLS: Final = 10_000  # follow_notes calls, each left running by its hung-up client
+PINNED_ADDRESSES: Final = 2
+PINNED_SESSIONS: Final = 64  # per address: 128 in all, as in the review
+PINNED_WORKERS: Final = 32  # per address: calls under way at once, about the review's rate
+PINNED_WINDOW: Final[Mapping[str, Any]] = {"durationMs": 30_000}
+HANG_UP_AFTER_S: Final = 0.05
+SYNC_TASKS: Final = 48  # sync task calls of one address, each cancelled once it is a task
+SYNC_WORKERS: Final = 8
+SYNC_PROBE_S: Final = 5.0  # how long a sync REST route is timed once they are cancelled
+TASKS_VERSION: Final = "2026-07-28"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+TASK_ADDRESSES: Final = 50  # x 16 made-up keys: 800 tasks of about 1 MB results
+TASK_KEYS: Final = 16
+LEGIT_TASKS: Final = 16  # Tasks.max_per_caller: an honest caller's every task
+TASK_POLL_S: Final = 0.05
 REQUEST_IDS: Final = itertools.count(1)  # a pinned call keeps its id busy: each call a new one
 
 
@@ -184,9 +209,11 @@ def label(reply: Reply) -> str:
 
 
 def entry_label(entry: Mapping[str, Any]) -> str:
-    if "result" in entry:
+    result = entry.get("result")
+    if result is not None and not result.get("isError"):
         return "entries answered"
-    bound = BOUND.search(str(entry.get("error", {}).get("message", "")))
+    said = str(result.get("content")) if result is not None else str(entry.get("error", {}).get("message", ""))
+    bound = BOUND.search(said)
     return f"entries refused ({bound.group()[1:-1] if bound else entry.get('error')})"
 
 
@@ -277,6 +304,113 @@ def unread_batches(name: str, arguments: Mapping[str, Any] | None, clients: int)
         return outcome
 
     return attack
+
+
+async def batch_flood(port: int) -> Outcome:
+    """40 anonymous clients, each from an address of its own, each reading two batches of 100
+    `list_notes` calls (about 12 kB in, 18 MB out per batch) one after the other."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def client(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        session = await pipe.open_session(BATCH_VERSION)
+        if session is None:
+            return
+        for _ in range(BATCH_FLOOD_ROUNDS):
+            batch = [call("list_notes", None, next(REQUEST_IDS)) for _ in range(BATCH_OF)]
+            reply = await pipe.send(session.post(port, batch))
+            if reply is not None and reply.status == 200:
+                got["bytes sent back in all"] += len(reply.body)
+                got.update(entry_label(entry) for entry in reply.json())
+            elif reply is not None:
+                got[label(reply)] += 1
+        pipe.close()
+
+    await in_parallel(client(n) for n in range(BATCH_FLOOD_CLIENTS))
+    return outcome
+
+
+async def stream_samples(port: int) -> Outcome:
+    """50 anonymous sessions from 10 addresses sample a stream of 1 MB frames at once, each for
+    5 s (the response cap, 16 MiB of frames, ends each window first)."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def client(n: int) -> None:
+        pipe = Pipe(port, attacker(n % SAMPLE_ADDRESSES), got)
+        session = await pipe.open_session()
+        if session is not None:
+            reply = await pipe.send(session.post(port, call("frames", {"durationMs": SAMPLE_MS}, next(REQUEST_IDS))))
+            if reply is not None:
+                got["bytes sent back in all"] += len(reply.body)
+                got[sample_label(reply)] += 1
+        pipe.close()
+
+    await in_parallel(client(n) for n in range(SAMPLE_CLIENTS))
+    return outcome
+
+
+def task_request(port: int, method: str, params: Mapping[str, Any], key: str) -> bytes:
+    """`tasks_request` as bytes on the wire, with an x-api-key."""
+    headers, body = tasks_request(method, params, next(REQUEST_IDS))
+    return http_request(port, "POST", "/mcp", headers | {"x-api-key": key}, body)
+
+
+async def run_tasks(pipe: Pipe, key: str, count: int) -> list[str]:
+    """Start `count` report tasks under `key`, then wait for each to end; what each kept."""
+    started = []
+    for _ in range(count):
+        reply = await pipe.send(task_request(pipe.port, "tools/call", {"name": "report", "arguments": {}}, key))
+        result = reply.json().get("result", {}) if reply is not None and reply.status == 200 else {}
+        if result.get("resultType") == "task":
+            started.append(result["taskId"])
+        elif reply is not None:
+            return [label(reply)] * count
+    return [await task_end(pipe, key, task_id) for task_id in started]
+
+
+async def task_end(pipe: Pipe, key: str, task_id: str) -> str:
+    """Poll a task until it ends: whether its result is kept, or what stands in for it."""
+    request = task_request(pipe.port, "tasks/get", {"taskId": task_id}, key)
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while time.monotonic() < deadline:
+        reply = await pipe.send(request)
+        task = reply.json().get("result", {}) if reply is not None and reply.status == 200 else {}
+        if task.get("status") not in ("working", "input_required"):
+            break
+        await asyncio.sleep(TASK_POLL_S)
+    result = task.get("result", {})
+    if task.get("status") == "completed" and not result.get("isError"):
+        return "results kept"
+    said = BOUND.search(str(result.get("content", "")))
+    return f"results let go ({said.group()[1:-1] if said else task.get('status')})"
+
+
+async def kept_results(port: int) -> Outcome:
+    """800 tasks with results of about 1 MB, under made-up x-api-keys from 50 addresses (16
+    each, one at a time per address); then the legitimate caller runs its 16."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def address(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        for index in range(TASK_KEYS):
+            got.update(await run_tasks(pipe, f"made-up-{n}-{index}", 1))
+        pipe.close()
+
+    await in_parallel(address(n) for n in range(TASK_ADDRESSES))
+    pipe = Pipe(port, HOST, got)
+    mine = Counter(await run_tasks(pipe, LEGIT_KEY, LEGIT_TASKS))
+    pipe.close()
+    outcome.legit = f"its {LEGIT_TASKS} tasks: {got_text(mine)}"
+    return outcome
+
+
+def sample_label(reply: Reply) -> str:
+    """A sample's answer by how many frames it carried, or its refusal."""
+    counted = re.search(rb'"frameCount":([0-9]+)', reply.body)
+    return f"samples of {int(counted[1])} frames" if counted and reply.status == 200 else label(reply)
 
 
 async def pinned_questions(port: int) -> Outcome:
@@ -479,6 +613,378 @@ async def still_open(port: int, sessions: Sequence[Session], got: Counter[str]) 
     pipe.close()
 
 
+async def hold_get_stream(port: int, session: Session) -> tuple[int, Connection | None]:
+    """Open the session's GET stream; its status, and the connection holding it open if accepted."""
+    async with asyncio.timeout(REQUEST_TIMEOUT_S):
+        connection = await Connection.open(port, session.address)
+        connection.write(http_request(port, "GET", "/mcp", session.headers(SSE_ONLY)))
+        status, _ = await connection.receive_head()
+    if status == 200:
+        return status, connection
+    connection.close()
+    return status, None
+
+
+def listener_lockout(port: int) -> Awaitable[Outcome]:
+    """47 addresses x 16 made-up x-api-keys, each holding a GET stream open; then a listener
+    with the app's demo key, and an anonymous one, each ask for a GET stream."""
+
+    async def attack() -> Outcome:
+        outcome = Outcome()
+        got = outcome.got
+        held: list[Connection] = []
+
+        async def address(n: int) -> None:
+            pipe = Pipe(port, attacker(n), got)
+            for index in range(LISTEN_KEYS):
+                session = await pipe.open_session(key=f"made-up-{n}-{index}")
+                if session is None:
+                    continue
+                status, connection = await hold_get_stream(port, session)
+                got["streams held" if connection else f"streams refused (HTTP {status})"] += 1
+                if connection is not None:
+                    held.append(connection)
+            pipe.close()
+
+        await in_parallel(address(n) for n in range(LISTEN_ADDRESSES))
+        verdicts = []
+        for who, address_of, key in (
+            ("a demo-key", HOST, LEGIT_KEY),
+            ("an anonymous", attacker(LISTEN_ADDRESSES), None),
+        ):
+            pipe = Pipe(port, address_of, got)
+            session = await pipe.open_session(key=key)
+            status, connection = await hold_get_stream(port, session) if session else (0, None)
+            verdicts.append(f"{who} listener: " + ("served" if connection else f"refused (HTTP {status})"))
+            if connection is not None:
+                connection.close()
+            pipe.close()
+        outcome.legit = "; ".join(verdicts)
+        for connection in held:
+            connection.close()
+        return outcome
+
+    return attack()
+
+
+async def pinned_calls(port: int) -> Outcome:
+    """The review's 10,000 follow_notes calls asking for 30 s windows, over 128 anonymous
+    2025-11-25 sessions from 2 addresses, each connection closed 50 ms after its request."""
+    outcome = Outcome()
+    got = outcome.got
+
+    async def address(n: int) -> None:
+        setup = Pipe(port, attacker(n), got)
+        sessions = await open_sessions(setup, PINNED_SESSIONS)
+        setup.close()
+        if not sessions:
+            return
+        left = itertools.count()
+
+        async def worker() -> None:
+            while next(left) < PINNED_CALLS // PINNED_ADDRESSES:
+                session = sessions[next(REQUEST_IDS) % len(sessions)]
+                got[await call_and_hang_up(port, session)] += 1
+
+        await in_parallel(worker() for _ in range(PINNED_WORKERS))
+
+    await in_parallel(address(n) for n in range(PINNED_ADDRESSES))
+    return outcome
+
+
+async def call_and_hang_up(port: int, session: Session) -> str:
+    """Call follow_notes for a 30 s window on a connection of its own, and close it after 50
+    ms: what came back by then (a refusal), or "left running"."""
+    request = session.post(port, call("follow_notes", PINNED_WINDOW, next(REQUEST_IDS)))
+    try:
+        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+            connection = await Connection.open(port, session.address)
+            try:
+                connection.write(request)
+                try:
+                    async with asyncio.timeout(HANG_UP_AFTER_S):
+                        status, headers = await connection.receive_head()
+                except TimeoutError:
+                    return "calls hung up on after 50 ms"
+                if headers.get("content-type", "").startswith("text/event-stream"):
+                    return "calls hung up on after 50 ms"
+                return label(Reply(status, headers, await connection.receive_body(status, headers)))
+            finally:
+                connection.close()
+    except (OSError, EOFError, TimeoutError, asyncio.LimitOverrunError, BenchmarkError) as error:
+        return f"client errors ({type(error).__name__})"
+
+
+def tasks_request(method: str, params: Mapping[str, Any], request_id: int) -> tuple[dict[str, str], dict[str, Any]]:
+    """A 2026-07-28 request of a client that declares the tasks extension: headers and body."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": TASKS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "1"},
+    }
+    headers = {"accept": BOTH, "mcp-protocol-version": TASKS_VERSION, "mcp-method": method}
+    name = params.get("name", params.get("taskId"))  # what Mcp-Name must repeat
+    if name is not None:
+        headers["mcp-name"] = name
+    return headers, rpc(method, {**params, "_meta": meta}, request_id)
+
+
+async def cancelled_sync_tasks(port: int) -> Outcome:
+    """One anonymous address starts 48 tasks of the sync export (15 s in a thread each), eight
+    at a time, and cancels each once it is a task; then a sync REST route is timed for 5 s."""
+    outcome = Outcome()
+    got = outcome.got
+
+    started = itertools.count()
+
+    async def start_and_cancel() -> None:
+        pipe = Pipe(port, attacker(0), got)
+        while next(started) < SYNC_TASKS:
+            await start_one(pipe)
+        pipe.close()
+
+    async def start_one(pipe: Pipe) -> None:
+        headers, body = tasks_request("tools/call", {"name": "export_notes", "arguments": {}}, next(REQUEST_IDS))
+        reply = await pipe.send(http_request(port, "POST", "/mcp", headers, body))
+        task_id = reply.json().get("result", {}).get("taskId") if reply is not None and reply.status == 200 else None
+        if task_id is None:
+            got[label(reply) if reply is not None else "no answer"] += 1
+        else:
+            headers, body = tasks_request("tasks/cancel", {"taskId": task_id}, next(REQUEST_IDS))
+            cancelled = await pipe.send(http_request(port, "POST", "/mcp", headers, body))
+            done = cancelled is not None and cancelled.status == 200
+            got["tasks started, then cancelled" if done else "cancel failed"] += 1
+
+    # A few at a time, each cancelled as soon as it is a task: fewer running than Tasks.max_per_caller.
+    await in_parallel(start_and_cancel() for _ in range(SYNC_WORKERS))
+    rest = Pipe(port, HOST, got)
+    latencies: list[float] = []
+    deadline = time.monotonic() + SYNC_PROBE_S
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        reply = await rest.send(http_request(port, "GET", "/sync-ping"))
+        if reply is not None and reply.status == 200:
+            latencies.append((time.perf_counter() - started) * 1000)
+        await asyncio.sleep(PROBE_EVERY_S)
+    rest.close()
+    p50, worst = milliseconds(latencies, statistics.median), milliseconds(latencies, max)
+    outcome.legit = f"a sync REST route meanwhile: p50 {p50}, max {worst} ({len(latencies)})"
+
+
+# -- updates and task changes on listening streams ---------------------------------------------
+
+IDLE_STREAMS: Final = 500  # anonymous GET streams, each in a session of its own
+IDLE_ADDRESSES: Final = 32  # x 16 (Limits.max_streams_per_caller) >= 500
+WRITES_S: Final = 5.0  # the REST writer's run, alone and beside the streams
+SUBSCRIBERS: Final = 16
+WRITERS: Final = 4  # connections writing at once: about 1,300 writes a second here
+BURST_S: Final = 10.0
+LAST_NOTICE_S: Final = 10.0  # how long a subscriber may take, after the burst, to hear the one write
+TASK_ADDRESSES: Final = 31  # x 16 tasks and 16 streams (the per-caller bounds) = 496
+TASKS_PER_ADDRESS: Final = 16
+TASK_STEPS: Final = 100  # one every 100 ms: 10 s of progress per task
+STATELESS: Final = "2026-07-28"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+UPDATED: Final = b"notifications/resources/updated"
+TASK_STATUS: Final = b"notifications/tasks"
+
+
+def note_write(port: int, note: int = 1) -> bytes:
+    return http_request(port, "PUT", f"/notes/{note}?text=soak")
+
+
+async def rest_writer(port: int, seconds: float, got: Counter[str], label_: str) -> None:
+    """PUT /notes/1 one after the other on one connection for `seconds`: writes/s and p50."""
+    latencies: list[float] = []
+    connection = await Connection.open(port, HOST)
+    request = note_write(port)
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                reply = await connection.send(request)
+            if reply.status == 200:
+                latencies.append((time.perf_counter() - started) * 1000)
+    finally:
+        connection.close()
+    p50 = statistics.median(latencies) if latencies else math.nan
+    got[f"writes/s {label_} (p50 {p50:.1f} ms)"] = round(len(latencies) / seconds)
+
+
+async def get_stream(port: int, session: Session, got: Counter[str]) -> Connection | None:
+    """The session's GET stream, open once its head is read; `None`, counted, when refused."""
+    connection = await Connection.open(port, session.address)
+    connection.write(http_request(port, "GET", "/mcp", session.headers(SSE_ONLY)))
+    async with asyncio.timeout(REQUEST_TIMEOUT_S):
+        status, headers = await connection.receive_head()
+    if status == 200:
+        return connection
+    got[label(Reply(status, headers, await connection.receive_body(status, headers)))] += 1
+    connection.close()
+    return None
+
+
+async def idle_streams_beside_a_writer(port: int) -> Outcome:
+    """A REST writer's PUT /notes/1 alone, then beside 500 idle anonymous GET streams (sessions
+    subscribed to nothing) from 32 addresses."""
+    outcome = Outcome()
+    got = outcome.got
+    await rest_writer(port, WRITES_S, got, "alone")
+    streams: list[Connection] = []
+
+    async def address(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        count = IDLE_STREAMS // IDLE_ADDRESSES + (n < IDLE_STREAMS % IDLE_ADDRESSES)
+        for session in await open_sessions(pipe, count):
+            stream = await get_stream(port, session, got)
+            if stream is not None:
+                streams.append(stream)
+        pipe.close()
+
+    try:
+        await in_parallel(address(n) for n in range(IDLE_ADDRESSES))
+        got["idle GET streams open"] = len(streams)
+        await rest_writer(port, WRITES_S, got, f"beside {len(streams)} streams")
+    finally:
+        for stream in streams:
+            stream.close()
+    return outcome
+
+
+async def heard(connection: Connection, marker: bytes, last: bytes, counts: Counter[str], done: asyncio.Event) -> None:
+    """Count the events carrying `marker` until one names `last` (then set `done`)."""
+    while True:
+        event = await connection.read_until(b"\n\n")
+        if marker in event:
+            counts["notices"] += 1
+            if last in event:
+                counts["last"] += 1
+                done.set()
+                return
+
+
+async def updates_under_load(port: int) -> Outcome:
+    """16 sessions subscribed to notes://1 and notes://2 read their GET streams while 4 REST
+    connections write notes://1 for 10 s; a second before the end, notes://2 is written once:
+    does every subscriber hear that one update, published under load?"""
+    outcome = Outcome()
+    got = outcome.got
+    pipe = Pipe(port, attacker(0), got)
+    sessions = await open_sessions(pipe, SUBSCRIBERS)
+    for session in sessions:
+        for uri in ("notes://1", "notes://2"):
+            await pipe.send(session.post(port, rpc("resources/subscribe", {"uri": uri})))
+    pipe.close()
+    streams = [stream for session in sessions if (stream := await get_stream(port, session, got))]
+    counts = [Counter[str]() for _ in streams]
+    done = [asyncio.Event() for _ in streams]
+    readers = [
+        asyncio.create_task(heard(stream, UPDATED, b"notes://2", count, event))
+        for stream, count, event in zip(streams, counts, done, strict=True)
+    ]
+    writes = 0
+
+    async def writer() -> None:
+        nonlocal writes
+        connection = await Connection.open(port, HOST)
+        deadline = time.monotonic() + BURST_S
+        try:
+            while time.monotonic() < deadline:
+                if (await connection.send(note_write(port))).status == 200:
+                    writes += 1
+        finally:
+            connection.close()
+
+    async def once_under_load() -> None:
+        await asyncio.sleep(BURST_S - 1)
+        connection = await Connection.open(port, HOST)
+        await connection.send(note_write(port, 2))
+        connection.close()
+
+    try:
+        await in_parallel([*(writer() for _ in range(WRITERS)), once_under_load()])
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LAST_NOTICE_S):
+                await asyncio.gather(*(event.wait() for event in done))
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for stream in streams:
+            stream.close()
+    got[f"writes in {BURST_S:g} s"] = writes
+    got["notices per subscriber (median)"] = round(statistics.median(c["notices"] for c in counts)) if counts else 0
+    got["subscribers heard notes://2's one update"] = sum(event.is_set() for event in done)
+    got["subscribers never heard it"] = sum(not event.is_set() for event in done)
+    return outcome
+
+
+def stateless_post(port: int, method: str, params: Mapping[str, Any], name: str | None = None) -> bytes:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": STATELESS,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "1"},
+    }
+    headers = {"accept": BOTH, "mcp-protocol-version": STATELESS, "mcp-method": method}
+    if name is not None:
+        headers["mcp-name"] = name
+    return http_request(port, "POST", "/mcp", headers, rpc(method, {**params, "_meta": meta}))
+
+
+async def task_fan_out(port: int) -> Outcome:
+    """496 anonymous 2026-07-28 tasks (31 addresses x 16) report a step every 100 ms for 10 s,
+    each followed by a subscriptions/listen stream of its own caller naming it."""
+    outcome = Outcome()
+    got = outcome.got
+    counts: list[Counter[str]] = []
+    done: list[asyncio.Event] = []
+    streams: list[Connection] = []
+    readers: list[asyncio.Task[None]] = []
+
+    async def address(n: int) -> None:
+        pipe = Pipe(port, attacker(n), got)
+        arguments = {"steps": TASK_STEPS, "every_ms": 100}
+        for _ in range(TASKS_PER_ADDRESS):
+            reply = await pipe.send(
+                stateless_post(port, "tools/call", {"name": "progress", "arguments": arguments}, "progress")
+            )
+            task_id = (
+                reply.json().get("result", {}).get("taskId") if reply is not None and reply.status == 200 else None
+            )
+            if task_id is None:
+                got["tasks refused" if reply is not None else "tasks unanswered"] += 1
+                continue
+            connection = await Connection.open(port, attacker(n))
+            connection.write(stateless_post(port, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}))
+            status, _ = await connection.receive_head()
+            if status != 200:
+                got[f"listen streams refused (HTTP {status})"] += 1
+                connection.close()
+                continue
+            count, event = Counter[str](), asyncio.Event()
+            streams.append(connection)
+            counts.append(count)
+            done.append(event)
+            readers.append(asyncio.create_task(heard(connection, TASK_STATUS, b'"status":"completed"', count, event)))
+        pipe.close()
+
+    try:
+        await in_parallel(address(n) for n in range(TASK_ADDRESSES))
+        got["tasks followed"] = len(streams)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(TASK_STEPS * 0.1 * 3):
+                await asyncio.gather(*(event.wait() for event in done))
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for stream in streams:
+            stream.close()
+    got["task notices per stream (median)"] = round(statistics.median(c["notices"] for c in counts)) if counts else 0
+    got["streams that heard their task end"] = sum(event.is_set() for event in done)
+    got["streams that never heard it"] = sum(not event.is_set() for event in done)
+    return outcome
+
+
 # -- the legitimate client and the RSS sampler ----------------------------------------------
 
 
@@ -605,6 +1111,51 @@ ATTACKS: Final = (
         "(not measured)",
         session_flood(made_up_keys=True),
     ),
+    Attack(
+        "5c. Listener lock-out: 47 addresses x 16 made-up x-api-keys hold GET streams",
+        "locked out every listener",
+        listener_lockout,
+    ),
+    Attack(
+        "6. Pinned calls: 10,000 follow_notes of 30 s, hung up after 50 ms (128 anonymous sessions, 2 addresses)",
+        "68 MB -> 1,056 MB in 14 s; legit p50 148 ms",
+        pinned_calls,
+    ),
+    Attack(
+        "6b. Cancelled sync tasks: 48 sync task calls of one address, each cancelled",
+        "thread pool exhausted; a sync REST route took 26 s",
+        cancelled_sync_tasks,
+    ),
+    Attack(
+        "7. Batch flood: 40 clients x 2 batches of 100 list_notes (anonymous, 40 addresses, 2025-03-26)",
+        "1.46 GB answered in 6.6 s; peak RSS 1,060 MB",
+        batch_flood,
+    ),
+    Attack(
+        "7b. Stream samples: 50 at once of 1 MB frames (anonymous, 10 addresses)",
+        "peaked at 2.7 GB; legit max 6 s",
+        stream_samples,
+    ),
+    Attack(
+        "8. Kept task results: 800 tasks of 1 MB results (made-up x-api-keys, 50 addresses)",
+        "held 781 MB; anonymous callers alone about 500 MB",
+        kept_results,
+    ),
+    Attack(
+        "9. Idle streams: 500 anonymous GET streams from 32 addresses beside a REST writer",
+        "PUT /notes/1 from ~1,940/s to 64/s (p50 1.9 to 53 ms)",
+        idle_streams_beside_a_writer,
+    ),
+    Attack(
+        "9b. Updates under load: 16 subscribed streams, ~1,300 writes/s",
+        "13,705 of ~26,000 updates lost",
+        updates_under_load,
+    ),
+    Attack(
+        "9c. Task fan-out: 496 tasks reporting progress, 496 listen streams",
+        "CPU 4% to 59-79%; ~90% of progress notifications lost per stream",
+        task_fan_out,
+    ),
 )
 
 
@@ -615,6 +1166,7 @@ class Row:
     peak: int
     after: int
     elapsed_s: float
+    cpu_s: float  # the server's CPU time while the attack ran
     outcome: Outcome
     calls_ms: list[float]
     pings_ms: list[float]
@@ -629,16 +1181,18 @@ def run(attack: Attack) -> Row:
         with LegitClient(process.port) as legit:
             before = process.rss_bytes()
             with PeakRss(process) as sampled:
-                started = time.monotonic()
+                started, cpu_before = time.monotonic(), process.cpu_seconds()
                 outcome = asyncio.run(bounded(attack.run(process.port)))
-                elapsed = time.monotonic() - started
+                elapsed, cpu = time.monotonic() - started, process.cpu_seconds() - cpu_before
                 time.sleep(SETTLE_S)
                 after = process.rss_bytes()
         if outcome.cleanup is not None:
             asyncio.run(bounded(outcome.cleanup()))
         if process.popen.poll() is not None:
             raise BenchmarkError(f"the server died during {attack.name!r} (exit {process.popen.returncode})")
-    return Row(attack, before, sampled.peak, after, elapsed, outcome, legit.calls_ms, legit.pings_ms, legit.failures)
+    return Row(
+        attack, before, sampled.peak, after, elapsed, cpu, outcome, legit.calls_ms, legit.pings_ms, legit.failures
+    )
 
 
 async def bounded(work: Awaitable[T]) -> T:
@@ -695,9 +1249,9 @@ def render(rows: Sequence[Row]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| attack | RSS before / peak / after | attack took | legit small call p50 / max (n) | worst ping "
-        "| the legitimate caller's own state |",
-        "|---|--:|--:|--:|--:|---|",
+        "| attack | RSS before / peak / after | attack took | server CPU | legit small call p50 / max (n) "
+        "| worst ping | the legitimate caller's own state |",
+        "|---|--:|--:|--:|--:|--:|---|",
     ]
     for row in rows:
         rss = " / ".join(f"{value / 1e6:,.0f}" for value in (row.before, row.peak, row.after)) + " MB"
@@ -709,6 +1263,7 @@ def render(rows: Sequence[Row]) -> str:
             row.attack.name.split(":")[0],
             rss,
             f"{row.elapsed_s:.1f} s",
+            f"{row.cpu_s:.1f} s ({row.cpu_s / row.elapsed_s:.0%})" if row.elapsed_s else "-",
             f"{calls} ({len(row.calls_ms)})",
             milliseconds(row.pings_ms, max),
             legit,

@@ -16,6 +16,8 @@ from fastapi import FastAPI, params
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
 from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
 from fastapi_mcp_routes.server.audit import log_tool_call
+from fastapi_mcp_routes.server.budget import AnswerBudget
+from fastapi_mcp_routes.server.call_slots import CallSlots
 from fastapi_mcp_routes.server.channel import Channels
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, TokenStore
 from fastapi_mcp_routes.server.deployment import Deployment
@@ -36,6 +38,7 @@ from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.server.tasks.feature import tasks_feature
 from fastapi_mcp_routes.server.tasks.methods import TaskMethods
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns
+from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.server.tools import tools_feature
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.store.base import Store
@@ -101,6 +104,7 @@ class Endpoint:
     task_runs: TaskRuns
     sessions: SessionManager | None
     transport: StreamableHTTPEndpoint
+    listened: Listened  # what the listening streams of this process hear of (its readers run in the lifespan)
 
 
 def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Feature] = ()) -> Endpoint:
@@ -126,14 +130,24 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     config = _transport_config(options, credentials)
     deployment = _deployment(options.secret, options.store)
     task_runs = TaskRuns(deployment=deployment, options=options.tasks)
-    pipeline = _pipeline(app, options, registry, urls, deployment, task_runs, windows)
+    # One per process: what the tool calls and the transport hold of answers, per caller and in all.
+    budget = AnswerBudget(limits.max_answer_bytes, limits.max_answer_bytes_per_caller)
+    threads = ThreadShares(per_caller=limits.max_threads_per_caller, total=limits.max_threads)
+    pipeline = _pipeline(app, options, registry, urls, deployment, task_runs, windows, budget, threads)
     updates = ResourceUpdates(deployment.store, registry)
     remember(app, updates)
     _watch_writes(app, updates)
     sessions = (
-        SessionManager(options=options.sessions, deployment=deployment, limits=limits) if options.sessions else None
+        SessionManager(
+            options=options.sessions,
+            deployment=deployment,
+            limits=limits,
+            subscriptions_saved=updates.subscriptions_changed,
+        )
+        if options.sessions
+        else None
     )
-    listened, served = _features(app, limits, registry, pipeline, updates, task_runs)
+    listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads)
     served = (*served, *features)
     lists = Lists(
         registry=registry,
@@ -156,13 +170,28 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
             sessions=sessions,
             sealer=RequestStateSealer(deployment.secret),
             shaper=ResultShaper({"name": identity.name, "version": identity.version}),
+            call_slots=CallSlots(
+                per_session=limits.max_calls_per_session, per_caller=limits.max_calls_per_caller, total=limits.max_calls
+            ),
         ),
         deployment=deployment,
         sessions=sessions,
         rate_limit=_endpoint_rate_limit(app, limits.rate_limit, deployment.store),
+        budget=budget,
     )
     return Endpoint(
-        app, options, identity, registry, urls, lists, dispatcher.listings(), deployment, task_runs, sessions, transport
+        app,
+        options,
+        identity,
+        registry,
+        urls,
+        lists,
+        dispatcher.listings(),
+        deployment,
+        task_runs,
+        sessions,
+        transport,
+        listened,
     )
 
 
@@ -173,10 +202,11 @@ def _features(
     pipeline: ToolCallPipeline,
     updates: ResourceUpdates,
     task_runs: TaskRuns,
+    threads: ThreadShares,
 ) -> tuple[Listened, tuple[Feature, ...]]:
     """The library's own features, declared (server/features.py), and what a listening stream
     follows of them besides their lists."""
-    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes)
+    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes, threads=threads)
     listened = Listened(
         resources=ResourceMethods(
             registry=registry,
@@ -233,6 +263,8 @@ def _pipeline(
     deployment: Deployment,
     task_runs: TaskRuns,
     windows: WindowBounds,
+    budget: AnswerBudget,
+    threads: ThreadShares,
 ) -> ToolCallPipeline:
     limits, calls = options.limits, options.tool_calls
     tokens = TokenStore(deployment, capacity=limits.max_tokens, per_caller=limits.max_tokens_per_caller)
@@ -246,6 +278,8 @@ def _pipeline(
         max_argument_depth=limits.max_argument_depth,
         tasks=task_runs,
         windows=windows,
+        budget=budget,
+        threads=threads,
     )
 
 

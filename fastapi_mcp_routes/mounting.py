@@ -112,6 +112,8 @@ class _Mounted:
             async with anyio.create_task_group() as background:
                 # Started, not only scheduled: a request right after startup may become a task.
                 await background.start(endpoint.task_runs.serve)
+                # Started too: a stream opened right after startup hears the updates it watches.
+                await background.start(endpoint.listened.serve)
                 if endpoint.sessions is not None and deployment.store.shared:
                     background.start_soon(endpoint.sessions.forward_news)
                 if endpoint.sessions is not None:

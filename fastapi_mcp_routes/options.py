@@ -13,7 +13,7 @@ Tests and deployments set the numbers through the groups, never by patching a co
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -42,6 +42,11 @@ DEFAULT_MAX_EVENTS_PER_STREAM: Final = 256
 # so its answer is held whole: as large as one route response may be.
 DEFAULT_MAX_BATCH_LENGTH: Final = 100
 DEFAULT_MAX_BATCH_ANSWER_BYTES: Final = DEFAULT_MAX_RESPONSE_BYTES
+# Bytes of answers being built or written at once (route responses captured for tool calls,
+# stream samples, batch answers): two full-size answers per caller, and a total that keeps one
+# process to a few hundred MB however many requests arrive at once.
+DEFAULT_MAX_ANSWER_BYTES_PER_CALLER: Final = 2 * DEFAULT_MAX_RESPONSE_BYTES
+DEFAULT_MAX_ANSWER_BYTES: Final = 256 * 1024 * 1024
 # Server-to-client questions (elicitation, sampling, roots) waiting for the client's answer. A
 # call that asks is held until answered or timed out (minutes), even after its client hung up.
 DEFAULT_MAX_QUESTIONS_PER_SESSION: Final = 8
@@ -75,6 +80,17 @@ DEFAULT_MAX_SUBSCRIPTIONS: Final = 64
 # A subscribed URI longer than this is refused: a subscriptions/listen stream keeps the URIs it
 # names once each (a session keeps digests), so 1,000 streams of 64 such URIs hold at most 64 MiB.
 DEFAULT_MAX_URI_CHARS: Final = 1024
+# Route calls running at once (tool calls, reads, prompts, completions, tasks' routes), counted
+# in each process: an agent runs a handful in parallel (a burst of twenty is seen), so 32 per
+# session and 64 per caller are not met by honest use, while a caller hanging up on calls it leaves running is stopped
+# long before they hold the process's memory and CPU.
+DEFAULT_MAX_CALLS_PER_SESSION: Final = 32
+DEFAULT_MAX_CALLS_PER_CALLER: Final = 64
+DEFAULT_MAX_CALLS: Final = 1000
+# Sync (`def`) routes called as tools, running in threads at once: anyio's thread pool, which
+# serves REST's sync routes too, has 40; tool calls take at most 24 of them, eight per caller.
+DEFAULT_MAX_THREADS_PER_CALLER: Final = 8
+DEFAULT_MAX_THREADS: Final = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +134,10 @@ DEFAULT_MAX_TASKS_PER_CALLER: Final = 16
 DEFAULT_MAX_TASKS: Final = 1000
 # A finished task's result is kept until its time to live ends (in Redis, with a shared store).
 DEFAULT_MAX_TASK_RESULT_BYTES: Final = 1024 * 1024
+# Bytes of kept results: a caller's every task may keep the largest result; in all, room for
+# eight such callers, of which a flood of anonymous callers holds at most half.
+DEFAULT_MAX_RESULT_BYTES_PER_CALLER: Final = DEFAULT_MAX_TASKS_PER_CALLER * DEFAULT_MAX_TASK_RESULT_BYTES
+DEFAULT_MAX_KEPT_RESULT_BYTES: Final = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +158,14 @@ class Tasks:
             runs, an optional task answers directly and a required one is refused.
         max_result_bytes: the largest result a task keeps; a larger one ends the task with an
             `isError` result saying so.
+        max_result_bytes_per_caller, max_kept_result_bytes: bytes of finished tasks' results
+            kept, per caller and in all; callers without verified credentials may hold three
+            quarters of the total, anonymous ones half, callers with credentials all but a
+            tenth. A result past one is kept by letting go of finished results: the caller's
+            own oldest first, then the oldest of the most crowded trust, never one of a caller
+            trusted more, never a running task. A task whose result was let go stays
+            `completed`, its result an `isError` result naming the bound; one whose result finds
+            no room ends with such a result at once.
         lease_s: with a shared store, the lease the process running a task holds on it in the
             store, renewed every third of this; once it lapses (this long after the process
             died) a `tasks/get` from any process ends the task `failed`. Every process of a
@@ -151,6 +179,8 @@ class Tasks:
     max_per_caller: int = DEFAULT_MAX_TASKS_PER_CALLER
     max_tasks: int = DEFAULT_MAX_TASKS
     max_result_bytes: int = DEFAULT_MAX_TASK_RESULT_BYTES
+    max_result_bytes_per_caller: int = DEFAULT_MAX_RESULT_BYTES_PER_CALLER
+    max_kept_result_bytes: int = DEFAULT_MAX_KEPT_RESULT_BYTES
     lease_s: float = DEFAULT_TASK_LEASE_S
 
     def __post_init__(self) -> None:
@@ -161,6 +191,18 @@ class Tasks:
         _check_count("Tasks.max_per_caller", self.max_per_caller)
         _check_count("Tasks.max_tasks", self.max_tasks)
         _check_count("Tasks.max_result_bytes", self.max_result_bytes, "bytes")
+        _check_count("Tasks.max_result_bytes_per_caller", self.max_result_bytes_per_caller, "bytes")
+        _check_count("Tasks.max_kept_result_bytes", self.max_kept_result_bytes, "bytes")
+        if self.max_result_bytes > self.max_result_bytes_per_caller:
+            raise ValueError(
+                "Tasks.max_result_bytes must not exceed Tasks.max_result_bytes_per_caller (a result that large "
+                f"could never be kept), got {self.max_result_bytes!r} > {self.max_result_bytes_per_caller!r}"
+            )
+        if self.max_result_bytes_per_caller > self.max_kept_result_bytes:
+            raise ValueError(
+                "Tasks.max_result_bytes_per_caller must not exceed Tasks.max_kept_result_bytes, got "
+                f"{self.max_result_bytes_per_caller!r} > {self.max_kept_result_bytes!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +222,11 @@ class Limits:
         max_batch_length: messages in one 2025-03-26 batch; a longer batch is refused whole.
         max_batch_answer_bytes: once a batch's answers reach this size, its later requests
             are not run and each is answered with an error naming this bound.
+        max_answer_bytes_per_caller, max_answer_bytes: bytes of answers this process builds or
+            writes at once (route responses a tool call captured, a streaming tool's frames, a
+            batch's answers), per caller and in all; callers without verified credentials may
+            hold three quarters of the total, anonymous ones half. Past one, a tool call ends
+            with an `isError` result naming the bound, and a batch's later requests are not run.
         max_questions_per_session, max_questions_per_caller, max_questions: server-to-client
             questions waiting for an answer, per session, per caller and in all; past one, the
             question is not sent and the route gets `ToolContextError` naming the bound.
@@ -197,10 +244,30 @@ class Limits:
             subscribed to; past it, the subscription is refused (-32602) naming this bound.
         max_uri_chars: the longest resource URI a read or a subscription may name; past it,
             -32602 before the URI is matched against the templates.
+        max_calls_per_session, max_calls_per_caller, max_calls: route calls running at once in
+            this process (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`,
+            and a task's route until it ends), per session, per caller and in all; past one, the
+            call is refused before it runs (-32029, HTTP 429 per session or caller, 503 in all,
+            with Retry-After). Anonymous callers run at most half of `max_calls`, they and
+            callers with checked credentials (`verify_credentials`) three quarters, and callers
+            with credentials all but a tenth kept for anonymous callers.
+        max_threads_per_caller, max_threads: sync (`def`) routes called over MCP running in
+            the thread pool at once, per caller and in all (anonymous callers half, callers
+            without a verified principal three quarters); a call past them waits for a thread, so REST's sync routes keep the rest of the pool.
+            `max_threads` is cut below the thread pool's size when the pool is smaller.
         rate_limit: a budget per caller for the endpoint itself, in slowapi syntax
             ("120/minute"); over it, 429 with Retry-After. Kept in the app's slowapi `Limiter`
             storage when one is installed (`app.state.limiter`), else in the store's Redis when
             `store=` is a `RedisStore`, else in memory. `None`: no budget.
+        verify_credentials: how to check, cheaply, credentials that no `auth=` principal
+            stands for, so that their callers rank above anonymous ones in every bound. A
+            function (or coroutine function) given the request's credential headers (lower-case
+            names, without Cookie) that returns the account they belong to (a string), `True`
+            for an account of the credentials' own, or `False`/`None`. Callers it accepts are
+            counted per account and pushed out only after anonymous ones; any other caller
+            counts as anonymous, by its address (it is not refused: the routes' own guards
+            decide that). Its answer is kept a minute per credential. `None`: every credential
+            without a principal counts as anonymous, since anyone can make one up.
     """
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -213,6 +280,8 @@ class Limits:
     max_events_per_stream: int = DEFAULT_MAX_EVENTS_PER_STREAM
     max_batch_length: int = DEFAULT_MAX_BATCH_LENGTH
     max_batch_answer_bytes: int = DEFAULT_MAX_BATCH_ANSWER_BYTES
+    max_answer_bytes_per_caller: int = DEFAULT_MAX_ANSWER_BYTES_PER_CALLER
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     max_questions_per_session: int = DEFAULT_MAX_QUESTIONS_PER_SESSION
     max_questions_per_caller: int = DEFAULT_MAX_QUESTIONS_PER_CALLER
     max_questions: int = DEFAULT_MAX_QUESTIONS
@@ -224,9 +293,18 @@ class Limits:
     max_resumes_per_session: int = DEFAULT_MAX_RESUMES_PER_SESSION
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     max_uri_chars: int = DEFAULT_MAX_URI_CHARS
+    max_calls_per_session: int = DEFAULT_MAX_CALLS_PER_SESSION
+    max_calls_per_caller: int = DEFAULT_MAX_CALLS_PER_CALLER
+    max_calls: int = DEFAULT_MAX_CALLS
+    max_threads_per_caller: int = DEFAULT_MAX_THREADS_PER_CALLER
+    max_threads: int = DEFAULT_MAX_THREADS
     rate_limit: str | None = None
+    # Takes the credential headers, returns an account, True, or False/None; may be a coroutine function.
+    verify_credentials: Callable[[Mapping[str, str]], Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.verify_credentials is not None and not callable(self.verify_credentials):
+            raise ValueError(f"Limits.verify_credentials must be a function or None, got {self.verify_credentials!r}")
         _check_count("Limits.max_body_bytes", self.max_body_bytes, "bytes")
         _check_count("Limits.max_response_bytes", self.max_response_bytes, "bytes")
         _check_count("Limits.page_size", self.page_size)
@@ -245,9 +323,20 @@ class Limits:
             "max_resumes_per_session",
             "max_subscriptions",
             "max_uri_chars",
+            "max_calls_per_session",
+            "max_calls_per_caller",
+            "max_calls",
+            "max_threads_per_caller",
+            "max_threads",
         ):
             _check_count(f"Limits.{name}", getattr(self, name))
-        for name in ("max_batch_answer_bytes", "max_replay_bytes_per_session", "max_replay_bytes"):
+        for name in (
+            "max_batch_answer_bytes",
+            "max_answer_bytes_per_caller",
+            "max_answer_bytes",
+            "max_replay_bytes_per_session",
+            "max_replay_bytes",
+        ):
             _check_count(f"Limits.{name}", getattr(self, name), "bytes")
         _check_count("Limits.max_argument_depth", self.max_argument_depth, "levels", MAX_ARGUMENT_DEPTH)
         if self.rate_limit is not None:

@@ -241,34 +241,6 @@ async def test_updates_of_resources_a_session_did_not_subscribe_to_cost_its_stre
     assert lookups <= 2  # one read of its subscriptions, and perhaps a renewal of the stream's lease
 
 
-class LosingStore(MemoryStore):
-    """The default store, losing every announcement of a change to a session's record, as a
-    dropped pub/sub connection loses what is published meanwhile."""
-
-    async def publish(self, channel: str, message: bytes) -> bool:
-        if channel.startswith("changed/"):
-            return False
-        return await super().publish(channel, message)
-
-
-async def test_a_subscription_whose_announcement_was_lost_is_heard_within_a_recheck() -> None:
-    with serve(notes_resources_app(store=LosingStore())) as url, anyio.fail_after(WAIT_S):
-        async with httpx.AsyncClient(base_url=url) as http, session_stream(http) as (headers, messages):
-            await http.put("/notes/2", params={"text": "read the subscriptions: none yet"})
-            await answer(http, headers, "resources/subscribe", {"uri": "notes://1"})
-
-            async def write_until_heard() -> None:
-                while True:
-                    await http.put("/notes/1", params={"text": "heard, once the stream reads again"})
-                    await anyio.sleep(0.1)  # a write every tenth of a second, not a wait for anything
-
-            async with anyio.create_task_group() as writes:
-                writes.start_soon(write_until_heard)
-                heard = await anext(messages)
-                writes.cancel_scope.cancel()
-    assert heard["params"] == {"uri": "notes://1"}
-
-
 async def test_a_session_stops_hearing_a_resource_once_it_unsubscribes_and_hears_one_it_subscribes_to() -> None:
     with serve(notes_resources_app()) as url, anyio.fail_after(WAIT_S):
         async with httpx.AsyncClient(base_url=url) as http, session_stream(http) as (headers, messages):

@@ -111,6 +111,32 @@ async def test_a_signed_in_caller_still_gets_a_task_while_anonymous_addresses_ho
 
 
 @pytest.mark.processes
+@pytest.mark.parametrize(
+    "with_redis", [pytest.param(False, id="memory"), pytest.param(True, id="redis", marks=pytest.mark.redis)]
+)
+async def test_made_up_keys_hold_only_the_anonymous_share_of_tasks_and_a_checked_key_is_still_served(
+    with_redis: bool, request: pytest.FixtureRequest
+) -> None:
+    redis_url = request.getfixturevalue("redis_url") if with_redis else ""
+    with review_app(redis_url, REVIEW_MAX_PER_CALLER="4", REVIEW_MAX_TASKS="8") as url:
+        held = []
+        for index, address in enumerate(ANONYMOUS_ADDRESSES[:3]):
+            transport = httpx.AsyncHTTPTransport(local_address=address)
+            async with httpx.AsyncClient(transport=transport, timeout=WAIT_S) as http:
+                for call in range(4):
+                    made_up = {"authorization": f"Bearer made-up-{index}-{call}"}
+                    held.append(await call_tool(http, url, "forever_required", made_up))
+        kept = [result for result in held if result.get("resultType") == "task"]
+        assert len(kept) == 4, held  # half of the 8, as anonymous callers: made-up keys earn nothing
+        refusal = next(result for result in held if result.get("isError"))["content"][0]["text"]
+        assert "Tasks.max_tasks" in refusal
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            checked = {"authorization": "Bearer checked-acme"}
+            mine = await call_tool(http, url, "forever_required", checked)
+            assert (mine.get("resultType"), mine.get("status")) == ("task", "working"), mine
+
+
+@pytest.mark.processes
 async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_caller_and_see_only_their_own() -> None:
     with review_app(REVIEW_MAX_PER_CALLER="2", REVIEW_MAX_TASKS="100") as url:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
@@ -135,6 +161,78 @@ async def test_made_up_credentials_from_one_address_hold_no_more_tasks_than_one_
             # A signed-in caller from that address is a caller of its own.
             mine = await call_tool(http, url, "forever_required", SIGNED_IN)
             assert mine.get("resultType") == "task", mine
+
+
+# -- kept results: bounded in bytes per caller and in all ------------------------------------------
+
+# About 20 kB of result each: a route's 10,000 characters, as text and as structure.
+REPORT_CHARS: Final = 10_000
+
+
+async def report_until_ended(http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None) -> str:
+    """Run the `report` task to its end; its id."""
+    body = stateless_request("tools/call", {"name": "report", "arguments": {"size": REPORT_CHARS}}, META)
+    sent = {**stateless_headers("tools/call", "report"), **(headers or {})}
+    created = (await http.post(f"{url}/mcp", json=body, headers=sent)).json()["result"]
+    assert created.get("resultType") == "task", created
+    await task_result(http, url, created["taskId"], headers)
+    return str(created["taskId"])
+
+
+async def task_result(http: httpx.AsyncClient, url: str, task_id: str, headers: dict[str, str] | None = None) -> Any:
+    """The result of the caller's task once it is completed (read as a client polls)."""
+    body = stateless_request("tasks/get", {"taskId": task_id}, META)
+    sent = {**stateless_headers("tasks/get", task_id), **(headers or {})}
+    with anyio.fail_after(WAIT_S):
+        while (task := (await http.post(f"{url}/mcp", json=body, headers=sent)).json()["result"])[
+            "status"
+        ] != "completed":
+            await anyio.sleep(0.05)
+    return task["result"]
+
+
+def from_address(address: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=address), timeout=WAIT_S)
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(
+    "with_redis", [pytest.param(False, id="memory"), pytest.param(True, id="redis", marks=pytest.mark.redis)]
+)
+async def test_kept_results_let_go_of_the_callers_oldest_then_of_the_oldest_anonymous_one_never_a_checked_ones(
+    with_redis: bool, request: pytest.FixtureRequest
+) -> None:
+    redis_url = request.getfixturevalue("redis_url") if with_redis else ""
+    # A caller keeps 2 results of about 20 kB, anonymous callers 5 in all (half of 210 kB).
+    with review_app(redis_url, REVIEW_RESULT_BYTES_PER_CALLER="50000", REVIEW_KEPT_RESULT_BYTES="210000") as url:
+        made_up = {"authorization": "Bearer made-up-1"}
+        async with from_address(ANONYMOUS_ADDRESSES[0]) as http:
+            mine = [await report_until_ended(http, url, made_up) for _ in range(3)]
+            oldest, *kept = [await task_result(http, url, task_id, made_up) for task_id in mine]
+        assert oldest["isError"] is True
+        assert "let go" in oldest["content"][0]["text"]
+        assert "(Tasks.max_result_bytes_per_caller)" in oldest["content"][0]["text"]
+        assert all(len(result["structuredContent"]["text"]) == REPORT_CHARS for result in kept), kept
+        # Two more anonymous addresses: five results is the anonymous share, the sixth lets go of
+        # the oldest anonymous one (the first caller's).
+        async with from_address(ANONYMOUS_ADDRESSES[1]) as http:
+            others = [await report_until_ended(http, url) for _ in range(2)]
+        async with from_address(ANONYMOUS_ADDRESSES[2]) as http:
+            others += [await report_until_ended(http, url, made_up) for _ in range(2)]
+        async with from_address(ANONYMOUS_ADDRESSES[0]) as http:
+            pushed = await task_result(http, url, mine[1], made_up)
+            assert pushed["isError"] is True
+            assert "the share of it anonymous callers may hold" in pushed["content"][0]["text"]
+            assert (await task_result(http, url, mine[2], made_up)).get("isError") is None
+        # Callers the server checks keep theirs beside the anonymous share, and push out none of them.
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            for headers in ({"authorization": "Bearer checked-acme"}, SIGNED_IN):
+                trusted = [await report_until_ended(http, url, headers) for _ in range(2)]
+                for task_id in trusted:
+                    assert (await task_result(http, url, task_id, headers)).get("isError") is None
+        async with from_address(ANONYMOUS_ADDRESSES[1]) as http:
+            for task_id in others[:2]:
+                assert (await task_result(http, url, task_id)).get("isError") is None
 
 
 # -- a question's key is never reused over a task's life ----------------------------------------

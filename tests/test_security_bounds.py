@@ -4,14 +4,16 @@ served. Every row runs on a server of its own (the rows fill what they test), wi
 enough to reach in a few requests; `benchmarks/soak.py` pushes the same attacks at the default
 bounds and measures the server's memory.
 
-Callers are told apart as the server tells them apart: by credentials (an `x-api-key`, which
-the endpoint forwards but cannot check: a claimed identity), else by client address. Loopback
-is a whole /8 on Linux, so anonymous callers here connect from 127.0.0.2, 127.0.0.3, ..."""
+Callers are told apart as the server tells them apart: by credentials (an `x-api-key` the app's
+`Limits.verify_credentials` accepts), else by client address: a made-up key, one it refuses,
+counts as no key at all. Loopback is a whole /8 on Linux, so anonymous callers here connect
+from 127.0.0.2, 127.0.0.3, ..."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
 
 from fastapi_mcp_routes import Limits, Sessions, mcp_routes, mcp_tool
 from tests.support.apps import Context
@@ -26,15 +29,23 @@ from tests.support.confirmation import is_pending, pending_of
 from tests.support.jsonrpc import HEADERS, call_tool, initialize, open_session, rpc, tool_call
 from tests.support.servers import serve
 from tests.support.sse import read_to_first_message, sse_messages
+from tests.support.stateless import post_stateless
 from tests.support.waits import WAIT_S
 
 ASKING = {"elicitation": {}}  # a client that can be asked to confirm
 BIG = 40_000  # characters in a `big` answer
+FRAME = 10_000  # characters in a frame of the `frames` stream
+
+
+def known_key(headers: Mapping[str, str]) -> bool:
+    """The app's check of a key: every key but a made-up one."""
+    return not headers.get("x-api-key", "made-up").startswith("made-up")
 
 
 def make_app(limits: Limits, sessions: Sessions) -> FastAPI:
     app = FastAPI()
-    app.include_router(mcp_routes(app, limits=limits, sessions=sessions))
+    checked = dataclasses.replace(limits, verify_credentials=known_key)
+    app.include_router(mcp_routes(app, limits=checked, sessions=sessions))
 
     @mcp_tool()
     @app.post("/orders")
@@ -50,6 +61,12 @@ def make_app(limits: Limits, sessions: Sessions) -> FastAPI:
     @app.get("/small")
     def small() -> dict[str, bool]:
         return {"ok": True}
+
+    @mcp_tool(stream=True)
+    @app.get("/frames")
+    def frames() -> StreamingResponse:
+        line = json.dumps({"text": "f" * FRAME}).encode() + b"\n"
+        return StreamingResponse(iter([line] * 8), media_type="application/x-ndjson")
 
     @mcp_tool()
     @app.get("/client")
@@ -134,6 +151,55 @@ def batch_answer_too_large(server: Server) -> None:
     assert all(entry["error"]["code"] == -32600 for entry in entries[2:])
     assert "Limits.max_batch_answer_bytes" in entries[2]["error"]["message"]
     assert len(answered.content) < 100_000 + 2 * BIG + 1000 + 48 * 250  # the cap, one answer, short errors
+
+
+def batch_past_answer_bytes_per_caller(server: Server) -> None:
+    http = server.client()
+    headers = server.session(version="2025-03-26")
+    entries = http.post("/mcp", json=[tool_call("big", request_id=n) for n in range(5)], headers=headers).json()
+    # The first answer (about 80,000 bytes) is held until the batch is written; the next call's
+    # response would pass 100,000 bytes, so it ends with an error result, and so do the rest.
+    assert "isError" not in entries[0]["result"]
+    for entry in entries[1:]:
+        assert entry["result"]["isError"] is True
+        assert "(Limits.max_answer_bytes_per_caller)" in entry["result"]["content"][0]["text"]
+    # Written, the batch lets go of what it held: the same caller is served again.
+    assert call_tool(http, "big", headers=server.session())["structuredContent"] == {"text": "x" * BIG}
+
+
+def batch_past_anonymous_share_of_answer_bytes(server: Server) -> None:
+    http = server.client("127.0.0.2")
+    headers = server.session("127.0.0.2", version="2025-03-26")
+    entries = http.post("/mcp", json=[tool_call("big", request_id=n) for n in range(3)], headers=headers).json()
+    assert "isError" not in entries[0]["result"]
+    refused = entries[1]["result"]["content"][0]["text"]
+    assert "(the share of Limits.max_answer_bytes anonymous callers may hold)" in refused
+
+
+def call_past_answer_bytes_per_caller(server: Server) -> None:
+    http = server.client()
+    refused = call_tool(http, "big", headers=server.session())
+    assert refused["isError"] is True
+    assert "(Limits.max_answer_bytes_per_caller)" in refused["content"][0]["text"]
+    stateless = post_stateless(http, "tools/call", {"name": "big", "arguments": {}}).json()["result"]
+    assert stateless["isError"] is True
+    assert "(Limits.max_answer_bytes_per_caller)" in stateless["content"][0]["text"]
+    small = post_stateless(http, "tools/call", {"name": "small", "arguments": {}}).json()["result"]
+    assert small["structuredContent"] == {"ok": True}
+
+
+def sample_past_answer_bytes_per_caller(server: Server) -> None:
+    http = server.client()
+    # Each frame is counted twice (the answer carries it as structured content and as text):
+    # the second would pass 30,000 bytes, so the window ends there, with the first, as at the
+    # response cap: what was read is the caller's, marked truncated.
+    cut = call_tool(http, "frames", {"durationMs": 5000}, headers=server.session())
+    assert "isError" not in cut
+    assert cut["structuredContent"]["frameCount"] == 1
+    assert cut["structuredContent"]["truncated"] is True
+    stateless = post_stateless(http, "tools/call", {"name": "frames", "arguments": {"maxFrames": 1}}).json()["result"]
+    assert stateless["structuredContent"]["frameCount"] == 1
+    assert json.loads(stateless["content"][0]["text"]) == stateless["structuredContent"]
 
 
 def questions_per_session(server: Server) -> None:
@@ -311,6 +377,32 @@ def sessions_claimed_full(server: Server) -> None:
     assert refused.json()["id"] == 0
 
 
+def sessions_credentialed_flood(server: Server) -> None:
+    for n in range(3, 23):  # twice the total, from callers with checked keys
+        server.session(f"127.0.0.{n}", key=f"k{n}")
+    for n in (30, 31):  # the tenth kept for anonymous callers: each pushes out the other
+        server.session(f"127.0.0.{n}")
+
+
+def sessions_made_up_flood(server: Server) -> None:
+    alice = server.session(key="alice")
+    for n in range(2, 14):  # made-up keys from twelve addresses: anonymous, so alice stays
+        for m in range(3):
+            server.session(f"127.0.0.{n}", key=f"made-up-{n}-{m}")
+    assert server.client().post("/mcp", json=rpc("ping"), headers=alice).status_code == 200
+    assert server.client("127.0.0.40").post("/mcp", json=initialize(), headers=HEADERS).status_code == 200
+
+
+def tokens_made_up_flood(server: Server) -> None:
+    alice = server.session(key="alice")
+    token = pending_of(call_tool(server.client(), "place_order", {"item": "tea"}, headers=alice))["token"]
+    for n in range(2, 8):  # made-up keys from six addresses fill the anonymous share, never alice's token
+        headers = server.session(f"127.0.0.{n}", key=f"made-up-{n}")
+        call_tool(server.client(f"127.0.0.{n}"), "place_order", {"item": "x"}, headers=headers)
+    confirmed = call_tool(server.client(), "place_order", {"item": "tea", "confirmationToken": token}, headers=alice)
+    assert confirmed["structuredContent"] == {"placed": "tea"}
+
+
 @dataclass(frozen=True)
 class Row:
     name: str
@@ -320,15 +412,39 @@ class Row:
 
 
 SMALL_BATCH = Limits(max_batch_answer_bytes=100_000)
+FEW_ANSWER_BYTES = Limits(max_answer_bytes_per_caller=100_000)
+FEW_ANSWER_BYTES_IN_ALL = Limits(max_answer_bytes=200_000)
+TINY_ANSWER_BYTES = Limits(max_answer_bytes_per_caller=30_000)
 FEW_QUESTIONS = Limits(max_questions_per_session=2, max_questions_per_caller=4)
 FEW_QUESTIONS_IN_ALL = Limits(max_questions=5)
 FEW_TOKENS = Limits(max_tokens=4, max_tokens_per_caller=2)
 FEW_SESSIONS = Sessions(max_sessions=6, max_per_caller=3)
+TEN_SESSIONS = Sessions(max_sessions=10, max_per_caller=3)  # the least that keeps a floor for anonymous callers
 
 ROWS = [
     Row("a batch longer than max_batch_length -> 400 naming it", batch_too_long),
     Row(
         "a batch whose answers outgrow max_batch_answer_bytes -> the rest not run", batch_answer_too_large, SMALL_BATCH
+    ),
+    Row(
+        "a batch past max_answer_bytes_per_caller -> the rest end with errors",
+        batch_past_answer_bytes_per_caller,
+        FEW_ANSWER_BYTES,
+    ),
+    Row(
+        "anonymous answers past their share of max_answer_bytes -> refused",
+        batch_past_anonymous_share_of_answer_bytes,
+        FEW_ANSWER_BYTES_IN_ALL,
+    ),
+    Row(
+        "a response past max_answer_bytes_per_caller -> an error, both eras",
+        call_past_answer_bytes_per_caller,
+        TINY_ANSWER_BYTES,
+    ),
+    Row(
+        "a sample past max_answer_bytes_per_caller -> cut short, truncated",
+        sample_past_answer_bytes_per_caller,
+        TINY_ANSWER_BYTES,
     ),
     Row("questions past max_questions_per_session -> refused to the route", questions_per_session, FEW_QUESTIONS),
     Row("questions past max_questions_per_caller -> refused to the route", questions_per_caller, FEW_QUESTIONS),
@@ -353,6 +469,15 @@ ROWS = [
     ),
     Row("sessions full of credentialed callers -> anonymous 503", sessions_claimed_full, sessions=FEW_SESSIONS),
     Row("sessions under made-up API keys -> one caller per address", sessions_made_up_keys, sessions=FEW_SESSIONS),
+    Row(
+        "a flood of made-up API keys -> a checked key's session survives", sessions_made_up_flood, sessions=FEW_SESSIONS
+    ),
+    Row("a flood of made-up API keys -> a checked key's token survives", tokens_made_up_flood, FEW_TOKENS),
+    Row(
+        "sessions flooded by checked keys -> anonymous callers keep their floor",
+        sessions_credentialed_flood,
+        sessions=TEN_SESSIONS,
+    ),
 ]
 
 

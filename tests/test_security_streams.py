@@ -3,15 +3,16 @@ and refused, with others still served; and streams woken by their news, not by a
 
 The table's app holds at most two streams per caller, one resume per session and four streams
 in all (`Limits`), of which callers without verified credentials hold three, anonymous ones two.
-An `x-api-key` the endpoint cannot check counts per client address, so each caller here
-connects from an address of its own (loopback is a whole /8 on Linux). Each row gets a server
-of its own, so streams a row leaves to the server's noticing never reach the next row."""
+The app checks `x-api-key` (`Limits.verify_credentials`): a made-up key, one it refuses, counts
+as anonymous, by client address, so each caller here connects from an address of its own
+(loopback is a whole /8 on Linux). Each row gets a server of its own, so streams a row leaves
+to the server's noticing never reach the next row."""
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,13 @@ from tests.support.sse import iter_sse_messages, read_to_first_message
 from tests.support.stateless import stateless_headers, stateless_request
 from tests.support.waits import WAIT_S
 
-LIMITS = Limits(max_streams_per_caller=2, max_streams=4, max_resumes_per_session=1)
+
+def checked_key(headers: Mapping[str, str]) -> bool:
+    """The app's check of a key: every key but a made-up one."""
+    return not headers.get("x-api-key", "made-up").startswith("made-up")
+
+
+LIMITS = Limits(max_streams_per_caller=2, max_streams=4, max_resumes_per_session=1, verify_credentials=checked_key)
 RETRY_AFTER = "30"
 LISTEN = {"notifications": {"toolsListChanged": True}}
 SSE = {"accept": "text/event-stream"}
@@ -164,6 +171,14 @@ def anonymous_streams_past_their_share(peer: Peer) -> None:
     assert peer.listen("alice").status_code == 200  # a caller with credentials still gets one
 
 
+def made_up_keys_stream_as_anonymous_callers(peer: Peer) -> None:
+    assert peer.listen("made-up-1").status_code == 200
+    assert peer.get(peer.session("made-up-2")).status_code == 200
+    refused(peer.listen("made-up-3", request_id=4), 503, "max_streams", request_id=4)
+    refused(peer.get(peer.session("~4")), 503, "max_streams")
+    assert peer.listen("alice").status_code == 200  # a key the app checked still gets one
+
+
 ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("GET streams past the caller's bound -> 429", get_streams_past_the_callers_bound),
     ("subscriptions/listen past the caller's bound -> 429 with its id", listen_streams_past_the_callers_bound),
@@ -171,7 +186,23 @@ ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("resumes past the session's bound -> 429", resumes_past_the_sessions_bound),
     ("streams past the total bound -> 503", streams_past_the_total_bound),
     ("anonymous streams past their share of the total -> 503", anonymous_streams_past_their_share),
+    ("made-up keys' streams take the anonymous share -> 503", made_up_keys_stream_as_anonymous_callers),
 ]
+
+
+def test_streams_of_checked_keys_leave_the_floor_to_anonymous_callers() -> None:
+    limits = Limits(max_streams_per_caller=2, max_streams=10, verify_credentials=checked_key)
+    app = streaming_app(limits=limits)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http, ExitStack() as streams:
+        peer = Peer(http, streams)
+        # Checked keys may fill the share of callers without a verified principal (seven of
+        # ten) but for the tenth kept for anonymous callers: six.
+        for index in range(6):
+            assert peer.listen(f"k{index // 2}", request_id=index).status_code == 200
+        full = peer.listen("k3", request_id=6)
+        refused(full, 503, "max_streams", request_id=6)
+        assert "for callers with credentials" in full.json()["error"]["message"]
+        assert peer.listen("~anonymous").status_code == 200
 
 
 @pytest.mark.parametrize("attack", [row[1] for row in ROWS], ids=[row[0] for row in ROWS])

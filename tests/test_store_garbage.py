@@ -146,3 +146,18 @@ def test_a_failure_nothing_foresaw_is_a_json_rpc_error_with_a_reference_not_a_tr
         assert "nobody foresaw" not in answer.text
         assert "a value nobody foresaw" in caplog.text  # the traceback stays in the log
         assert http.post("/mcp", json=initialize(), headers=HEADERS).status_code == 200  # it serves on
+
+
+# Review of issue 29: a record nested past the JSON decoder's recursion limit raised
+# RecursionError (not a ValueError) out of `_object`, and the endpoint answered 500.
+DEEPLY_NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_a_session_record_nested_too_deeply_to_decode_is_unreadable() -> None:
+    with pytest.raises(UnreadableRecord):
+        read_session(DEEPLY_NESTED)
+
+
+def test_a_task_record_nested_too_deeply_to_decode_is_unreadable() -> None:
+    with pytest.raises(UnreadableRecord):
+        read_task(b'{"id": ' + DEEPLY_NESTED + b"}")

@@ -341,8 +341,8 @@ BOUNDS = {
     # Unchecked credentials (no `auth=`) count against their address: bob, from alice's, is refused
     # too (tests/test_review_tasks.py has callers of other addresses and a signed-in one).
     "max_per_caller": ({"max_per_caller": 2}, ("alice", "alice"), "alice", None),
-    # Unchecked credentials (no `auth=`) may hold three quarters of max_tasks: 2 of 3.
-    "max_tasks": ({"max_tasks": 3}, ("alice", "bob"), "carol", None),
+    # Unchecked credentials (no `auth=`) count as none: anonymous callers may hold half of max_tasks, 2 of 4.
+    "max_tasks": ({"max_tasks": 4}, ("alice", "bob"), "carol", None),
 }
 
 
@@ -595,6 +595,15 @@ INVALID_OPTIONS: dict[str, tuple[Callable[[], object], str]] = {
     "max_per_caller of 0": (lambda: Tasks(max_per_caller=0), "Tasks.max_per_caller"),
     "max_tasks of 0": (lambda: Tasks(max_tasks=0), "Tasks.max_tasks"),
     "max_result_bytes of 0": (lambda: Tasks(max_result_bytes=0), "Tasks.max_result_bytes"),
+    "max_result_bytes past max_result_bytes_per_caller": (
+        lambda: Tasks(max_result_bytes=2000, max_result_bytes_per_caller=1000),
+        "Tasks.max_result_bytes must not exceed Tasks.max_result_bytes_per_caller",
+    ),
+    "max_result_bytes_per_caller past max_kept_result_bytes": (
+        lambda: Tasks(max_result_bytes=100, max_result_bytes_per_caller=2000, max_kept_result_bytes=1000),
+        "Tasks.max_kept_result_bytes",
+    ),
+    "max_kept_result_bytes of 0": (lambda: Tasks(max_kept_result_bytes=0), "Tasks.max_kept_result_bytes"),
     "an infinite poll_interval_s": (lambda: Tasks(poll_interval_s=float("inf")), "Tasks.poll_interval_s"),
     "a lease_s of 0": (lambda: Tasks(lease_s=0), "Tasks.lease_s"),
     "task='sometimes'": (lambda: mcp_tool(task="sometimes"), "'task'"),

@@ -147,6 +147,8 @@ class Channel(Protocol):
 
     def wants_log(self, level: str) -> bool: ...
 
+    def hung_up(self) -> anyio.Event | None: ...
+
     def cannot_ask(self, request: InputRequest) -> str | None: ...
 
     async def ask(
@@ -181,6 +183,10 @@ class ToolCall:
         # What a later round must be handed back besides the answers (a confirmed call's
         # standing confirmation), made only when a round ends with a question.
         self.carried: Callable[[], Awaitable[Mapping[str, Any]]] | None = None
+        # Gives the call's running slot back (server/call_slots.py); a call that outlives its
+        # request (a task) gives it back when its route ends, not when the request does.
+        self.give_back: Callable[[], None] | None = None
+        self.outlives_request = False
         self._asked = 0
         self._last_progress: float | None = None
 

@@ -30,6 +30,7 @@ from fastapi_mcp_routes.server.call import (
     is_reserved,
     lacking,
 )
+from fastapi_mcp_routes.server.call_slots import CallSlots
 from fastapi_mcp_routes.server.envelope import Envelope, ResultShaper, check_param_headers
 from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
@@ -73,28 +74,47 @@ NO_EARLIER_ROUND: Final = CallInput({})
 
 
 class Registration:
-    """While inside, the call is one `notifications/cancelled` (or a closed stream) can stop;
-    `InvalidRequest` on entry when a request with its id is running already. Separate from
-    running the call: a tool call that becomes a task runs on after its request ended, when a
-    cancellation of that request must no longer reach it."""
+    """While inside, the call is one `notifications/cancelled` (or a closed stream) can stop,
+    and it holds a running call's slot (server/call_slots.py); on entry, `InvalidRequest` when a
+    request with its id is running already, `ServerBusy` past a bound on running calls.
+    Separate from running the call: a tool call that becomes a task runs on after its request
+    ended, when a cancellation of that request must no longer reach it, and keeps its slot
+    until its route ends (`ToolCall.outlives_request`)."""
 
     # A class rather than a generator-based context manager: it is entered on every call.
-    __slots__ = ("_call", "_channel")
+    __slots__ = ("_call", "_channel", "_holder", "_session_id")
 
     def __init__(self, channel: ClientChannel, call: ToolCall) -> None:
         self._channel = channel
         self._call = call
+        self._holder: Holder | None = None  # whom the slot counts against, while one is held
+        self._session_id: str | None = None
 
     def __enter__(self) -> None:
-        call = self._call
-        running = self._channel.running()
+        call, channel = self._call, self._channel
+        running = channel.running()
         if call.request_id in running:
             # Ids of requests in flight must be unique, or a cancellation could not name one.
             raise InvalidRequest(f"Invalid Request: a request with id {truncate(call.request_id)!r} is still running.")
+        slots = channel.call_slots
+        if slots is not None:
+            holder, session_id = channel.holder, channel.session_id
+            slots.take(session_id, holder)
+            self._holder, self._session_id = holder, session_id
+            call.give_back = self.give_back
         running[call.request_id] = call.cancel_scope
 
     def __exit__(self, *exc_info: object) -> None:
         self._channel.call_ended(self._call.request_id)
+        if not self._call.outlives_request:
+            self.give_back()
+
+    def give_back(self) -> None:
+        """The call's route ended: its slot goes back, once."""
+        holder, slots = self._holder, self._channel.call_slots
+        if holder is not None and slots is not None:
+            self._holder = None
+            slots.give_back(self._session_id, holder)
 
 
 class ClientChannel(abc.ABC):
@@ -106,13 +126,26 @@ class ClientChannel(abc.ABC):
     # The code of an unknown resource's error: the era's (wire/errors.py, ResourceNotFound).
     resource_not_found_code: int
 
-    def __init__(self, *, caller: Caller, principal: Any, identity: bytes, address: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        caller: Caller,
+        principal: Any,
+        identity: bytes,
+        address: str = "",
+        account: bytes | None = None,
+        call_slots: CallSlots | None = None,
+    ) -> None:
         self.caller = caller  # what the route's own request inherits
         self.principal = principal  # what the endpoint's `auth` dependency returned
         self.identity = identity  # the caller's credentials, canonical: what state binds to
         self.address = address  # the client's network address, as the server sees it
+        self.account = account  # whom `Limits.verify_credentials` found the credentials to be
+        self.call_slots = call_slots  # the process's running calls; None: not bounded
         self.emit: Emit | None = None  # the request's own SSE stream, when the client reads one
         self._own_calls: dict[RequestId, anyio.CancelScope] = {}
+        self._left = False  # the client closed the request's connection before its answer
+        self._hung_up: anyio.Event | None = None  # made when a call first waits for that
 
     @property
     def session_id(self) -> str | None:
@@ -134,7 +167,7 @@ class ClientChannel(abc.ABC):
 
     @property
     def holder(self) -> Holder:
-        return holder_of(self.identity, self.address, self.principal)
+        return holder_of(self.identity, self.address, self.principal, self.account)
 
     def start_call(
         self, request: Request, tool: Tool, arguments: Mapping[str, Any]
@@ -157,6 +190,23 @@ class ClientChannel(abc.ABC):
         """The client went away: every call this request runs ends."""
         for scope in self._own_calls.values():
             scope.cancel()
+
+    def client_left(self) -> None:
+        """The client closed the request's connection before its answer. In the session era its
+        calls run on (the spec keeps a call for a resume, and cancels only explicitly); a call
+        that only samples (a streaming route's window) ends early with what it has."""
+        self._left = True
+        if self._hung_up is not None:
+            self._hung_up.set()
+
+    def hung_up(self) -> anyio.Event | None:
+        """Set once the client that would read this request's answer has gone (`client_left`)."""
+        if self._hung_up is None:
+            # Made on first ask: only calls that sample wait for it, most calls never ask.
+            self._hung_up = anyio.Event()
+            if self._left:
+                self._hung_up.set()
+        return self._hung_up
 
     @abc.abstractmethod
     def wants_log(self, level: str) -> bool:
@@ -229,8 +279,17 @@ class SessionChannel(ClientChannel):
         session: SessionRecord | None = None,
         sessions: SessionManager | None = None,
         address: str = "",
+        account: bytes | None = None,
+        call_slots: CallSlots | None = None,
     ) -> None:
-        super().__init__(caller=caller, principal=principal, identity=identity, address=address)
+        super().__init__(
+            caller=caller,
+            principal=principal,
+            identity=identity,
+            address=address,
+            account=account,
+            call_slots=call_slots,
+        )
         self.protocol_version = protocol_version
         self.session = session
         self._sessions = sessions if session is not None else None
@@ -358,8 +417,17 @@ class StatelessChannel(ClientChannel):
         sealer: RequestStateSealer,
         shaper: ResultShaper,
         address: str = "",
+        account: bytes | None = None,
+        call_slots: CallSlots | None = None,
     ) -> None:
-        super().__init__(caller=caller, principal=principal, identity=identity, address=address)
+        super().__init__(
+            caller=caller,
+            principal=principal,
+            identity=identity,
+            address=address,
+            account=account,
+            call_slots=call_slots,
+        )
         self.protocol_version = envelope.version
         self._envelope = envelope
         self._sealer = sealer
@@ -440,10 +508,18 @@ def _answer(value: object) -> bool:
 class Channels:
     """Makes the channel of each request, with what each era needs to serve it."""
 
-    def __init__(self, *, sessions: SessionManager | None, sealer: RequestStateSealer, shaper: ResultShaper) -> None:
+    def __init__(
+        self,
+        *,
+        sessions: SessionManager | None,
+        sealer: RequestStateSealer,
+        shaper: ResultShaper,
+        call_slots: CallSlots | None = None,
+    ) -> None:
         self._sessions = sessions
         self._sealer = sealer
         self._shaper = shaper
+        self._call_slots = call_slots
 
     def session(
         self,
@@ -454,26 +530,38 @@ class Channels:
         address: str,
         protocol_version: str,
         session: SessionRecord | None,
+        account: bytes | None = None,
     ) -> SessionChannel:
         return SessionChannel(
             caller=caller,
             principal=principal,
             identity=identity,
             address=address,
+            account=account,
             protocol_version=protocol_version,
             session=session,
             sessions=self._sessions,
+            call_slots=self._call_slots,
         )
 
     def stateless(
-        self, *, caller: Caller, principal: Any, identity: bytes, address: str, envelope: Envelope
+        self,
+        *,
+        caller: Caller,
+        principal: Any,
+        identity: bytes,
+        address: str,
+        envelope: Envelope,
+        account: bytes | None = None,
     ) -> StatelessChannel:
         return StatelessChannel(
             caller=caller,
             principal=principal,
             identity=identity,
             address=address,
+            account=account,
             envelope=envelope,
             sealer=self._sealer,
             shaper=self._shaper,
+            call_slots=self._call_slots,
         )

@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import anyio
+from anyio.abc import TaskStatus
+
 from fastapi_mcp_routes.server.call import LOG_LEVELS
 from fastapi_mcp_routes.server.channel import CANCELLED, ClientChannel, Result
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS
@@ -55,6 +58,14 @@ class Listened:
     resources: ResourceMethods
     updates: ResourceUpdates
     tasks: TaskMethods
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hear resource updates and task changes for this process's streams, for the app's
+        lifetime (started once both listen)."""
+        async with anyio.create_task_group() as readers:
+            await readers.start(self.updates.serve)
+            await readers.start(self.tasks.serve)
+            task_status.started()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,18 +18,20 @@ from fastapi import FastAPI
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import ToolCallEvent, arguments_digest, log_tool_call, report
+from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.confirmation.guards import refusal
-from fastapi_mcp_routes.server.running import Finished, run_call
+from fastapi_mcp_routes.server.running import Ended, Finished, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
+from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.telemetry.current import note_outcome, stream_sample, trace_ids
 from fastapi_mcp_routes.telemetry.names import STREAM_FRAMES
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.tools.invoke import CapturedResponse, build_request, invoke, planned_path
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold, build_request, invoke, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
@@ -103,8 +105,12 @@ class ToolCallPipeline:
         invoker: Invoke | None = None,
         tasks: TaskRuns | None = None,
         windows: WindowBounds | None = None,
+        budget: AnswerBudget | None = None,
+        threads: ThreadShares | None = None,
     ) -> None:
+        self._budget = budget if budget is not None else AnswerBudget()
         self._windows = windows if windows is not None else WindowBounds()
+        self._threads = threads
         self._tasks = tasks
         self._max_response_bytes = max_response_bytes
         self._urls = urls if urls is not None else UrlPolicy()  # every URL argument refused
@@ -112,7 +118,7 @@ class ToolCallPipeline:
         self._registry = registry
         self._gate = gate
         self._on_tool_call = on_tool_call
-        self._invoke = invoker or self._invoke_app
+        self._invoker = invoker
         self._app = app
 
     async def __call__(self, request: Request, channel: ClientChannel) -> Mapping[str, Any]:
@@ -151,6 +157,8 @@ class ToolCallPipeline:
         stopped from inside (a question for a later round, a missing client capability) ends as
         it asked."""
         confirming = parsed.tool.confirm
+        # The call's response or frames, held against the answer budget until its result is made.
+        holding = Holding(self._budget, call.channel.holder)
 
         async def work() -> Ran | WindowRead | CapturedResponse:
             nonlocal confirming
@@ -163,11 +171,16 @@ class ToolCallPipeline:
                 if held is not None:
                     return held
             confirming = False
-            if window is not None:
-                return await self._read_window(parsed, call, window)
-            return await self._invoke(parsed.tool, parsed.arguments, call)
+            threads = self._threads
+            if threads is not None and parsed.tool.threaded:
+                async with threads.held(call.channel.holder):
+                    return await self._route(parsed, call, window, holding.take)
+            return await self._route(parsed, call, window, holding.take)
 
-        ended = await run_call(call, work)
+        with holding:
+            return self._ran(parsed, await run_call(call, work), confirming)
+
+    def _ran(self, parsed: ParsedCall, ended: Ended[Ran | WindowRead | CapturedResponse], confirming: bool) -> Ran:
         if isinstance(ended, Finished):
             response = ended.value
             if isinstance(response, Ran):
@@ -181,6 +194,16 @@ class ToolCallPipeline:
         # The call raised, or its route's response outgrew the cap.
         result, failure = tool_failure(ended.error, parsed.tool.name)
         return Ran(result, failure)
+
+    async def _route(
+        self, parsed: ParsedCall, call: ToolCall, window: Window | None, hold: Hold
+    ) -> Ran | WindowRead | CapturedResponse:
+        """Step 4: the route, or a window of its stream."""
+        if window is not None:
+            return await self._read_window(parsed, call, window, hold)
+        if self._invoker is not None:
+            return await self._invoker(parsed.tool, parsed.arguments, call)
+        return await self._invoke_app(parsed.tool, parsed.arguments, call, hold)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
@@ -209,9 +232,13 @@ class ToolCallPipeline:
         call.carried = carried
         return None
 
-    async def _read_window(self, parsed: ParsedCall, call: ToolCall, window: Window) -> WindowRead | CapturedResponse:
+    async def _read_window(
+        self, parsed: ParsedCall, call: ToolCall, window: Window, hold: Hold
+    ) -> WindowRead | CapturedResponse:
         """Step 4 for a streaming tool: the route's stream, read for the call's window, each
         frame reported as progress to a client that asked for it."""
+        scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
+        scope[CALL_SCOPE_KEY] = call
 
         async def on_frame(count: int, frame: Any) -> None:
             # The route may report progress of its own on the call (ToolContext), say once it
@@ -221,15 +248,19 @@ class ToolCallPipeline:
             total = window.max_frames if progress <= window.max_frames else None
             await call.report_progress(progress, total, f"frame {count}: {describe(frame)}")
 
-        with stream_sample() as span:  # the route's request is built under the sample's span
-            scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
-            scope[CALL_SCOPE_KEY] = call
-            read = await read_window(self._app, scope, body, window, on_frame, self._max_response_bytes)
+        # A sample ends early once its client has gone (session era, where the call runs on):
+        # what it read so far is its result, kept for a resume; sampling longer helps nobody.
+        hung_up = call.channel.hung_up()
+        max_bytes = self._max_response_bytes
+        with stream_sample() as span:  # the route's own spans start under the sample's
+            read = await read_window(self._app, scope, body, window, on_frame, max_bytes, hold, hung_up)
             if span is not None and isinstance(read, WindowRead):
                 span.set_attribute(STREAM_FRAMES, len(read.frames))
         return read
 
-    async def _invoke_app(self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall) -> CapturedResponse:
+    async def _invoke_app(
+        self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall, hold: Hold
+    ) -> CapturedResponse:
         """Step 4: the route, through the app, as the caller's own HTTP request."""
         caller = call.channel.caller
         scope = {CALL_SCOPE_KEY: call}
@@ -242,6 +273,7 @@ class ToolCallPipeline:
             max_response_bytes=self._max_response_bytes,
             on_answered=call.answered,
             stop=call.halt,
+            hold=hold,
         )
 
     async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:

@@ -9,6 +9,7 @@ becomes a JSON-RPC error here: they have no `isError` result as tools do.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from fastapi import FastAPI
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.running import Halted, Raised, run_call
+from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.tools.catalog.results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -29,9 +31,10 @@ from fastapi_mcp_routes.wire.jsonrpc import Request
 class RouteRunner:
     """Runs feature routes for requests."""
 
-    def __init__(self, *, app: FastAPI, max_response_bytes: int) -> None:
+    def __init__(self, *, app: FastAPI, max_response_bytes: int, threads: ThreadShares | None = None) -> None:
         self._app = app
         self._max_response_bytes = max_response_bytes
+        self._threads = threads
 
     async def run(
         self,
@@ -44,20 +47,23 @@ class RouteRunner:
         """The route's successful response, or the question that ends the request for now;
         raises the `McpError` the client is answered with otherwise (`not_found()` for a 404)."""
         _, running_call, registration = channel.start_call(request, call, arguments)
-        with registration:
-            ended = await run_call(
-                running_call,
-                lambda: invoke(
-                    self._app,
-                    call,
-                    arguments,
-                    channel.caller,
-                    {CALL_SCOPE_KEY: running_call},
-                    max_response_bytes=self._max_response_bytes,
-                    on_answered=running_call.answered,
-                    stop=running_call.halt,
-                ),
+
+        async def route() -> CapturedResponse:
+            return await invoke(
+                self._app,
+                call,
+                arguments,
+                channel.caller,
+                {CALL_SCOPE_KEY: running_call},
+                max_response_bytes=self._max_response_bytes,
+                on_answered=running_call.answered,
+                stop=running_call.halt,
             )
+
+        threads = self._threads if call.threaded else None
+        work = route if threads is None else functools.partial(threads.run, channel.holder, route)
+        with registration:
+            ended = await run_call(running_call, work)
         if isinstance(ended, InputRequired):
             return ended
         if isinstance(ended, Raised):

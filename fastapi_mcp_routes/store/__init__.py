@@ -24,9 +24,9 @@ backend cannot take now (it is unreachable) raises `StoreUnavailable`, which the
 answers with 503.
 
 Who is pushed out when a bound is reached is not the backend's to decide: `session_admission`,
-`token_admission` and `task_admission` (store/policy.py) say it as an `Admission`, the same for
-every backend, which one routine of the backend executes for all three families (see
-`MemoryStore`'s `Ranks.admit`). `StoreFull` is what a session or token refused at a total
+`token_admission`, `task_admission` and `result_admission` (store/policy.py) say it as an
+`Admission`, the same for every backend, which one routine of the backend executes for every
+family (see `MemoryStore`'s `Ranks.admit`). `StoreFull` is what a session or token refused at a total
 raises.
 
 `fastapi_mcp_routes.store.testing` is the contract every store keeps, as pytest tests a
@@ -43,6 +43,8 @@ from fastapi_mcp_routes.store.base import (
     Inbox,
     LogBounds,
     MessageBus,
+    Refusal,
+    ResultBounds,
     SessionBounds,
     SessionRecord,
     SessionStore,
@@ -61,7 +63,7 @@ from fastapi_mcp_routes.store.base import (
 from fastapi_mcp_routes.store.memory import MemoryStore
 from fastapi_mcp_routes.store.policy import (
     Admission,
-    Refusal,
+    result_admission,
     session_admission,
     share_holders,
     shares,
@@ -82,6 +84,7 @@ __all__ = [
     "MemoryStore",
     "MessageBus",
     "Refusal",
+    "ResultBounds",
     "SessionBounds",
     "SessionRecord",
     "SessionStore",
@@ -97,6 +100,7 @@ __all__ = [
     "TaskStore",
     "TokenLedger",
     "Trust",
+    "result_admission",
     "session_admission",
     "share_holders",
     "shares",

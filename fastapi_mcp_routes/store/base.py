@@ -24,10 +24,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
+# Which bound refused a newcomer: its owner's, or a total (or a share of one).
+Refusal = Literal["owner", "total"]
 # What a used token's value becomes: a second use can then be told from one never issued.
 USED: Final = b"\x00used"
+# Messages a listener has not read yet, by default: a reply topic gets one message, a stream's
+# wake-up topic needs one waiting message to read everything kept since.
+INBOX_SIZE: Final = 16
 
 
 class Trust(IntEnum):
@@ -101,6 +106,9 @@ class TaskRecord:
     # Who may see it: a keyed hash of the caller's credentials, else its address; empty, the owner.
     # It differs from `owner` for credentials the endpoint cannot check, which may be made up.
     caller: bytes = b""
+    # Which bound let go of its result to make room for newer ones ("owner" or "total"): its
+    # `outcome` is then gone, and the task answers with a failure naming the bound.
+    released: str | None = None
 
     @property
     def seen_by(self) -> bytes:
@@ -119,6 +127,16 @@ class TaskBounds:
 
     max_per_owner: int
     max_tasks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultBounds:
+    """Bytes of finished tasks' results kept, per owner and in all; of all, callers trusted less
+    may hold only their share (store/policy.py, `trust_bounds`). Room for a new result is made
+    by letting go of finished results, never by touching a running task."""
+
+    max_per_owner: int
+    max_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +318,18 @@ class TaskStore(Shared, Protocol):
         `save_session`); its time to live runs on. `False` when it changed or is gone."""
         ...
 
+    async def end_task(
+        self, record: TaskRecord, replacing: TaskRecord, size: int, bounds: ResultBounds
+    ) -> bool | Refusal:
+        """Save a task's end (`record` ended, `size` the bytes its result weighs) when it is
+        still `replacing`, as `save_task`, keeping its result within `bounds`. Room is made by
+        letting go of finished results (the record stays, its outcome dropped and `released`
+        naming the bound): past the owner's bound its own oldest first, past the total (or the
+        share of it the owner's trust may fill) the oldest of the most crowded trust, never one
+        trusted more. `True` when saved; `False` when it changed or is gone; `"owner"` or
+        `"total"` when no room could be made: nothing is saved (save a smaller end instead)."""
+        ...
+
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
         """Ids of at most `limit` tasks not ended yet, the owner's (`None`: anyone's), oldest
         first: where a full bound looks for tasks whose process stopped."""
@@ -314,8 +344,9 @@ class MessageBus(Shared, Protocol):
         """Hand a message to whoever listens on `topic`; `False` when nobody does."""
         ...
 
-    def subscribe(self, topic: str) -> AbstractAsyncContextManager[Inbox]:
-        """Listen on `topic` for as long as the context is open."""
+    def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AbstractAsyncContextManager[Inbox]:
+        """Listen on `topic` for as long as the context is open, keeping up to `capacity`
+        messages not read yet (a listener that does not read loses the next ones)."""
         ...
 
 

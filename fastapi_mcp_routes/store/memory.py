@@ -8,6 +8,7 @@ nothing needs a timer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import time
 from collections import OrderedDict
@@ -20,10 +21,13 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from fastapi_mcp_routes.store.base import (
+    INBOX_SIZE,
     USED,
     Holder,
     Inbox,
     LogBounds,
+    Refusal,
+    ResultBounds,
     SessionBounds,
     SessionRecord,
     StoreFull,
@@ -32,12 +36,17 @@ from fastapi_mcp_routes.store.base import (
     TaskRecord,
     Trust,
 )
-from fastapi_mcp_routes.store.policy import Admission, Refusal, session_admission, task_admission, token_admission
+from fastapi_mcp_routes.store.policy import (
+    Admission,
+    crowded_first,
+    result_admission,
+    session_admission,
+    task_admission,
+    token_admission,
+)
 
 _Key = TypeVar("_Key", bound=Hashable)
 
-# Messages a subscriber has not read yet; a reply topic gets one message, so this is slack.
-_INBOX_SIZE: Final = 16
 # Ids of sessions that ended here (closed, pushed out), so a sealed id another process issued is
 # not adopted again after its end here: the most recent ones, about 100 bytes each.
 ENDED_KEPT: Final = 100_000
@@ -92,22 +101,25 @@ def _lowest(ranked: Mapping[Trust, OrderedDict[_Key, None]], ceiling: Trust) -> 
 
 
 class Ranks(Generic[_Key]):
-    """What the bounds of one record family read (sessions, tokens, tasks), and the one routine
-    that executes an `Admission` (store/policy.py) on it: each owner's records in the order they
-    were made, the records a total bound may push out by trust in the order of their rank, and
-    how many records of each trust are kept."""
+    """What the bounds of one record family read (sessions, tokens, tasks, kept results), and
+    the one routine that executes an `Admission` (store/policy.py) on it: each owner's records
+    in the order they were made, with their weights (1 each, or a result's bytes), the records
+    a total bound may push out by trust in the order of their rank, and what the records of
+    each trust and of each owner weigh."""
 
-    __slots__ = ("by_owner", "counts", "ranked")
+    __slots__ = ("by_owner", "counts", "held", "ranked")
 
     def __init__(self) -> None:
-        self.by_owner: dict[bytes, OrderedDict[_Key, None]] = {}
+        self.by_owner: dict[bytes, OrderedDict[_Key, int]] = {}
+        self.held: dict[bytes, int] = {}  # by owner, what its records weigh
         self.ranked: dict[Trust, OrderedDict[_Key, None]] = {trust: OrderedDict() for trust in Trust}
         self.counts: dict[Trust, int] = dict.fromkeys(Trust, 0)
 
-    def add(self, key: _Key, owner: bytes, trust: Trust, *, ranked: bool) -> None:
+    def add(self, key: _Key, owner: bytes, trust: Trust, *, ranked: bool, weight: int = 1) -> None:
         """Count a new record; `ranked`: it may be pushed out at once (last in its rank)."""
-        self.by_owner.setdefault(owner, OrderedDict())[key] = None
-        self.counts[trust] += 1
+        self.by_owner.setdefault(owner, OrderedDict())[key] = weight
+        self.held[owner] = self.held.get(owner, 0) + weight
+        self.counts[trust] += weight
         if ranked:
             self.ranked[trust][key] = None
 
@@ -121,35 +133,52 @@ class Ranks(Generic[_Key]):
 
     def remove(self, key: _Key, owner: bytes, trust: Trust) -> None:
         mine = self.by_owner[owner]
-        del mine[key]
+        weight = mine.pop(key)
+        self.held[owner] -= weight
         if not mine:
             del self.by_owner[owner]
-        self.counts[trust] -= 1
+            del self.held[owner]
+        self.counts[trust] -= weight
         self.ranked[trust].pop(key, None)
 
-    def admit(self, owner: bytes, admission: Admission, drop: Callable[[_Key], object]) -> Refusal | None:
+    def admit(self, owner: bytes, admission: Admission, drop: Callable[[_Key, Refusal], object]) -> Refusal | None:
         """Make room for one new record of `owner` as `admission` says, calling `drop` for each
-        record to push out (which must `remove` it); returns which bound left no room, if any."""
-        mine = self.by_owner.get(owner)
-        while mine and len(mine) >= admission.per_owner:
+        record to push out with the bound it goes for (`drop` must `remove` it); returns which
+        bound left no room, if any."""
+        weight = admission.weight
+        if weight > admission.per_owner:
+            return "owner"  # no room could be made: nothing is pushed out for it
+        if any(weight > limit for _, _, limit in admission.bounds):
+            return "total"
+        while self.held.get(owner, 0) + weight > admission.per_owner:
+            mine = self.by_owner.get(owner)
+            if not mine:
+                return "owner"
             if admission.finished_only:
                 victim = next((key for key in mine if self._ranked(key)), None)
             else:
                 victim = next(iter(mine))
             if victim is None:
                 return "owner"
-            drop(victim)
+            drop(victim, "owner")
             if not admission.until_room:
                 break
-        for highest, limit in admission.shares:
-            while sum(self.counts[trust] for trust in Trust if trust <= highest) >= limit:
-                victim = _lowest(self.ranked, admission.trust)
+        for lowest, highest, limit in admission.bounds:
+            while sum(self.counts[trust] for trust in Trust if lowest <= trust <= highest) + weight > limit:
+                victim = self._victim(admission, lowest, min(highest, admission.trust))
                 if victim is None:
                     return "total"
-                drop(victim)
+                drop(victim, "total")
                 if not admission.until_room:
                     break
         return None
+
+    def _victim(self, admission: Admission, lowest: Trust, highest: Trust) -> _Key | None:
+        """The oldest record of the most crowded trust from `lowest` to `highest` that has one."""
+        ranked = self.ranked
+        candidates = (trust for trust in Trust if lowest <= trust <= highest and ranked[trust])
+        trust = crowded_first(self.counts, admission.quotas, candidates)
+        return next(iter(ranked[trust])) if trust is not None else None
 
     def _ranked(self, key: _Key) -> bool:
         return any(key in keys for keys in self.ranked.values())
@@ -181,6 +210,8 @@ class MemoryStore:
         self._tasks: dict[str, _Task] = {}
         # Only finished tasks are ranked, in the order they finished: a running task never goes.
         self._task_ranks: Ranks[str] = Ranks()
+        # Finished tasks whose result is kept, weighed in bytes, in the order they finished.
+        self._result_ranks: Ranks[str] = Ranks()
         # pool -> holder -> expiry, in the order of renewal: lapsed slots are at the front.
         self._slots: dict[str, OrderedDict[str, float]] = {}
 
@@ -198,7 +229,7 @@ class MemoryStore:
                 break
             gone.append(self._drop_session(oldest.record.id, ended=False))
         admission = session_admission(record, bounds)
-        if self._session_ranks.admit(record.owner, admission, lambda key: gone.append(self._drop_session(key))):
+        if self._session_ranks.admit(record.owner, admission, lambda key, _: gone.append(self._drop_session(key))):
             raise StoreFull(tuple(gone))
         self._sessions[record.id] = _Live(record, now)
         self._session_ranks.add(record.id, record.owner, record.trust, ranked=True)
@@ -383,7 +414,7 @@ class MemoryStore:
             if oldest.expires > now:
                 break
             self._drop_token(oldest_key)
-        if self._token_ranks.admit(owner, token_admission(holder, bounds), self._drop_token):
+        if self._token_ranks.admit(owner, token_admission(holder, bounds), lambda key, _: self._drop_token(key)):
             raise StoreFull
         self._tokens[key] = _Token(value, now + ttl_s, owner, trust)
         self._token_ranks.add(key, owner, trust, ranked=True)
@@ -423,9 +454,10 @@ class MemoryStore:
 
     async def put_task(self, record: TaskRecord, bounds: TaskBounds) -> str | None:
         now = self._clock()
-        for task_id in [key for key, task in self._tasks.items() if task.expires <= now]:
-            self._drop_task(task_id)  # bounded by `max_tasks`; tasks live for different times
-        refused = self._task_ranks.admit(record.owner, task_admission(record, bounds), self._drop_task)
+        self._sweep_tasks(now)
+        refused = self._task_ranks.admit(
+            record.owner, task_admission(record, bounds), lambda key, _: self._drop_task(key)
+        )
         if refused is not None:
             return refused
         self._tasks[record.id] = _Task(record, now + record.ttl_ms / 1000)
@@ -452,6 +484,34 @@ class MemoryStore:
             self._task_ranks.rank(record.id, record.trust)
         return True
 
+    async def end_task(
+        self, record: TaskRecord, replacing: TaskRecord, size: int, bounds: ResultBounds
+    ) -> bool | Refusal:
+        if await self.find_task(record.id) is None or self._tasks[record.id].record != replacing:
+            return False
+        self._sweep_tasks(self._clock())  # results whose time is up hold no room
+        if size:
+            refused = self._result_ranks.admit(record.owner, result_admission(record, size, bounds), self._let_go)
+            if refused is not None:
+                return refused
+        task = self._tasks[record.id]
+        task.record = record
+        if record.ended:
+            self._task_ranks.rank(record.id, record.trust)
+        if size:
+            self._result_ranks.add(record.id, record.owner, record.trust, ranked=True, weight=size)
+        return True
+
+    def _let_go(self, task_id: str, bound: Refusal) -> None:
+        """Drop a finished task's result to make room; the task stays, saying which bound."""
+        task = self._tasks[task_id]
+        self._result_ranks.remove(task_id, task.record.owner, task.record.trust)
+        task.record = dataclasses.replace(task.record, outcome=None, released=bound)
+
+    def _sweep_tasks(self, now: float) -> None:
+        for task_id in [key for key, task in self._tasks.items() if task.expires <= now]:
+            self._drop_task(task_id)  # bounded by `max_tasks`; tasks live for different times
+
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
         now = self._clock()
         ids = self._task_ranks.by_owner.get(owner, {}) if owner is not None else self._tasks
@@ -461,6 +521,8 @@ class MemoryStore:
     def _drop_task(self, task_id: str) -> None:
         record = self._tasks.pop(task_id).record
         self._task_ranks.remove(task_id, record.owner, record.trust)
+        if task_id in self._result_ranks.by_owner.get(record.owner, {}):
+            self._result_ranks.remove(task_id, record.owner, record.trust)
 
     # -- messages --------------------------------------------------------------------------
 
@@ -475,8 +537,8 @@ class MemoryStore:
         return True
 
     @asynccontextmanager
-    async def subscribe(self, topic: str) -> AsyncIterator[Inbox]:
-        send, receive = anyio.create_memory_object_stream[bytes](_INBOX_SIZE)
+    async def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AsyncIterator[Inbox]:
+        send, receive = anyio.create_memory_object_stream[bytes](capacity)
         listeners = self._topics.setdefault(topic, set())
         listeners.add(send)
         try:

@@ -23,6 +23,7 @@ dependency: nothing in the package imports it, so an app never needs pytest.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
@@ -31,9 +32,11 @@ import anyio
 import pytest
 
 from fastapi_mcp_routes.store.base import (
+    INBOX_SIZE,
     USED,
     Holder,
     LogBounds,
+    ResultBounds,
     SessionBounds,
     SessionRecord,
     Store,
@@ -52,6 +55,9 @@ BOUNDS: Final = SessionBounds(idle_s=60.0, max_sessions=3, max_per_owner=2)
 ROOMY_SESSIONS: Final = SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10)
 TTL_MS: Final = 60_000
 ROOMY_TASKS: Final = TaskBounds(max_per_owner=10, max_tasks=10)
+MANY_TASKS: Final = TaskBounds(max_per_owner=100, max_tasks=100)
+# Bytes of kept results: an owner 100, in all 1,000 (anonymous callers 500, unverified 750, a floor of 100).
+RESULTS: Final = ResultBounds(max_per_owner=100, max_total=1000)
 ALICE: Final = Holder(b"alice", Trust.ANONYMOUS)
 
 
@@ -96,6 +102,36 @@ async def _finish(store: Store, task_id: str, status: str = "completed") -> Task
     ended = dataclasses.replace(read, status=status, outcome={"content": [], "isError": False})
     assert await store.save_task(ended, read) is True
     return ended
+
+
+async def _end(store: Store, task_id: str, size: int, bounds: ResultBounds = RESULTS) -> bool | str:
+    """End the task `completed` with a result of `size` bytes, as its route's end does."""
+    read = await store.find_task(task_id)
+    assert read is not None
+    ended = dataclasses.replace(read, status="completed", outcome={"content": [], "size": size})
+    return await store.end_task(ended, read, size, bounds)
+
+
+async def _results(store: Store, *task_ids: str) -> list[int | str | None]:
+    """Each task's kept result by its size, or the bound that let it go."""
+    found = []
+    for task_id in task_ids:
+        record = await store.find_task(task_id)
+        assert record is not None
+        assert record.status == "completed"
+        found.append(record.released if record.outcome is None else record.outcome["size"])
+    return found
+
+
+async def _ended_tasks(
+    store: Store, *tasks: tuple[str, bytes, Trust, int], bounds: ResultBounds = RESULTS
+) -> list[bool | str]:
+    """Put each task `(id, owner, trust, size)` and end it with a result of its size."""
+    ends = []
+    for task_id, owner, trust, size in tasks:
+        assert await store.put_task(_task(task_id, owner, trust), MANY_TASKS) is None
+        ends.append(await _end(store, task_id, size, bounds))
+    return ends
 
 
 @pytest.mark.anyio
@@ -157,6 +193,35 @@ class StoreContract:
         assert await store.open_session(_record("v2", b"vic", Trust.VERIFIED), bounds) == ("c1",)
         assert await store.open_session(_record("c3", b"cleo", Trust.CLAIMED), bounds) == ("c2",)
         assert await store.find_session("v1", 60.0) is not None
+
+    async def test_at_the_total_bound_the_least_recently_used_session_of_the_most_crowded_trust_goes(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        bounds = SessionBounds(idle_s=60.0, max_sessions=4, max_per_owner=4)
+        await store.open_session(_record("n1", b"10.0.0.1"), bounds)
+        for index in range(3):
+            await store.open_session(_record(f"v{index}", f"v{index}".encode(), Trust.VERIFIED), bounds)
+        assert await store.find_session("v0", 60.0) is not None  # v1 is now the least recent
+        # Verified sessions fill three quarters of what they may, anonymous ones a quarter.
+        assert await store.open_session(_record("v3", b"v3", Trust.VERIFIED), bounds) == ("v1",)
+        assert await store.open_session(_record("n2", b"10.0.0.2"), bounds) == ("n1",)
+
+    async def test_sessions_with_credentials_leave_a_floor_of_the_total_to_anonymous_callers(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        bounds = SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10)  # a floor of one
+        for index in range(9):
+            trust = Trust.CLAIMED if index % 2 else Trust.VERIFIED
+            assert await store.open_session(_record(f"c{index}", f"c{index}".encode(), trust), bounds) == ()
+        # The tenth with credentials pushes out one with credentials: of the five verified
+        # and four claimed sessions, the verified are the most crowded.
+        assert await store.open_session(_record("v9", b"v9", Trust.VERIFIED), bounds) == ("c0",)
+        assert await store.open_session(_record("n1", b"10.0.0.1"), bounds) == ()
+        assert await store.open_session(_record("n2", b"10.0.0.2"), bounds) == ("n1",)
+        assert await store.open_session(_record("v10", b"v10", Trust.VERIFIED), bounds) == ("c2",)
+        assert await store.find_session("n2", 60.0) is not None
 
     async def test_a_session_refused_at_the_total_names_the_sessions_it_pushed_out_on_the_way(
         self, new_store: MakeStore
@@ -454,6 +519,17 @@ class StoreContract:
             await store.put_token("n3", b"v", 60, Holder(b"10.0.0.3", Trust.ANONYMOUS), (5, 2))
         assert await store.use_token("v", b"v") == b"v"
 
+    async def test_tokens_with_credentials_leave_a_floor_of_the_total_to_anonymous_callers(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        for index in range(10):
+            await store.put_token(f"v{index}", b"v", 60, Holder(f"v{index}".encode(), Trust.VERIFIED), (5, 10))
+        assert await store.use_token("v0", b"v") is None  # the floor of one pushed it out
+        await store.put_token("n1", b"v", 60, Holder(b"10.0.0.1", Trust.ANONYMOUS), (5, 10))
+        assert await store.use_token("n1", b"v") == b"v"
+        assert await store.use_token("v1", b"v") == b"v"
+
     async def test_an_expired_token_is_gone_and_a_revoked_one_is_used(self, new_store: MakeStore) -> None:
         clock = Clock()
         store = new_store(clock)
@@ -629,6 +705,16 @@ class StoreContract:
         assert await store.put_task(_task("c3", b"cleo", Trust.CLAIMED), bounds) is None  # n0 made room
         assert await store.find_task("n0") is None
 
+    async def test_running_tasks_with_credentials_leave_a_floor_of_the_total_to_anonymous_callers(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        bounds = TaskBounds(max_per_owner=10, max_tasks=10)  # a floor of one
+        for index in range(9):
+            assert await store.put_task(_task(f"v{index}", f"v{index}".encode(), Trust.VERIFIED), bounds) is None
+        assert await store.put_task(_task("c1", b"carl", Trust.CLAIMED), bounds) == "total"
+        assert await store.put_task(_task("n1", b"10.0.0.1"), bounds) is None
+
     async def test_at_the_total_bound_a_task_pushes_out_finished_ones_of_the_lowest_trust_up_to_its_own(
         self, new_store: MakeStore
     ) -> None:
@@ -683,6 +769,101 @@ class StoreContract:
         clock.now += TTL_MS / 1000  # every one's time is up
         assert await store.running_tasks(None, 10) == ()
 
+    # -- kept task results, in bytes ----------------------------------------------------------
+
+    async def test_past_its_owners_bytes_a_result_lets_go_of_the_owners_oldest_and_the_task_says_so(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        when = 1_760_000_000_123  # wall-clock milliseconds survive a let-go's rewrite
+        for task_id in ("t1", "t2", "t3"):
+            await store.put_task(_task(task_id, created_ms=when, updated_ms=when), ROOMY_TASKS)
+        assert await _end(store, "t1", 60) is True
+        assert await _end(store, "t2", 30) is True
+        assert await _end(store, "t3", 50) is True  # 140 bytes: t1 goes, 80 stay
+        assert await _results(store, "t1", "t2", "t3") == ["owner", 30, 50]
+        released = await store.find_task("t1")
+        assert released is not None
+        assert (released.created_ms, released.outcome, released.released) == (when, None, "owner")
+
+    async def test_a_result_larger_than_a_bound_is_refused_and_nothing_is_let_go_for_it(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        assert await _ended_tasks(store, ("t1", b"alice", Trust.ANONYMOUS, 60)) == [True]
+        await store.put_task(_task("t2"), ROOMY_TASKS)
+        assert await _end(store, "t2", 101) == "owner"
+        read = await store.find_task("t2")
+        assert read is not None
+        assert read.status == "working"  # nothing saved: the caller ends it otherwise
+        assert await _end(store, "t2", 501, ResultBounds(max_per_owner=1000, max_total=1000)) == "total"  # past 500
+        assert await _results(store, "t1") == [60]
+
+    async def test_past_the_total_the_oldest_result_of_the_most_crowded_trust_goes_never_one_trusted_more(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        roomy_owners = dataclasses.replace(RESULTS, max_per_owner=1000)
+        ends = await _ended_tasks(
+            store,
+            ("v1", b"vera", Trust.VERIFIED, 300),
+            ("n1", b"10.0.0.1", Trust.ANONYMOUS, 100),
+            ("n2", b"10.0.0.2", Trust.ANONYMOUS, 100),
+            ("n3", b"10.0.0.3", Trust.ANONYMOUS, 100),
+            ("n4", b"10.0.0.4", Trust.ANONYMOUS, 100),
+            ("n5", b"10.0.0.5", Trust.ANONYMOUS, 100),  # anonymous callers at their 500
+            ("n6", b"10.0.0.6", Trust.ANONYMOUS, 100),  # past it: n1 goes
+            bounds=roomy_owners,
+        )
+        assert ends == [True] * 7
+        assert await _results(store, "n1", "n2") == ["total", 100]
+        ends = await _ended_tasks(
+            store,
+            ("c0", b"c0", Trust.CLAIMED, 100),
+            ("c1", b"c1", Trust.CLAIMED, 100),  # 1,000 in all
+            ("c2", b"c2", Trust.CLAIMED, 100),  # past it: anonymous callers are the most crowded
+            bounds=roomy_owners,
+        )
+        assert ends == [True] * 3
+        assert await _results(store, "n2", "n3", "c0", "v1") == ["total", 100, 100, 300]
+
+    async def test_a_result_trusted_less_is_refused_where_only_results_trusted_more_could_make_room(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        verified = [(f"v{index}", f"v{index}".encode(), Trust.VERIFIED, 100) for index in range(9)]
+        assert await _ended_tasks(store, *verified) == [True] * 9  # all but the floor of 100
+        assert await _ended_tasks(store, ("c1", b"carl", Trust.CLAIMED, 50)) == ["total"]
+        assert await _ended_tasks(store, ("n1", b"10.0.0.1", Trust.ANONYMOUS, 100)) == [True]  # the floor
+        assert await _ended_tasks(store, ("n2", b"10.0.0.2", Trust.ANONYMOUS, 100)) == [True]  # n1 made room
+        assert await _results(store, "v0", "v8", "n1", "n2") == [100, 100, "total", 100]
+
+    async def test_a_dropped_or_expired_task_frees_the_bytes_of_its_result(self, new_store: MakeStore) -> None:
+        clock = Clock()
+        store = new_store(clock)
+        two = TaskBounds(max_per_owner=2, max_tasks=10)
+        await store.put_task(_task("t1"), two)
+        assert await _end(store, "t1", 80) is True
+        await store.put_task(_task("t2"), two)
+        await store.put_task(_task("t3"), two)  # t1 goes, finished
+        assert await store.find_task("t1") is None
+        assert await _end(store, "t3", 80) is True  # with nothing to let go: t1's bytes are free
+        clock.now += TTL_MS / 1000
+        await store.put_task(_task("t4"), two)
+        assert await _end(store, "t4", 80) is True  # t3's time is up, and its bytes with it
+        assert await _results(store, "t4") == [80]
+
+    async def test_a_stale_end_is_not_saved_and_lets_nothing_go(self, new_store: MakeStore) -> None:
+        store = new_store()
+        assert await _ended_tasks(store, ("t1", b"alice", Trust.ANONYMOUS, 90)) == [True]
+        await store.put_task(_task("t2"), ROOMY_TASKS)
+        read = await store.find_task("t2")
+        assert read is not None
+        assert await store.save_task(dataclasses.replace(read, message="progress"), read) is True
+        ended = dataclasses.replace(read, status="completed", outcome={"size": 50})
+        assert await store.end_task(ended, read, 50, RESULTS) is False
+        assert await _results(store, "t1") == [90]
+
     # -- publish/subscribe -------------------------------------------------------------------
 
     async def test_a_message_reaches_whoever_listens_and_nobody_else(self, new_store: MakeStore) -> None:
@@ -705,3 +886,19 @@ class StoreContract:
                     assert [await anext(aiter(inbox)) for _ in range(2)] == [b"one", b"two"]
             with pytest.raises(anyio.WouldBlock):
                 first.receive_nowait()
+
+    async def test_a_listener_that_asks_for_a_larger_inbox_keeps_every_message_it_has_not_read(
+        self, new_store: MakeStore
+    ) -> None:
+        store = new_store()
+        sent = [str(n).encode() for n in range(4 * INBOX_SIZE)]
+        async with store.subscribe("burst") as small, store.subscribe("burst", capacity=len(sent)) as large:
+            for message in sent:
+                await store.publish("burst", message)
+            with anyio.fail_after(WAIT_S):
+                assert [await anext(aiter(large)) for _ in sent] == sent
+            kept = []
+            with contextlib.suppress(anyio.WouldBlock):
+                while True:
+                    kept.append(small.receive_nowait())
+            assert kept == sent[:INBOX_SIZE]  # a listener that does not read loses the next ones

@@ -36,6 +36,9 @@ _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 # What percent-encoding leaves as it is, in a path segment and in a query (RFC 3986 section 2.3).
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 
+# Holds bytes of a response for the caller: `None` when held, else the reason it may not be.
+Hold = Callable[[int], str | None]
+
 
 # Per-request values, built on every call: not frozen, since a frozen dataclass sets each
 # field through object.__setattr__ (`benchmarks/profile_tool_call.py` shows the cost).
@@ -91,13 +94,14 @@ async def invoke(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     on_answered: Callable[[], None] | None = None,
     stop: Callable[[BaseException], None] | None = None,
+    hold: Hold | None = None,
 ) -> CapturedResponse:
     """Run the tool's route with these arguments as the caller's HTTP request; `extra_scope`
     holds our own scope keys (the running call a route's `ToolContext` reaches)."""
     scope, body = build_request(tool, arguments, caller)
     if extra_scope:
         scope.update(extra_scope)
-    return await call_app(app, scope, body, max_response_bytes, on_answered, stop)
+    return await call_app(app, scope, body, max_response_bytes, on_answered, stop, hold)
 
 
 def planned_path(tool: Tool, arguments: Mapping[str, Any]) -> str:
@@ -161,14 +165,17 @@ async def call_app(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     on_answered: Callable[[], None] | None = None,
     stop: Callable[[BaseException], None] | None = None,
+    hold: Hold | None = None,
 ) -> CapturedResponse:
     """Call the app with one request and collect its whole response, up to `max_response_bytes`.
-    `on_answered` is told when the response is whole (the route's background tasks run after).
+    `on_answered` is told when the response is whole (the route's background tasks run after);
+    `hold` is asked to hold each chunk's bytes for the caller (the process's answer budget).
 
-    Past the cap nothing more is kept, and `stop` (the running call's) is handed the `ToolError`
-    to end the call with: it stops the app the way a cancellation does. Raising in `send` would
-    instead travel back through the app's middleware, wrapped in exception groups by those built
-    on task groups. Without `stop`, the app runs to its end and then the `ToolError` is raised."""
+    Past the cap, or once `hold` refuses, nothing more is kept, and `stop` (the running call's)
+    is handed the `ToolError` to end the call with: it stops the app the way a cancellation
+    does. Raising in `send` would instead travel back through the app's middleware, wrapped in
+    exception groups by those built on task groups. Without `stop`, the app runs to its end and
+    then the `ToolError` is raised."""
     delivered = False
     status = 500
     headers: tuple[tuple[bytes, bytes], ...] = ()
@@ -185,21 +192,24 @@ async def call_app(
 
     size = 0
     complete = False
-    too_large = False
+    refused: ToolError | None = None
 
     async def send(message: Message) -> None:
-        nonlocal status, headers, size, complete, too_large
+        nonlocal status, headers, size, complete, refused
         if message["type"] == "http.response.start":
             status = message["status"]
             headers = tuple(message.get("headers", ()))
-        elif message["type"] == "http.response.body" and not too_large:
+        elif message["type"] == "http.response.body" and refused is None:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > max_response_bytes:
-                too_large = True
+                refused = _too_large(max_response_bytes)
+            elif hold is not None and chunk and (reason := hold(len(chunk))) is not None:
+                refused = ToolError(f"The route's response was not kept: {reason}. Try again later.")
+            if refused is not None:
                 chunks.clear()
                 if stop is not None:
-                    stop(_too_large(max_response_bytes))
+                    stop(refused)
                 return
             chunks.append(chunk)
             complete = not message.get("more_body", False)
@@ -215,8 +225,8 @@ async def call_app(
         if not complete or status >= 500:
             raise
         logger.exception("a background task of %s %s failed after its response", scope["method"], scope["path"])
-    if too_large:
-        raise _too_large(max_response_bytes)
+    if refused is not None:
+        raise refused
     return CapturedResponse(status, headers, b"".join(chunks))
 
 

@@ -8,6 +8,7 @@ other features' descriptions are built beside it (tools/registry.py, tools/catal
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class Tool:
     urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
     task: str = "never"  # whether a call may run as a task (tools/marking.py, TASK_MODES)
     stream: bool = False  # a call samples the route's streamed response (tools/streams.py)
+    threaded: bool = False  # a `def` route: FastAPI runs it in the thread pool (server/threads.py)
 
 
 def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:
@@ -87,8 +89,21 @@ def recipe(route: Any, method: str, name: str, schema: ToolSchema, where: str, *
         required=frozenset(schema.input_schema.get("required", ())),
         definition=extra.pop("definition", {}),
         header_params=_header_params(schema.input_schema["properties"], where),
+        threaded=runs_in_thread(route),
         **extra,
     )
+
+
+def runs_in_thread(route: Any) -> bool:
+    """Whether FastAPI runs the route's endpoint in the thread pool: a plain `def` (a sync
+    generator's items too); a coroutine or async generator runs on the event loop."""
+    endpoint = getattr(route, "endpoint", None)
+    if endpoint is None:
+        return False
+    endpoint = inspect.unwrap(endpoint)
+    if not inspect.isroutine(endpoint) and callable(endpoint):
+        endpoint = endpoint.__call__  # an instance with a `__call__`, as FastAPI accepts
+    return not (inspect.iscoroutinefunction(endpoint) or inspect.isasyncgenfunction(endpoint))
 
 
 def route_description(route: Any, explicit: str | None) -> str | None:

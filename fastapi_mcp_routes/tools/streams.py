@@ -29,7 +29,7 @@ from pydantic import TypeAdapter
 from starlette.types import ASGIApp, Message, Scope
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_SUBSCRIBE_FRAMES, DEFAULT_MAX_SUBSCRIBE_MS, DEFAULT_SUBSCRIBE_MS
-from fastapi_mcp_routes.tools.invoke import CapturedResponse
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold
 from fastapi_mcp_routes.wire.errors import ParseError, ToolError
 from fastapi_mcp_routes.wire.json import dumps, loads
 from fastapi_mcp_routes.wire.jsonrpc import truncate
@@ -300,28 +300,35 @@ class LineParser:
 
 @dataclass(slots=True)
 class WindowRead:
-    """What one window read of the route's stream."""
+    """What one window read of the route's stream: each frame kept once, as the JSON the answer
+    carries it in, not as a Python value besides."""
 
-    frames: list[Any] = field(default_factory=list)
+    frames: list[bytes] = field(default_factory=list)
     size: int = 0  # bytes of the frames' encoding
     elapsed_ms: int = 0
     ended: bool = False
     truncated: bool = False
 
-    def structured(self) -> dict[str, Any]:
-        return {
-            "frames": self.frames,
-            "frameCount": len(self.frames),
-            "elapsedMs": self.elapsed_ms,
-            "ended": self.ended,
-            "truncated": self.truncated,
-        }
+    def encoded(self) -> bytes:
+        """The structured content, as JSON, made from the frames' encodings."""
+        flags = b"true" if self.ended else b"false", b"true" if self.truncated else b"false"
+        return b"".join(
+            (
+                b'{"frames":[',
+                b",".join(self.frames),
+                b'],"frameCount":%d,"elapsedMs":%d,"ended":%s,"truncated":%s}'
+                % (len(self.frames), self.elapsed_ms, *flags),
+            )
+        )
 
 
 def window_result(taken: WindowRead) -> dict[str, Any]:
-    """The `CallToolResult` of a window: the frames as structured content, and as text."""
-    structured = taken.structured()
-    return {"content": [{"type": "text", "text": dumps(structured).decode()}], "structuredContent": structured}
+    """The `CallToolResult` of a window: the frames as structured content, and as text. Both
+    are read from the one encoding the window kept; the frames are let go as it is made."""
+    encoded = taken.encoded()
+    taken.frames.clear()
+    structured = loads(encoded)
+    return {"content": [{"type": "text", "text": encoded.decode()}], "structuredContent": structured}
 
 
 def describe(frame: Any) -> str:
@@ -339,15 +346,20 @@ async def read_window(
     window: Window,
     on_frame: OnFrame,
     max_response_bytes: int,
+    hold: Hold | None = None,
+    hung_up: anyio.Event | None = None,
 ) -> WindowRead | CapturedResponse:
     """Run the route and read its stream for `window`; the response as a REST client had it
     when the route did not stream (an error status before any frame). `ToolError` for a frame,
-    or a response that does not stream, larger than `max_response_bytes`.
+    or a response that does not stream, larger than `max_response_bytes`, and for such a
+    response `hold` refuses to hold (the process's answer budget). `hold` is asked for each frame
+    kept too: refused, the window ends there, truncated, as at the response cap. Once `hung_up`
+    is set (the caller's client left, and the call runs on), the window ends early with what it read.
 
     Nothing is raised inside `send`, which would travel back through the app's middleware: a
     failure is kept, the route is told its client left, and the failure is raised after."""
     scope = {**scope, "asgi": {"version": "3.0", "spec_version": "2.3"}}  # disconnects go by receive
-    run = _WindowRun(window, on_frame, max_response_bytes)
+    run = _WindowRun(window, on_frame, max_response_bytes, hold)
     delivered = False
 
     async def receive() -> Message:
@@ -361,6 +373,8 @@ async def read_window(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(run.stop_after, window.duration_s)
         tasks.start_soon(run.hang_up_if_cancelled)
+        if hung_up is not None:
+            tasks.start_soon(run.stop_once, hung_up)
         # Shielded from the call's cancellation, which hangs up as the window's end does, so the
         # route's generator sees it at its own await. Cancelled outright, a route handing a frame
         # over would be cancelled in its framework's code, its generator held at the `yield` and
@@ -395,8 +409,9 @@ async def read_window(
 class _WindowRun:
     """One window while the route streams: what `send` is handed, and when it stops."""
 
-    def __init__(self, window: Window, on_frame: OnFrame, max_response_bytes: int) -> None:
+    def __init__(self, window: Window, on_frame: OnFrame, max_response_bytes: int, hold: Hold | None) -> None:
         self.window = window
+        self.hold = hold
         self.on_frame = on_frame
         self.max_bytes = max_response_bytes
         self.started = time.monotonic()
@@ -427,6 +442,10 @@ class _WindowRun:
 
     async def stop_after(self, duration_s: float) -> None:
         await anyio.sleep(duration_s)
+        self.stop()
+
+    async def stop_once(self, event: anyio.Event) -> None:
+        await event.wait()
         self.stop()
 
     async def hang_up_if_cancelled(self) -> None:
@@ -491,6 +510,9 @@ class _WindowRun:
             if self.captured_size > self.max_bytes:
                 self.captured.clear()
                 self.fail(ToolError(f"The route's response is larger than {self.max_bytes} bytes."))
+            elif (reason := self._held(len(chunk))) is not None:
+                self.captured.clear()
+                self.fail(ToolError(f"The route's response was not kept: {reason}. Try again later."))
             else:
                 self.captured.append(chunk)
             return
@@ -515,7 +537,8 @@ class _WindowRun:
             if self.stopped.is_set():
                 taken.truncated = taken.truncated or self.full  # it arrived, and maxFrames left it unread
                 return
-            size = len(dumps(frame))
+            encoded = dumps(frame)
+            size = len(encoded)
             if size > self.max_bytes:
                 self.fail(_frame_too_large(self.max_bytes))
                 return
@@ -523,12 +546,21 @@ class _WindowRun:
                 taken.truncated = True  # the whole would outgrow the response cap
                 self.stop()
                 return
-            taken.frames.append(frame)
+            # The answer carries each frame twice: structured, and as text. Past the budget the
+            # window ends as at the response cap: what was read is the caller's, marked truncated.
+            if self._held(2 * size) is not None:
+                taken.truncated = True
+                self.stop()
+                return
+            taken.frames.append(encoded)
             taken.size += size
             await self.on_frame(len(taken.frames), frame)
             if len(taken.frames) >= self.window.max_frames:
                 self.full = True
                 self.stop()
+
+    def _held(self, size: int) -> str | None:
+        return None if self.hold is None or not size else self.hold(size)
 
 
 def _frame_too_large(limit: int) -> ToolError:

@@ -13,12 +13,13 @@ import anyio.lowlevel
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
 from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
-from fastapi_mcp_routes.transport.http import Accepts, Parsed
+from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
-from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore
+from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore, ServerBusy
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
@@ -32,6 +33,8 @@ from fastapi_mcp_routes.wire.jsonrpc import (
 from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 
 logger = logging.getLogger("fastapi_mcp_routes")
+
+_BUSY_HEADERS = ((b"retry-after", str(BUSY_RETRY_AFTER_S).encode()),)
 
 
 class SessionAnswer(Response):
@@ -48,6 +51,7 @@ class SessionAnswer(Response):
         keep_alive: KeepAlive,
         max_open_s: float | None,
         max_batch_answer_bytes: int,
+        budget: AnswerBudget,
     ) -> None:
         # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
         # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
@@ -60,47 +64,70 @@ class SessionAnswer(Response):
         self._accepts = accepts
         self._logs = logs
         self._max_batch_answer_bytes = max_batch_answer_bytes
+        self._budget = budget
         # A cancelled request is answered with an error when an empty SSE stream would not do:
         # a POST with a request is never 202, and this client reads no SSE.
         self._answer_cancelled = not accepts.sse
+        self._busy: ServerBusy | None = None  # the one request was refused: too many calls run
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed, channel = self._parsed, self._channel
+        # The client leaving does not cancel its calls in this era; the channel hears of it, so
+        # a call that only samples a stream ends early (server/channel.py, `client_left`).
         stream = ResponseStream(
-            send, self._accepts.sse, self._accepts.json, self._keep_alive, self._logs, self._max_open_s
+            send,
+            self._accepts.sse,
+            self._accepts.json,
+            self._keep_alive,
+            self._logs,
+            self._max_open_s,
+            receive=receive,
+            on_disconnect=channel.client_left,
         )
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
             channel.emit = stream.emit
         async with stream:
+            answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
             if parsed.batch:
-                bodies = await self._answer_batch()
-                body = b"[" + b",".join(bodies) + b"]" if bodies else None
+                # Held against the answer budget until written: a batch's answers wait for each other.
+                with Holding(self._budget, channel.holder) as holding:
+                    body = _array(await self._answer_batch(holding))
+                    await stream.finish(body, answered_request=answered_request)
             else:
                 body = await self._answer(parsed.messages[0], parsed.ids[0])
-            answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
-            await stream.finish(body, answered_request=answered_request)
+                if self._busy is not None:  # 429 or 503 where nothing of the answer went out yet
+                    await stream.finish(body, answered_request=True, status=self._busy.status, headers=_BUSY_HEADERS)
+                else:
+                    await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 
-    async def _answer_batch(self) -> list[bytes]:
+    async def _answer_batch(self, holding: Holding) -> list[bytes]:
         """Each entry's answer in order, yielding to the event loop between entries, so a long
         batch of quick requests cannot hold the loop. Once the answers reach
-        `max_batch_answer_bytes`, later requests are not run: each gets an error naming the
-        bound (an entry that already ran keeps its answer, however large)."""
+        `max_batch_answer_bytes`, or the caller's answers in this process the answer budget's
+        bounds (`holding`), later requests are not run: each gets an error naming the bound (an
+        entry that already ran keeps its answer, however large)."""
         parsed, cap = self._parsed, self._max_batch_answer_bytes
         bodies: list[bytes] = []
         size = 0
+        full: InvalidRequest | None = None
         for entry, entry_id in zip(parsed.messages, parsed.ids, strict=True):
             await anyio.lowlevel.checkpoint()
-            if size >= cap:
+            if full is not None:
                 if isinstance(entry, RpcRequest):
-                    bodies.append(encode_error(entry_id, _batch_full(cap)))
+                    bodies.append(encode_error(entry_id, full))
                 continue
             reply = await self._answer(entry, entry_id)
             if reply is not None:
                 bodies.append(reply)
                 size += len(reply)
+                reason = holding.take(len(reply))
+                if reason is not None:
+                    full = _not_held(reason)
+                elif size >= cap:
+                    full = _batch_full(cap)
         return bodies
 
     async def _answer(self, entry: Message | McpError, entry_id: RequestId | None) -> bytes | None:
@@ -124,7 +151,25 @@ class SessionAnswer(Response):
         try:
             return encode_result(entry.id, await dispatcher.request(entry, channel))
         except Exception as exc:
+            if isinstance(exc, ServerBusy) and not self._parsed.batch:
+                self._busy = exc  # in a batch, the refused request's error is its answer
             return error_answer(entry.id, exc, answer_cancelled=self._answer_cancelled)
+
+
+def _array(bodies: list[bytes]) -> bytes | None:
+    """The answers as one JSON array, copied once."""
+    if not bodies:
+        return None
+    parts = [b"["]
+    for body in bodies:
+        parts += (body, b",")
+    parts[-1] = b"]"
+    bodies.clear()
+    return b"".join(parts)
+
+
+def _not_held(reason: str) -> InvalidRequest:
+    return InvalidRequest(f"Invalid Request: not run, {reason}; send this request again later.")
 
 
 def _batch_full(cap: int) -> InvalidRequest:

@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
+from fastapi_mcp_routes.server.budget import AnswerBudget
 from fastapi_mcp_routes.server.channel import Channels, SessionChannel, StatelessChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
@@ -29,6 +30,7 @@ from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord, StoreFull
 from fastapi_mcp_routes.store.policy import holder_of
 from fastapi_mcp_routes.transport.answer import SessionAnswer
+from fastapi_mcp_routes.transport.credentials import CredentialCheck
 from fastapi_mcp_routes.transport.http import (
     RETRY_AFTER_S,
     STORE_RETRY_AFTER_S,
@@ -93,14 +95,19 @@ class StreamableHTTPEndpoint:
         deployment: Deployment,
         sessions: SessionManager | None,
         rate_limit: EndpointRateLimit | None = None,
+        budget: AnswerBudget | None = None,
     ) -> None:
         self._rate_limit = rate_limit
+        limits = config.limits
+        self._budget = budget or AnswerBudget(limits.max_answer_bytes, limits.max_answer_bytes_per_caller)
         self._config = config
         self._dispatcher = dispatcher
         self._channels = channels
         self._store = deployment.store
         self._sessions = sessions
         self._slots = StreamSlots(deployment.store, config.limits, deployment.secret)
+        verify = config.limits.verify_credentials
+        self._credentials = CredentialCheck(verify, config.credential_headers) if verify is not None else None
         self.keep_alive = KeepAlive(config.limits.keep_alive_s)
         # The resumable streams this process sends; `senders.renew_forever` runs for the app's life.
         self.senders = Senders(deployment.store, self.keep_alive.interval_s)
@@ -175,15 +182,16 @@ class StreamableHTTPEndpoint:
             forward_headers=config.forward_headers,
         )
         parsed = posted.parsed
+        account = await self._account(request, posted.identity, posted.principal)
         if posted.modern:
-            return await self._post_stateless(request, posted)
+            return await self._post_stateless(request, posted, account)
         if parsed.batch and "initialize" in parsed.methods:
             raise HttpError(400, InvalidRequest("Invalid Request: initialize must not be part of a batch."))
         # An initialize needs no session, even when its params are wrong (then it gets -32602).
         opening = parsed.methods[0] == "initialize"
         session = None
         if not opening and self._sessions is not None:
-            holder = holder_of(posted.identity, posted.address, posted.principal)
+            holder = holder_of(posted.identity, posted.address, posted.principal, account)
             session = await self._require_session(headers, self._sessions, posted.identity, holder)
         version = _protocol_version(headers, session.protocol_version if session else None, opening)
         if parsed.batch and version != c.BATCH_VERSION:
@@ -195,6 +203,7 @@ class StreamableHTTPEndpoint:
             address=posted.address,
             protocol_version=version,
             session=session,
+            account=account,
         )
         first = parsed.messages[0]
         if opening and isinstance(first, RpcRequest):
@@ -213,9 +222,10 @@ class StreamableHTTPEndpoint:
             keep_alive=self.keep_alive,
             max_open_s=config.max_stream_seconds,
             max_batch_answer_bytes=limits.max_batch_answer_bytes,
+            budget=self._budget,
         )
 
-    async def _post_stateless(self, request: Request, posted: Posted) -> Response:
+    async def _post_stateless(self, request: Request, posted: Posted, account: bytes | None) -> Response:
         """A 2026-07-28 POST: exactly one request (or a notification, acknowledged and dropped)."""
         parsed, accepts = posted.parsed, posted.accepts
         entry = parsed.messages[0]
@@ -237,6 +247,7 @@ class StreamableHTTPEndpoint:
             identity=posted.identity,
             address=posted.address,
             envelope=envelope,
+            account=account,
         )
         if entry.method == SUBSCRIBE:
             if not accepts.sse:
@@ -307,7 +318,7 @@ class StreamableHTTPEndpoint:
 
     async def _delete(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:
         identity = caller_identity(request, self._config.credential_headers)
-        session = await self._require_session(headers, sessions, identity, self._holder(request, identity))
+        session = await self._require_session(headers, sessions, identity, await self._holder(request, identity))
         _protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
         age_s = sessions.age_s(headers.get(c.HEADER_SESSION_ID) or "", identity)
@@ -321,7 +332,7 @@ class StreamableHTTPEndpoint:
         if not accepts_sse(headers):
             raise HttpError(406, InvalidRequest("Not Acceptable: the GET stream is text/event-stream."))
         identity = caller_identity(request, self._config.credential_headers)
-        holder = self._holder(request, identity)
+        holder = await self._holder(request, identity)
         session = await self._require_session(headers, sessions, identity, holder)
         _protocol_version(headers, session.protocol_version, opening=False)  # an invalid header is refused here too
         # Renewed often enough to keep the session alive (it lasts idle_s) and its claim held.
@@ -359,10 +370,17 @@ class StreamableHTTPEndpoint:
             raise HttpError(400, InvalidRequest(message))
         return logs, *found
 
-    @staticmethod
-    def _holder(request: Request, identity: bytes) -> Holder:
+    async def _holder(self, request: Request, identity: bytes) -> Holder:
         """Whom what the request holds counts against (`holder_of`)."""
-        return holder_of(identity, client_address(request), request.scope.get(c.PRINCIPAL_SCOPE_KEY))
+        principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
+        account = await self._account(request, identity, principal)
+        return holder_of(identity, client_address(request), principal, account)
+
+    async def _account(self, request: Request, identity: bytes, principal: object) -> bytes | None:
+        """The account `Limits.verify_credentials` finds for credentials no principal stands for."""
+        if self._credentials is None or not identity or principal is not None:
+            return None
+        return await self._credentials.account(request.scope["headers"], identity)
 
     async def _require_session(
         self, headers: Headers, sessions: SessionManager, identity: bytes, holder: Holder

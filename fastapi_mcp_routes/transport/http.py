@@ -34,6 +34,8 @@ from fastapi_mcp_routes.wire.jsonrpc import (
 RETRY_AFTER_S: Final = 30
 # A shared store that cannot be reached is asked again by the client after this long.
 STORE_RETRY_AFTER_S: Final = 2
+# A call refused because too many run (Limits.max_calls*): running calls end within seconds.
+BUSY_RETRY_AFTER_S: Final = 2
 _JSON_TYPES: Final = frozenset({c.MEDIA_JSON, "application/*", "*/*"})
 _SSE_TYPES: Final = frozenset({c.MEDIA_SSE, "text/*", "*/*"})
 

@@ -14,7 +14,8 @@ way: the first helper to finish cancels the rest, and the answer's end cancels t
 - early close: with `max_open_s`, a resumable stream (2025-11-25) is ended after that long, as
   the spec allows; the call runs on, its events go to the stream's log, and the client fetches
   them with GET and `Last-Event-ID` after the `retry:` delay of the priming event;
-- the client leaving (given `receive` and `on_disconnect`): `on_disconnect` is called.
+- the client leaving (given `receive` and `on_disconnect`): `on_disconnect` is called (also
+  when a write finds the connection gone), unless this server ended the stream early.
 
 Deliberate choice, the one speed trick here: the helpers start only once the answer has been
 pending for a while (the keep-alive interval, or `WATCH_AFTER_S` when the client's leaving is
@@ -257,11 +258,11 @@ class ResponseStream:
                 await self._write(b"", more=False)
                 self._detached = True
 
-    @staticmethod
-    async def _watch_disconnect(receive: Receive, on_disconnect: Callable[[], None]) -> None:
+    async def _watch_disconnect(self, receive: Receive, on_disconnect: Callable[[], None]) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        on_disconnect()
+        if not self._detached:  # a stream this server ended early is resumed, not left
+            on_disconnect()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -281,3 +282,5 @@ class ResponseStream:
             # A dropped connection is not a cancellation in the session era (spec 2025-11-25,
             # basic/transports "Cancellation"): the call runs on; its events stay in the log.
             logger.info("the client closed a response stream before its answer")
+            if self._watch is not None and not self._finished:
+                self._watch[1]()

@@ -6,22 +6,24 @@ or pushed out is announced through the Store (`SessionManager.ended`); at each r
 stream's lease the session is looked up, which restarts its idle time (an open stream keeps
 its session alive) and ends the stream once the session is gone anyway. A session's own stream
 holds a claim too, so it has one at a time (a second is refused 409).
+
+A session's own stream watches the resources its session subscribed to (a `SessionWatcher`,
+server/resources/updates.py): it reads them when it opens, hears each change announced after,
+and reads them again at each renewal of its lease, from the record the renewal reads anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import dataclasses
 from dataclasses import dataclass
 
 import anyio
 
 from fastapi_mcp_routes.server.dispatch import Dispatcher
-from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
-from fastapi_mcp_routes.server.sessions.manager import RECHECK_S, SessionManager, uri_digest
-from fastapi_mcp_routes.store.base import ClaimStore, Inbox, SessionRecord
+from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED, SessionWatcher
+from fastapi_mcp_routes.server.sessions.manager import SessionManager
+from fastapi_mcp_routes.store.base import ClaimStore, SessionRecord
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
@@ -51,23 +53,36 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class SessionLease:
-    """What a session's stream holds: its slots, perhaps a claim, and its session."""
+    """What a session's stream holds: its slots, perhaps a claim, and its session; and what it
+    watches of the session's subscriptions, if it does."""
 
     sessions: SessionManager
     session: SessionRecord
     slots: Slots
     claim: Claim | None = None
+    watcher: SessionWatcher | None = None
 
     @property
     def renew_s(self) -> float:
         return self.slots.renew_s
 
     async def renew(self) -> bool:
-        if not await self.sessions.live(self.session):
+        if not await self.reread():
             return False
         if self.claim is not None and not await self.claim.take():
             return False
         return await self.slots.renew()
+
+    async def reread(self) -> bool:
+        """Look the session up (its idle time restarts), and watch its subscriptions as read;
+        `False` once it is gone."""
+        announced = self.watcher.announced if self.watcher is not None else 0
+        current = await self.sessions.current(self.session)
+        if current is None:
+            return False
+        if self.watcher is not None:
+            self.watcher.read(current.subscriptions, announced)
+        return True
 
     async def release(self) -> None:
         if self.claim is not None:
@@ -85,7 +100,10 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
     """The session's GET stream: list-change notifications, from the lists as they are now, and
     the updates of the resources the session subscribed to (whichever process it did so in)."""
     generation = dispatcher.listening_from()  # before the client can see the stream open
-    listening = anyio.Event()  # the stream opens once updates are heard
+    listening = anyio.Event()  # the stream opens once updates are watched
+    updates = dispatcher.listened.updates
+    watcher = SessionWatcher()
+    lease = dataclasses.replace(lease, watcher=watcher)
 
     async def list_changes(emit: Emit) -> None:
         nonlocal generation
@@ -95,62 +113,19 @@ def session_stream(dispatcher: Dispatcher, lease: SessionLease, keep_alive: Keep
                 await emit(sse_event(dumps(message)))
 
     async def resource_updates(emit: Emit) -> None:
-        async with _subscriptions(lease.sessions, lease.session) as subscriptions:
-
-            async def send(uri: str) -> None:
-                if await subscriptions.include(uri):
+        with updates.watching_session(lease.session.id, watcher):
+            # Watched first, then read: a change announced meanwhile is not undone by the read.
+            watcher.watch(lease.session.subscriptions)
+            with contextlib.suppress(StoreUnavailable):  # else read again at the lease's renewal
+                await lease.reread()
+            listening.set()
+            while True:
+                for uri in await watcher.taken():
                     message = {"jsonrpc": JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": {"uri": uri}}
                     await emit(sse_event(dumps(message)))
 
-            await dispatcher.listened.updates.follow(send, listening)
-
     sources = [lease.until_session_ends, list_changes, resource_updates]
     return ListenStream(sources, keep_alive, lease, listening=[listening])
-
-
-class _Subscriptions:
-    """The resources a session's stream passes the updates of, read from the session's record
-    when first asked and again only once the record changed: every stream of the deployment
-    hears every update, and one store round trip each would cost each write one per stream.
-    A change is heard before any update published after the client saw it made (one topic
-    after the other, in order), so none of those is checked against the old subscriptions. A
-    change whose message was lost (the store's pub/sub connection dropped meanwhile) is read
-    at the next update `RECHECK_S` later, as a session checked lately is (server/sessions/manager.py)."""
-
-    def __init__(self, sessions: SessionManager, session: SessionRecord, changes: Inbox | None) -> None:
-        self._sessions = sessions
-        self._session = session
-        self._changes = changes  # None: not heard of, so read again for each update
-        self._digests: frozenset[str] | None = None
-        self._read_at = -math.inf
-
-    async def include(self, uri: str) -> bool:
-        now = anyio.current_time()
-        if self._changed() or self._digests is None or now - self._read_at >= RECHECK_S:
-            self._digests = await self._sessions.subscriptions(self._session)
-            self._read_at = now
-        return uri_digest(uri) in self._digests
-
-    def _changed(self) -> bool:
-        if self._changes is None:
-            return True
-        changed = False
-        with contextlib.suppress(anyio.WouldBlock):
-            while True:
-                self._changes.receive_nowait()
-                changed = True
-        return changed
-
-
-@asynccontextmanager
-async def _subscriptions(sessions: SessionManager, session: SessionRecord) -> AsyncIterator[_Subscriptions]:
-    """The session's subscriptions as its stream knows them, while the context is open."""
-    async with contextlib.AsyncExitStack() as stack:
-        try:
-            changes: Inbox | None = await stack.enter_async_context(sessions.changes(session.id))
-        except StoreUnavailable:
-            changes = None
-        yield _Subscriptions(sessions, session, changes)
 
 
 def resume_stream(logs: StreamLogs, stream: int, seen: int, lease: SessionLease, keep_alive: KeepAlive) -> ListenStream:

@@ -22,15 +22,16 @@ from starlette.types import Receive, Scope, Send
 from fastapi_mcp_routes.server.channel import StatelessChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
+from fastapi_mcp_routes.server.fanout import Watcher
 from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import uri_digest
-from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
+from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, StoreUnavailable
+from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ServerBusy, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.json import dumps
 from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
@@ -73,26 +74,29 @@ class StatelessAnswer(Response):
             channel.emit = stream.emit if self._sse else None
             answer = await self._answer(channel)
             if answer is not None:
-                body, status = answer
-                # A store out of reach is the one error a retry shortly after may cure.
-                retry = ((b"retry-after", str(STORE_RETRY_AFTER_S).encode()),) if status == 503 else ()
+                body, status, retry_s = answer
+                # A store out of reach, or too many calls running: a retry shortly after may cure it.
+                retry = ((b"retry-after", str(retry_s).encode()),) if retry_s else ()
                 await stream.finish(body, answered_request=True, status=status, headers=retry)
         if answer is not None and self.background is not None:
             await self.background()
 
-    async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int] | None:
+    async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int, int | None] | None:
+        """The body, its HTTP status, and the Retry-After seconds, if any."""
         request = self._request
         try:
-            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200
+            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200, None
         except Exception as exc:
             body = error_answer(request.id, exc)
             # An error with its own HTTP status in this revision (-32601 is 404, ...; the shared
-            # store out of reach, 503).
+            # store out of reach, 503; too many calls running, 429 or 503).
             if body is None:
                 return None
             if isinstance(exc, StoreUnavailable):
-                return body, 503
-            return body, status_for(exc) if isinstance(exc, McpError) else 200
+                return body, 503, STORE_RETRY_AFTER_S
+            if isinstance(exc, ServerBusy):
+                return body, exc.status, BUSY_RETRY_AFTER_S
+            return body, status_for(exc) if isinstance(exc, McpError) else 200, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +171,9 @@ def subscription(
     tag = {META_SUBSCRIPTION_ID: request.id}
     generation = dispatcher.listening_from()  # before the client can see the stream open
     acknowledged = anyio.Event()
-    listening = anyio.Event()  # the acknowledgement goes out once updates are heard
+    listened = dispatcher.listened
+    # The stream opens, and its acknowledgement goes out, once its sources watch for their news.
+    resources_watched, tasks_watched = anyio.Event(), anyio.Event()
 
     async def list_changes(emit: Emit) -> None:
         nonlocal generation
@@ -182,34 +188,32 @@ def subscription(
                 await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": method, "params": {"_meta": tag}}))
 
     async def resource_updates(emit: Emit) -> None:
-        async def send(uri: str) -> None:
-            client_uri = wanted.resources.get(uri_digest(uri))
-            if client_uri is not None:
-                await acknowledged.wait()  # the acknowledgement goes first (spec 2026-07-28)
-                params = {"_meta": tag, "uri": client_uri}
-                await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
-
-        await dispatcher.listened.updates.follow(send, listening)
-
-    tasks_heard = anyio.Event()
+        with listened.updates.watching(Watcher(wanted.resources)) as watcher:
+            resources_watched.set()
+            await acknowledged.wait()  # the acknowledgement goes first (spec 2026-07-28)
+            while True:
+                for uri in await watcher.taken():
+                    params = {"_meta": tag, "uri": wanted.resources.get(uri_digest(uri), uri)}
+                    await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": RESOURCE_UPDATED, "params": params}))
 
     async def task_changes(emit: Emit) -> None:
-        async def send(task: Mapping[str, Any]) -> None:
+        with listened.tasks.watching(Watcher(wanted.tasks)) as watcher:
+            tasks_watched.set()
             await acknowledged.wait()
-            params = {**task, "_meta": tag}
-            await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": TASK_STATUS, "params": params}))
-
-        await dispatcher.listened.tasks.follow(wanted.tasks, send, tasks_heard)
+            while True:
+                for task in await listened.tasks.taken(watcher):
+                    params = {**task, "_meta": tag}
+                    await emit(_event({"jsonrpc": c.JSONRPC_VERSION, "method": TASK_STATUS, "params": params}))
 
     sources: list[Callable[[Emit], Awaitable[None]]] = [list_changes]
-    heard: list[anyio.Event] = []
+    watching: list[anyio.Event] = []
     if wanted.resources:
         sources.append(resource_updates)
-        heard.append(listening)
+        watching.append(resources_watched)
     if wanted.tasks:
         sources.append(task_changes)
-        heard.append(tasks_heard)
-    return ListenStream(sources, keep_alive, slots, listening=heard)
+        watching.append(tasks_watched)
+    return ListenStream(sources, keep_alive, slots, listening=watching)
 
 
 def _event(message: Mapping[str, Any]) -> bytes:

@@ -70,6 +70,10 @@ REQUEST_CANCELLED: Final = -32800
 # An unknown resource in the session era (spec 2025-11-25, server/resources "Error Handling");
 # 2026-07-28 answers it -32602 with `data.uri` instead, and must not send -32002 (SEP-2164).
 RESOURCE_NOT_FOUND: Final = -32002
+# A call refused because the server runs as many as it may for this session, caller or in all:
+# in JSON-RPC's implementation-defined server-error range, clear of the codes MCP and its SDKs
+# use (-32000 to -32002, -32020 to -32022, -32042), and ending as HTTP's 429 does.
+SERVER_BUSY: Final = -32029
 
 # Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
 TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"

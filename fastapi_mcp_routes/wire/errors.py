@@ -8,6 +8,8 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 ├── ResourceNotFound      an unknown resource: -32002 in the session era, -32602 in 2026-07-28
 │   ├── ParamsNotObject   (in wire/jsonrpc) answered with the request's own id
 │   └── InvalidRequestState  (in server/request_state) a requestState not ours or not fresh
+├── ServerBusy            -32029, a call past a bound on running calls: answered 429
+│                         (per session or caller) or 503 (in all) where nothing was sent
 ├── RequestCancelled      -32800, the client cancelled the request, and the POST must
 │                         still be answered (a client that reads no SSE)
 ├── HeaderMismatch        -32020, routing headers disagree with the body (2026-07-28)
@@ -79,6 +81,17 @@ class RequestCancelled(McpError):
     """-32800: the request was cancelled; sent only where an answer cannot be left out."""
 
     code = c.REQUEST_CANCELLED
+
+
+class ServerBusy(McpError):
+    """A call refused before it runs: the server runs as many calls as it may for this session,
+    this caller (`status` 429) or in all (503); the message names the bound."""
+
+    code = c.SERVER_BUSY
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class StoreUnavailable(McpError):

@@ -23,7 +23,7 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
@@ -77,6 +77,8 @@ FORWARD_RETRY_FIRST_S: Final = 1.0
 FORWARD_RETRY_LAST_S: Final = 2.0
 
 RequestKey = str | int
+# Told a session's subscriptions (their `uri_digest`s) each time a change of them is saved.
+SubscriptionsSaved = Callable[[str, tuple[str, ...]], Awaitable[None]]
 logger = logging.getLogger("fastapi_mcp_routes")
 
 
@@ -90,8 +92,12 @@ class SessionManager:
         deployment: Deployment | None = None,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
+        subscriptions_saved: SubscriptionsSaved | None = None,
     ) -> None:
+        """`subscriptions_saved`: told a session's subscriptions once a change of them is saved,
+        before its request is answered (server/resources/updates.py)."""
         self._options = options
+        self._subscriptions_saved = subscriptions_saved
         self._limits = limits if limits is not None else Limits()
         self._bounds = SessionBounds(options.idle_s, options.max_sessions, options.max_per_caller)
         deployment = deployment or Deployment(Secret.configure(None, {}), MemoryStore())
@@ -202,7 +208,11 @@ class SessionManager:
 
     async def live(self, record: SessionRecord) -> bool:
         """Whether a session found before is still there; its idle time restarts."""
-        return await self._store.find_session(record.id, self._options.idle_s) is not None
+        return await self.current(record) is not None
+
+    async def current(self, record: SessionRecord) -> SessionRecord | None:
+        """A session found before as it is now, `None` once it is gone; its idle time restarts."""
+        return await self._store.find_session(record.id, self._options.idle_s)
 
     async def close(self, record: SessionRecord) -> None:
         """End a session: its record goes, and every call it still runs here is cancelled."""
@@ -246,7 +256,7 @@ class SessionManager:
                 )
             return dataclasses.replace(current, subscriptions=(*current.subscriptions, uri))
 
-        await self._change(record, add, "subscriptions")
+        await self._change_subscriptions(record, add)
 
     async def unsubscribe(self, record: SessionRecord, uri: str) -> None:
         uri = uri_digest(uri)
@@ -255,7 +265,14 @@ class SessionManager:
             kept = tuple(each for each in current.subscriptions if each != uri)
             return dataclasses.replace(current, subscriptions=kept)
 
-        await self._change(record, remove, "subscriptions")
+        await self._change_subscriptions(record, remove)
+
+    async def _change_subscriptions(
+        self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord]
+    ) -> None:
+        saved = await self._change(record, change, "subscriptions")
+        if saved is not None and self._subscriptions_saved is not None:
+            await self._subscriptions_saved(saved.id, saved.subscriptions)
 
     async def subscriptions(self, record: SessionRecord) -> frozenset[str]:
         """The digests (`uri_digest`) of the resources the session is subscribed to now, read
@@ -263,24 +280,23 @@ class SessionManager:
         current = await self._store.find_session(record.id, self._options.idle_s)
         return frozenset(current.subscriptions) if current is not None else frozenset()
 
-    def changes(self, session_id: str) -> AbstractAsyncContextManager[Inbox]:
-        """Listen for changes to the session's record (its subscriptions, its log level), made
-        in any process. A change is announced before its request is answered, so it is heard
-        before anything published after the client saw that answer."""
-        return self._store.subscribe(_changed_topic(session_id))
-
-    async def _change(self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord], what: str) -> None:
-        """Make `change` to the session's record as it is now. Another request of the session
-        (in any process) may change it at the same time: then the record is read and the
-        change made again, so neither is lost (two subscriptions sent at once). A session gone
-        meanwhile has nothing to change."""
+    async def _change(
+        self, record: SessionRecord, change: Callable[[SessionRecord], SessionRecord], what: str
+    ) -> SessionRecord | None:
+        """Make `change` to the session's record as it is now, and return what was saved
+        (`None` when nothing needed to be). Another request of the session (in any process)
+        may change it at the same time: then the record is read and the change made again, so
+        neither is lost (two subscriptions sent at once). A session gone meanwhile has nothing
+        to change."""
         for _ in range(CHANGE_TRIES):
             current = await self._store.find_session(record.id, self._options.idle_s)
             if current is None:
-                return
+                return None
             changed = change(current)
-            if changed == current or await self._save(changed, current, what):
-                return
+            if changed == current:
+                return None
+            if await self._save(changed, current, what):
+                return changed
         raise McpError(f"Internal error: the session's {what} changed under each of {CHANGE_TRIES} tries; try again.")
 
     async def _save(self, changed: SessionRecord, replacing: SessionRecord, what: str) -> bool:
@@ -289,7 +305,6 @@ class SessionManager:
         if not await self._store.save_session(changed, replacing):
             return False
         self._checked.pop(changed.id, None)
-        await self._store.publish(_changed_topic(changed.id), b"")
         if self._store.shared:
             await self._store.publish(NEWS, dumps({"session": changed.id, "changed": True}))
         return True
@@ -434,10 +449,6 @@ class SessionManager:
 
 def _ended_topic(session_id: str) -> str:
     return f"ended/{session_id}"
-
-
-def _changed_topic(session_id: str) -> str:
-    return f"changed/{session_id}"
 
 
 def kept_client_info(info: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -6,18 +6,26 @@ They answer for tasks running in any process: the record is read and changed in 
 route (`TaskRuns.signal`, server/tasks/runs.py). Every method first asks whether the request declared
 the extension (-32021 otherwise, before any task is looked up), then whether the task is the
 caller's: an unknown id, another caller's task and an expired one are the same -32602.
+
+Task changes reach the listening streams the way resource updates do: one task per process
+reads the Store's `TASK_TOPIC` (`serve`) and hands each changed id to the streams that follow
+that task (a `Fanout`, server/fanout.py). A stream keeps one pending notice per task and reads
+the task when it sends it, so it sends the latest status, however many changes came meanwhile.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Final, NoReturn
 
 import anyio
+from anyio.abc import TaskStatus
 
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.server.fanout import Fanout, Watcher
 from fastapi_mcp_routes.server.tasks.records import TASK_TOPIC, detailed, ended, now_ms
 from fastapi_mcp_routes.server.tasks.runs import ANSWERED, CANCEL, RECHECK_S, TaskRuns, needs_tasks
 from fastapi_mcp_routes.store.base import TaskRecord
@@ -26,12 +34,17 @@ from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
+# Task changes the process's one reader of `TASK_TOPIC` may have waiting: it never awaits but
+# its inbox, so only what is published between two of its turns waits.
+INBOX_SIZE: Final = 4096
+
 
 class TaskMethods:
     """Answers the extension's methods, for tasks whose routes `TaskRuns` runs in some process."""
 
     def __init__(self, runs: TaskRuns) -> None:
         self._runs = runs
+        self._fanout = Fanout()
 
     # -- notifications/tasks on a subscriptions/listen stream ------------------------------------
 
@@ -48,24 +61,40 @@ class TaskMethods:
                 kept.append(task_id)
         return kept
 
-    async def follow(
-        self, task_ids: frozenset[str], send: Callable[[Mapping[str, Any]], Awaitable[None]], listening: anyio.Event
-    ) -> None:
-        """Hand the task, as `tasks/get` shows it, to `send` whenever one of `task_ids` changes,
-        for as long as the caller runs (a stream's source), setting `listening` once it listens;
-        while the store cannot be reached, listen again every `RECHECK_S`."""
+    def watching(self, watcher: Watcher) -> AbstractContextManager[Watcher]:
+        """Hand `watcher` the changes of the task ids it watches while the context is open."""
+        return self._fanout.watching(watcher)
+
+    async def taken(self, watcher: Watcher) -> list[dict[str, Any]]:
+        """The tasks that changed since the watcher's last turn, as `tasks/get` shows them now,
+        once one did (a task gone meanwhile is left out)."""
+        tasks = []
+        for task_id in await watcher.taken():
+            record = await self._runs.book.find(task_id)
+            if record is not None:
+                tasks.append(detailed(record, self._runs.poll_ms))
+        return tasks
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> NoReturn:
+        """Read the task changes for this process's streams, for the app's lifetime (started
+        once it listens, or once it cannot for now); while the store cannot be reached, listen
+        again every `RECHECK_S`."""
+        started = False
         while True:
             try:
-                async with self._runs.store.subscribe(TASK_TOPIC) as changes:
-                    listening.set()
+                async with self._runs.store.subscribe(TASK_TOPIC, capacity=INBOX_SIZE) as changes:
+                    if not started:
+                        started = True
+                        task_status.started()
                     async for raw in changes:
-                        task_id = raw.decode(errors="replace")
-                        record = await self._runs.book.find(task_id) if task_id in task_ids else None
-                        if record is not None:
-                            await send(detailed(record, self._runs.poll_ms))
+                        if self._fanout:
+                            task_id = raw.decode(errors="replace")
+                            self._fanout.notify(task_id, task_id)
             except StoreUnavailable as down:
                 logger.info("task changes cannot be heard now (%s); listening again shortly", down.reason)
-            listening.set()
+            if not started:
+                started = True
+                task_status.started()
             await anyio.sleep(RECHECK_S)
 
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------

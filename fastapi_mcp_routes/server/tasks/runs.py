@@ -45,7 +45,7 @@ from fastapi_mcp_routes.server.tasks.records import (
     ended,
     now_ms,
 )
-from fastapi_mcp_routes.store.base import Holder, TaskBounds, TaskRecord
+from fastapi_mcp_routes.store.base import Holder, ResultBounds, TaskBounds, TaskRecord
 from fastapi_mcp_routes.telemetry.current import task_ended, task_run, task_started
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
@@ -154,6 +154,10 @@ class TaskChannel:
     def wants_log(self, level: str) -> bool:
         return not self._run.detached and self._inner.wants_log(level)
 
+    def hung_up(self) -> anyio.Event | None:
+        # A task's client polls for its result: its request's connection says nothing of it.
+        return None if self._run.detached else self._inner.hung_up()
+
     def cannot_ask(self, request: InputRequest) -> str | None:
         return self._inner.cannot_ask(request)
 
@@ -183,7 +187,8 @@ class TaskRuns:
     def __init__(self, *, deployment: Deployment, options: Tasks) -> None:
         self.deployment = deployment
         self.store = deployment.store
-        self.book = TaskBook(deployment.store)
+        results = ResultBounds(options.max_result_bytes_per_caller, options.max_kept_result_bytes)
+        self.book = TaskBook(deployment.store, results)
         self._options = options
         self._bounds = TaskBounds(options.max_per_caller, options.max_tasks)
         self._lease_s = options.lease_s
@@ -267,8 +272,8 @@ class TaskRuns:
             updated_ms=now,
             ttl_ms=max(1, round(run.ttl_s * 1000)),
         )
-        if isinstance(run.ended, Ran):  # a required task that answered at once: kept ended
-            record = ended(record, "completed", self._kept_result(run.ended), None)
+        # A required task that answered at once is kept, then ended with its result.
+        finished = run.ended if isinstance(run.ended, Ran) else None
         try:
             refused = await self.store.put_task(record, self._bounds)
             if refused is not None and await self.reap(record.owner if refused == "owner" else None):
@@ -284,10 +289,18 @@ class TaskRuns:
         # Kept: the call is the task's from here on, before anything else can fail or wait.
         run.task_id = record.id
         task_started(record.id)
+        if finished is not None:
+            try:
+                record = await self.book.keep_result(record.id, *self._kept_result(finished)) or record
+            finally:
+                run.settled.set()
+            return Ran(created(record, self.poll_ms), "task")
         if not record.ended:
             self._runs[record.id] = run
-            # The request no longer owns the call: the client going away cancels nothing.
+            # The request no longer owns the call: the client going away cancels nothing, and
+            # the call's running slot is given back when its route ends (`_drive`).
             channel.call_ended(call.request_id)
+            call.outlives_request = True
             call.cancel_scope.deadline = anyio.current_time() + run.ttl_s
             if call.progress_token is None:
                 call.progress_token = record.id  # progress is the task's status message
@@ -301,11 +314,18 @@ class TaskRuns:
         return Ran(created(record, self.poll_ms), "task")
 
     async def _drive(self, run: _Run, work: Work, on_end: OnEnd) -> None:
-        """Run the route to its end, and keep that end in the task once the call is one."""
-        with task_run(run.tool.name):  # a span of its own, linked to the call's (telemetry/)
-            await self._drive_run(run, work, on_end)
+        """Run the route to its end, and keep that end in the task once the call is one; a
+        task's running slot is given back when its route has returned (a sync route's thread
+        too: anyio waits for the thread before a cancellation takes effect)."""
+        try:
+            with task_run(run.tool.name):  # a span of its own, linked to the call's (telemetry/)
+                await self._drive_route(run, work, on_end)
+        finally:
+            call = run.call
+            if call.outlives_request and call.give_back is not None:
+                call.give_back()
 
-    async def _drive_run(self, run: _Run, work: Work, on_end: OnEnd) -> None:
+    async def _drive_route(self, run: _Run, work: Work, on_end: OnEnd) -> None:
         outcome: Ran | BaseException
         try:
             outcome = await work()
@@ -340,9 +360,8 @@ class TaskRuns:
             return
         try:
             if isinstance(outcome, Ran):
-                result = self._kept_result(outcome)
                 task_ended("completed")
-                await self.book.change(task_id, lambda record: ended(record, "completed", result, None))
+                await self.book.keep_result(task_id, *self._kept_result(outcome))
             elif isinstance(outcome, CallCancelled):
                 task_ended("cancelled")
                 await self.book.change(task_id, lambda record: ended(record, "cancelled", None, None))
@@ -359,21 +378,24 @@ class TaskRuns:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_s / 2):
                     await self.store.release(_lease(task_id), self._me)
 
-    def _kept_result(self, ran: Ran) -> Mapping[str, Any]:
+    def _kept_result(self, ran: Ran) -> tuple[Mapping[str, Any], int]:
+        """The result a task keeps, and its bytes as JSON (what it weighs among kept results)."""
         size = len(dumps(ran.result))
         if size <= self._options.max_result_bytes:
-            return ran.result
-        return error_result(
+            return ran.result, size
+        refusal = error_result(
             f"The tool's result ({size:,} bytes) is larger than a task keeps "
             f"({self._options.max_result_bytes:,} bytes, Tasks.max_result_bytes)."
         )
+        return refusal, len(dumps(refusal))
 
     def _full_text(self) -> str:
         return (
             "This tool runs as a task, and this caller (or the server) holds as many running tasks as "
             f"it may ({self._options.max_per_caller} per caller, {self._options.max_tasks} in all: "
             "Tasks.max_per_caller, Tasks.max_tasks; callers without verified credentials hold at most three "
-            "quarters of those in all, anonymous ones half). Wait for one to finish, or cancel one."
+            "quarters of those in all, anonymous ones half, and callers with credentials leave a tenth to "
+            "anonymous ones). Wait for one to finish, or cancel one."
         )
 
     # -- what a task's route does while it runs --------------------------------------------------

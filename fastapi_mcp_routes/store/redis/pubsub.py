@@ -11,10 +11,11 @@ answered in order on the same connection, so its PONG means a message published 
 is delivered. Leaving waits the same way for the UNSUBSCRIBE, so once the last listener has
 left, a publisher anywhere is told nobody listens.
 
-An inbox holds a few messages (`INBOX_SIZE`); a listener that does not read loses the next ones,
-never blocking the reader or the other listeners. When the connection drops, the reader makes
-another and subscribes it to every topic listened to then (or redis-py does, within a read,
-when its client retries); messages published meanwhile are lost, as with any Redis pub/sub.
+An inbox holds a few messages (`INBOX_SIZE`, unless its listener asks for more); a listener
+that does not read loses the next ones, never blocking the reader or the other listeners.
+When the connection drops, the reader makes another and subscribes it to every topic listened
+to then (or redis-py does, within a read, when its client retries); messages published
+meanwhile are lost, as with any Redis pub/sub.
 A PING after `HEARTBEAT_S` of silence notices a connection that died without a word; while
 Redis is unreachable a subscription fails at once, and one Redis does not confirm within
 `CONFIRM_S` raises instead of waiting.
@@ -37,13 +38,11 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from fastapi_mcp_routes.store.base import INBOX_SIZE
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
-# Messages a listener has not read yet, as in MemoryStore: a reply topic gets one message, a
-# stream's wake-up topic needs one waiting message to read everything kept since.
-INBOX_SIZE: Final = 16
 # Silence on the connection after which a PING checks it is alive; no answer by the next
 # period, and it is taken for dead and made again.
 HEARTBEAT_S: Final = 10.0
@@ -75,9 +74,10 @@ class Topics:
         self._reader: asyncio.Task[None] | None = None
 
     @asynccontextmanager
-    async def listen(self, topic: bytes) -> AsyncIterator[MemoryObjectReceiveStream[bytes]]:
-        """Listen on `topic` while the context is open; entered once Redis confirmed it."""
-        send, receive = anyio.create_memory_object_stream[bytes](INBOX_SIZE)
+    async def listen(self, topic: bytes, capacity: int = INBOX_SIZE) -> AsyncIterator[MemoryObjectReceiveStream[bytes]]:
+        """Listen on `topic` while the context is open, keeping up to `capacity` messages not
+        read yet; entered once Redis confirmed it."""
+        send, receive = anyio.create_memory_object_stream[bytes](capacity)
         with send, receive:
             try:
                 try:

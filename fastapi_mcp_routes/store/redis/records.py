@@ -55,6 +55,7 @@ def read_task(raw: bytes) -> TaskRecord:
         answers=_field(fields, "answers", _optional_object, None),
         outcome=_field(fields, "outcome", _optional_object, None),
         caller=_field(fields, "caller", _hex, b""),
+        released=_field(fields, "released", _released, None),
     )
 
 
@@ -66,6 +67,8 @@ def _object(raw: bytes) -> Mapping[str, Any]:
         fields = json.loads(raw)
     except ValueError as error:  # not JSON, or not UTF-8
         raise UnreadableRecord(f"not JSON ({error})") from None
+    except RecursionError:  # arrays nested deeper than the decoder goes
+        raise UnreadableRecord("JSON nested too deeply") from None
     if not isinstance(fields, dict):
         raise UnreadableRecord(f"a JSON {type(fields).__name__}, not an object")
     return fields
@@ -121,6 +124,12 @@ def _integer(value: object) -> int:
 
 def _trust(value: object) -> Trust:
     return Trust(_integer(value))
+
+
+def _released(value: object) -> str | None:
+    if value is not None and value not in ("owner", "total"):
+        raise ValueError
+    return _optional_string(value)
 
 
 def _status(value: object) -> str:

@@ -21,6 +21,10 @@ prefix inside the scripts (so a single Redis, not a Redis Cluster). The layout, 
                                   t:<id> its holder's trust
     tasks:expiry           zset   id -> its end (ms)
     tasks:ended            zset   id -> trust band + seq of its ending (finished tasks only)
+    tasks:results          zset   id -> trust band + seq of its ending (finished tasks whose result
+                                  is kept); in `tasks`: w<trust> bytes kept of that trust, w:<id>
+                                  a result's bytes, wo:<hex> an owner's
+    tasks:results:<hex>    zset   id -> seq of its ending, an owner's kept results
     tasks:owner:<hex>      zset   id -> seq of its making
     task:<id>              string the record (JSON)
     claim:<name>           hash   h holder, d end (ms)
@@ -75,17 +79,48 @@ local function lowest(ranked, ceiling)
   return head[1]
 end
 
+-- The oldest record of trust `trust` in `ranked`, if any.
+local function oldest_of(ranked, trust)
+  local head = redis.call('ZRANGE', ranked, int(trust * BAND), '(' .. int((trust + 1) * BAND), 'BYSCORE', 'LIMIT', 0, 1)
+  return head[1]
+end
+
+-- The oldest record of the most crowded trust from `low` to `high` that has one: the trust
+-- whose `count` fills the most of its quota, the lower on a tie (store/policy.py, `crowded_first`).
+local function victim_of(family, quotas, low, high)
+  local chosen, chosen_count, found = nil, 0, nil
+  for trust = low, high do
+    local head = oldest_of(family.ranked, trust)
+    if head then
+      local held = family.count(trust, trust)
+      if not chosen or held * quotas[chosen + 1] > chosen_count * quotas[trust + 1] then
+        chosen, chosen_count, found = trust, held, head
+      end
+    end
+  end
+  return found
+end
+
 -- Makes room for one new record of a family as the `Admission` in ARGV from `first` on says
 -- (`Admission.terms`). `family`: `mine` the zset of the owner's records (by their making),
--- `ranked` the zset of the records a total may push out, `count(highest)` the records of trust
--- up to `highest`, `drop(id)` forgets a record. Returns 0 with room made, 1 when the owner's
--- bound left none, 2 when a total (or a share of one) did.
+-- `ranked` the zset of the records a total may push out, `count(low, high)` what the records
+-- of trust `low` to `high` weigh, `held()` what the owner's weigh (unless each weighs 1),
+-- `drop(id, bound)` forgets a record for 'owner' or 'total'. Returns 0 with room made, 1 when
+-- the owner's bound left none, 2 when a total (or a share of one) did.
 local function admit(family, first)
   local per_owner, ceiling = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
   local finished_only, until_room = ARGV[first + 2] == '1', ARGV[first + 3] == '1'
+  local weight = tonumber(ARGV[first + 4])
+  local quotas = {tonumber(ARGV[first + 5]), tonumber(ARGV[first + 6]), tonumber(ARGV[first + 7])}
+  local bounds = tonumber(ARGV[first + 8])
+  -- No room could be made: nothing is pushed out for it.
+  if weight > per_owner then return 1 end
+  for i = 1, bounds do
+    if weight > tonumber(ARGV[first + 8 + 3 * i]) then return 2 end
+  end
   while true do
-    local held = redis.call('ZCARD', family.mine)
-    if held == 0 or held < per_owner then break end
+    local held = family.held and family.held() or redis.call('ZCARD', family.mine)
+    if held + weight <= per_owner then break end
     local victim = nil
     for _, id in ipairs(redis.call('ZRANGE', family.mine, 0, finished_only and -1 or 0)) do
       if not finished_only or redis.call('ZSCORE', family.ranked, id) then
@@ -94,17 +129,17 @@ local function admit(family, first)
       end
     end
     if not victim then return 1 end
-    family.drop(victim)
+    family.drop(victim, 'owner')
     redis.call('ZREM', family.mine, victim)
     if not until_room then break end
   end
-  local shares = tonumber(ARGV[first + 4])
-  for i = 1, shares do
-    local highest, limit = tonumber(ARGV[first + 3 + 2 * i]), tonumber(ARGV[first + 4 + 2 * i])
-    while family.count(highest) >= limit do
-      local victim = lowest(family.ranked, ceiling)
+  for i = 1, bounds do
+    local at = first + 6 + 3 * i
+    local low, high, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    while family.count(low, high) + weight > limit do
+      local victim = victim_of(family, quotas, low, math.min(high, ceiling))
       if not victim then return 2 end
-      family.drop(victim)
+      family.drop(victim, 'total')
       if not until_room then break end
     end
   end
@@ -244,7 +279,9 @@ local function put_token(key, value, ttl, owner, trust, first)
   if redis.call('ZSCORE', ORDER, key) then drop_token(key) end
   local mine = token_owner_key(owner)
   local family = {mine = mine, ranked = ORDER, drop = drop_token}
-  function family.count() return redis.call('ZCARD', ORDER) end
+  function family.count(low, high)
+    return redis.call('ZCOUNT', ORDER, int(low * BAND), '(' .. int((high + 1) * BAND))
+  end
   if admit(family, first) ~= 0 then return false end
   local seq = redis.call('HINCRBY', TMETA, 'seq', 1)
   redis.call('SET', token_key(key), value, 'PX', int(ttl))
@@ -262,14 +299,43 @@ _TASKS: Final = """
 local KMETA = P .. 'tasks'
 local KEXPIRY = P .. 'tasks:expiry'
 local KENDED = P .. 'tasks:ended'
+local KRESULTS = P .. 'tasks:results'
 local function task_key(id) return P .. 'task:' .. id end
 local function task_owner_key(owner) return P .. 'tasks:owner:' .. owner end
+local function result_owner_key(owner) return P .. 'tasks:results:' .. owner end
 local function live_task(id)
   local deadline = redis.call('ZSCORE', KEXPIRY, id)
   return deadline and tonumber(deadline) > NOW
 end
 
+-- Takes a kept result out of the bookkeeping of its bytes.
+local function forget_result(id)
+  local f = redis.call('HMGET', KMETA, 'w:' .. id, 'o:' .. id, 't:' .. id)
+  if not f[1] then return end
+  local weight = tonumber(f[1])
+  if f[3] then redis.call('HINCRBY', KMETA, 'w' .. f[3], int(-weight)) end
+  if f[2] then
+    redis.call('ZREM', result_owner_key(f[2]), id)
+    if redis.call('HINCRBY', KMETA, 'wo:' .. f[2], int(-weight)) <= 0 then redis.call('HDEL', KMETA, 'wo:' .. f[2]) end
+  end
+  redis.call('ZREM', KRESULTS, id)
+  redis.call('HDEL', KMETA, 'w:' .. id)
+end
+
+-- Drops a finished task's result to make room; the task stays, saying which bound let it go.
+local function let_go(id, bound)
+  forget_result(id)
+  local raw = redis.call('GET', task_key(id))
+  if raw then
+    local record = cjson.decode(raw)
+    record['outcome'] = cjson.null
+    record['released'] = bound
+    redis.call('SET', task_key(id), cjson.encode(record), 'KEEPTTL')
+  end
+end
+
 local function drop_task(id)
+  forget_result(id)
   redis.call('ZREM', KEXPIRY, id)
   redis.call('ZREM', KENDED, id)
   local owner = redis.call('HGET', KMETA, 'o:' .. id)
@@ -306,7 +372,7 @@ local gone = sweep_sessions(-1)
 if redis.call('ZSCORE', EXPIRY, id) then drop_session(id) end
 local mine = owner_key(owner)
 local family = {mine = mine, ranked = LRU}
-function family.count() return redis.call('ZCARD', LRU) end
+function family.count(low, high) return redis.call('ZCOUNT', LRU, int(low * BAND), '(' .. int((high + 1) * BAND)) end
 function family.drop(other)
   -- The owner's set may still name a session Redis forgot on its own: not one pushed out.
   if redis.call('ZSCORE', EXPIRY, other) then gone[#gone + 1] = other end
@@ -608,10 +674,9 @@ local id, record, owner, trust, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6
 for _, expired in ipairs(redis.call('ZRANGE', KEXPIRY, '-inf', int(NOW), 'BYSCORE')) do drop_task(expired) end
 local mine = task_owner_key(owner)
 local family = {mine = mine, ranked = KENDED, drop = drop_task}
-function family.count(highest)
-  if highest >= 2 then return redis.call('ZCARD', KEXPIRY) end
+function family.count(low, high)
   local held = 0
-  for level = 0, highest do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
+  for level = low, high do held = held + tonumber(redis.call('HGET', KMETA, 'n' .. level) or 0) end
   return held
 end
 local refused = admit(family, 9)
@@ -623,9 +688,49 @@ redis.call('ZADD', mine, seq, id)
 redis.call('HSET', KMETA, 'o:' .. id, owner, 't:' .. id, trust)
 redis.call('HINCRBY', KMETA, 'n' .. trust, 1)
 if ARGV[8] == '1' then mark_ended(id, trust) end
-local life = renew(KMETA, {KMETA, KEXPIRY, KENDED}, ttl)
+local life = renew(KMETA, {KMETA, KEXPIRY, KENDED, KRESULTS}, ttl)
 redis.call('PEXPIRE', mine, int(life))
 return 0
+""",
+)
+
+# ARGV: id, record, the record it replaces, owner, trust, ended (0/1), the result's bytes, then
+# the admission -> 0 not saved (changed or gone), 1 saved, 2 the owner's bound left no room,
+# 3 the total did (or a share of it)
+END_TASK: Final = _script(
+    _PRELUDE,
+    _ADMIT,
+    _TASKS,
+    """
+local id, owner, trust, size = ARGV[3], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[9])
+if not live_task(id) or redis.call('GET', task_key(id)) ~= ARGV[5] then return 0 end
+-- Results whose time is up hold no room (this task is live, so it stays).
+for _, expired in ipairs(redis.call('ZRANGE', KEXPIRY, '-inf', int(NOW), 'BYSCORE')) do drop_task(expired) end
+local mine = result_owner_key(owner)
+if size > 0 then
+  local family = {mine = mine, ranked = KRESULTS, drop = let_go}
+  function family.held() return tonumber(redis.call('HGET', KMETA, 'wo:' .. owner) or '0') end
+  function family.count(low, high)
+    local held = 0
+    for level = low, high do held = held + tonumber(redis.call('HGET', KMETA, 'w' .. level) or 0) end
+    return held
+  end
+  local refused = admit(family, 10)
+  if refused ~= 0 then return refused + 1 end
+end
+redis.call('SET', task_key(id), ARGV[4], 'KEEPTTL')
+if ARGV[8] == '1' then mark_ended(id, trust) end
+if size > 0 then
+  local seq = redis.call('HINCRBY', KMETA, 'seq', 1)
+  redis.call('ZADD', KRESULTS, int(trust * BAND + seq), id)
+  redis.call('ZADD', mine, seq, id)
+  redis.call('HSET', KMETA, 'w:' .. id, int(size))
+  redis.call('HINCRBY', KMETA, 'w' .. trust, int(size))
+  redis.call('HINCRBY', KMETA, 'wo:' .. owner, int(size))
+end
+local life = renew(KMETA, {KMETA, KEXPIRY, KENDED, KRESULTS}, 0)
+if size > 0 then redis.call('PEXPIRE', mine, int(life)) end
+return 1
 """,
 )
 
@@ -650,7 +755,7 @@ redis.call('SET', task_key(id), ARGV[4], 'KEEPTTL')
 if ARGV[7] == '1' then
   mark_ended(id, tonumber(ARGV[6]))
   -- The ended set may be new here (every task was running when last put): it expires with the rest.
-  renew(KMETA, {KMETA, KEXPIRY, KENDED}, 0)
+  renew(KMETA, {KMETA, KEXPIRY, KENDED, KRESULTS}, 0)
 end
 return 1
 """,

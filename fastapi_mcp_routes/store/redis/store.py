@@ -46,10 +46,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store.base import (
+    INBOX_SIZE,
     USED,
     Holder,
     Inbox,
     LogBounds,
+    Refusal,
+    ResultBounds,
     SessionBounds,
     SessionRecord,
     StoreFull,
@@ -58,7 +61,7 @@ from fastapi_mcp_routes.store.base import (
     TaskRecord,
     Trust,
 )
-from fastapi_mcp_routes.store.policy import session_admission, task_admission, token_admission
+from fastapi_mcp_routes.store.policy import result_admission, session_admission, task_admission, token_admission
 from fastapi_mcp_routes.store.redis import scripts
 from fastapi_mcp_routes.store.redis.pubsub import Topics
 from fastapi_mcp_routes.store.redis.records import UnreadableRecord, read_session, read_task
@@ -110,6 +113,8 @@ def _dump_task(record: TaskRecord) -> bytes:
         "outcome": record.outcome,
         "caller": record.caller.hex(),
     }
+    if record.released is not None:
+        fields["released"] = record.released
     return json.dumps(fields, separators=(",", ":")).encode()
 
 
@@ -159,6 +164,7 @@ class RedisStore:
         self._put_task = client.register_script(scripts.PUT_TASK)
         self._find_task = client.register_script(scripts.FIND_TASK)
         self._save_task = client.register_script(scripts.SAVE_TASK)
+        self._end_task = client.register_script(scripts.END_TASK)
         self._running_tasks = client.register_script(scripts.RUNNING_TASKS)
 
     @classmethod
@@ -346,6 +352,23 @@ class RedisStore:
         )
         return bool(saved)
 
+    async def end_task(
+        self, record: TaskRecord, replacing: TaskRecord, size: int, bounds: ResultBounds
+    ) -> bool | Refusal:
+        saved: int = await self._run(
+            self._end_task,
+            record.id,
+            _dump_task(record),
+            _dump_task(replacing),
+            record.owner.hex(),
+            int(record.trust),
+            int(record.ended),
+            size,
+            *result_admission(record, size, bounds).terms(),
+        )
+        ends: tuple[bool | Refusal, ...] = (False, True, "owner", "total")
+        return ends[saved]
+
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
         ids = await self._run(self._running_tasks, owner.hex() if owner is not None else "", limit)
         return tuple(task_id.decode() for task_id in ids)
@@ -360,8 +383,8 @@ class RedisStore:
         return listening > 0
 
     @asynccontextmanager
-    async def subscribe(self, topic: str) -> AsyncIterator[Inbox]:
-        async with self._topics.listen((self._prefix + topic).encode()) as inbox:  # StoreUnavailable
+    async def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AsyncIterator[Inbox]:
+        async with self._topics.listen((self._prefix + topic).encode(), capacity) as inbox:  # StoreUnavailable
             yield inbox
 
     def __repr__(self) -> str:
