@@ -18,6 +18,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Scope
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
+from fastapi_mcp_routes.telemetry.current import carried
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
@@ -142,7 +143,8 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
             else:
                 body_fields[name] = value
     body, content_headers = _body(tool, body_fields, whole_body)
-    headers = [*caller.headers, *extra_headers, *content_headers]
+    # The trace context of the MCP request goes on with it, where telemetry observes it.
+    headers = [*carried(caller.headers), *extra_headers, *content_headers]
     if body:
         headers.append((b"content-length", str(len(body)).encode()))
     scope: Scope = {
