@@ -4,12 +4,14 @@ A caller puts `traceparent`, `tracestate` and `baggage` in `params._meta` (SEP-4
 conventions' context propagation) or in the HTTP headers. Values from the wire are untrusted:
 one that is not a string, or a `traceparent` longer than any version writes, is dropped; a
 long `tracestate` is cut as W3C Trace Context 3.3.1.5 says (entries over 128 characters first,
-then from the end); a long `baggage` keeps only its whole leading members (W3C Baggage 3.3.2).
+then from the end); a long `baggage` keeps only its whole leading members (W3C Baggage 3.3.2);
+a value with anything but printable ASCII is dropped.
 The propagator the app configured then parses what is left, and drops what it cannot parse.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -28,6 +30,8 @@ _TRACESTATE_ENTRIES: Final = 32
 # W3C Baggage 3.3.2: at least 64 members and 8192 bytes are propagated.
 _BAGGAGE_CHARS: Final = 8192
 _BAGGAGE_MEMBERS: Final = 64
+# Printable ASCII, spaces and tabs: what a W3C trace context or baggage header may hold.
+_PRINTABLE: Final = re.compile(r"[\x20-\x7e\t]*")
 
 
 def from_meta(meta: object) -> dict[str, str] | None:
@@ -49,7 +53,9 @@ def from_headers(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str] | Non
 def bounded(fields: Iterable[tuple[str, Any]]) -> dict[str, str] | None:
     carrier: dict[str, str] = {}
     for name, value in fields:
-        if not isinstance(value, str) or not value:
+        # The W3C fields are printable ASCII: anything else (a line break, a control) is dropped
+        # before a propagator would log it as it came.
+        if not isinstance(value, str) or not value or not _PRINTABLE.fullmatch(value):
             continue
         if name == TRACEPARENT:
             if len(value) <= _TRACEPARENT_CHARS:

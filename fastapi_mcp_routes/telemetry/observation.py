@@ -56,10 +56,13 @@ class Observation:
 
     def route(self, method: str, path: str) -> None:
         """The route a request runs: the name it was found by may name the metric point."""
-        if self.target is not None:
-            self.metric[self.target[0]] = self.target[1]
-        if self.span is not None:
-            self.span.set_attributes({n.ROUTE_METHOD: method, n.ROUTE_PATH: path})
+        target, span = self.target, self.span
+        if target is not None:
+            self.metric[target[0]] = target[1]
+        if span is not None:
+            span.set_attributes({n.ROUTE_METHOD: method, n.ROUTE_PATH: path})
+            if target is not None:
+                span.update_name(f"{self.metric[n.MCP_METHOD_NAME]} {target[1]}")
 
     def agreed(self, version: object) -> None:
         """The version `initialize` settled on, not the one the session-less request assumed."""

@@ -238,10 +238,11 @@ def _span_attributes(
     method = request.method
     params = request.params
     attributes = dict(metric)
+    # Named `{method} {target}` only once the registry found the target (`Observation.route`):
+    # a made-up name would make a span name of its own per request downstream.
     name = method
     if target is not None:
         attributes[target[0]] = target[1]
-        name = f"{method} {target[1]}"
     elif method in _URI_METHODS:
         uri = params.get("uri")
         if isinstance(uri, str):
