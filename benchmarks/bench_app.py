@@ -22,7 +22,7 @@ from typing import Annotated, Final
 from fastapi import FastAPI, Query, status
 from peer_app import CreatedItem, Item, ItemId, ItemIn
 
-from fastapi_mcp_routes import RedisStore, ToolCalls, mcp_routes, mcp_tool
+from fastapi_mcp_routes import RedisStore, Telemetry, ToolCalls, mcp_routes, mcp_tool
 
 EXTRA_ROUTES_ENV: Final = "FMR_BENCH_EXTRA_ROUTES"
 DEFAULT_EXTRA_ROUTES: Final = 10
@@ -38,13 +38,14 @@ def create_app() -> FastAPI:
     return build_app(int(raw), os.environ.get(REDIS_URL_ENV) or None)
 
 
-def build_app(extra_routes: int, redis_url: str | None = None) -> FastAPI:
+def build_app(extra_routes: int, redis_url: str | None = None, telemetry: Telemetry | None = None) -> FastAPI:
     """Two measured tool routes, `extra_routes` generated ones, and `/mcp`; with `redis_url`,
-    the endpoint's state is kept in that Redis."""
+    the endpoint's state is kept in that Redis; `telemetry` as `mcp_routes` takes it."""
     app = FastAPI(title="Benchmark", version="1.0.0")
     store = None if redis_url is None else RedisStore.from_url(redis_url)
     # Confirmation off: what is measured is one call of the route, as the peers make it.
-    app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False), store=store))
+    calls = ToolCalls(require_confirmation_for_mutations=False)
+    app.include_router(mcp_routes(app, tool_calls=calls, store=store, telemetry=telemetry))
     app.add_api_route("/items/{item_id}", get_item, methods=["GET"], response_model=Item, summary="Get an item")
     app.add_api_route(
         "/items",

@@ -11,6 +11,10 @@ DELETE of the note tells its subscribers), the newest notes are `notes://recent`
 `summarize_note` completes its `note_id` from the notes there are. `export_notes` takes a
 while, so a client that speaks the 2026-07-28 tasks extension gets it as a task to poll, and
 `follow_notes` is a live feed of note changes (SSE) that an agent samples for a window.
+
+`NOTES_TELEMETRY=console make run` prints the spans of every MCP call and of the route it runs
+(OpenTelemetry, `telemetry.py`) and serves metrics at http://127.0.0.1:8000/metrics; it needs
+the OpenTelemetry SDK and `opentelemetry-instrumentation-fastapi` (the test extra has them).
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ API_KEY = os.environ.get("NOTES_API_KEY", "demo-key")
 jwt_bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=public_key_pem())
 
 app = FastAPI(title="Notes", version="1.0.0", description="Notes with tags, exposed over REST and MCP.")
+if os.environ.get("NOTES_TELEMETRY"):
+    from example_app.telemetry import notes_telemetry
+
+    telemetry = notes_telemetry(os.environ["NOTES_TELEMETRY"])
+else:
+    telemetry = None
 # The routes below are found too: tools are discovered lazily.
 app.include_router(
     mcp_routes(
@@ -64,8 +74,11 @@ app.include_router(
         protected_resource=ProtectedResource(
             authorization_servers=[ISSUER], scopes_supported=list(SCOPES), resource=AUDIENCE
         ),
+        telemetry=telemetry.options() if telemetry is not None else None,
     )
 )
+if telemetry is not None:
+    telemetry.instrument(app)
 
 
 class Priority(StrEnum):

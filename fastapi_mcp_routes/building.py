@@ -8,13 +8,13 @@ import logging
 import os
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI, params
 
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
-from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, ToolCalls
+from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
 from fastapi_mcp_routes.server.audit import log_tool_call
 from fastapi_mcp_routes.server.budget import AnswerBudget
 from fastapi_mcp_routes.server.call_slots import CallSlots
@@ -43,6 +43,8 @@ from fastapi_mcp_routes.server.tools import tools_feature
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy, url_policy
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.store.memory import MemoryStore
+from fastapi_mcp_routes.telemetry.carriers import FIELDS as TRACE_FIELDS
+from fastapi_mcp_routes.telemetry.recorder import Recorder
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.streams import WindowBounds
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
@@ -84,6 +86,7 @@ class EndpointOptions:
     tool_calls: ToolCalls
     list_visible_only: bool
     explorer: bool  # whether the explorer page is served
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +112,9 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
     `features` besides (server/features.py). It reads the app's routes only when first asked (at
     startup), so routes added after this call are served too."""
     credentials = frozenset(_ALWAYS_CREDENTIALS) | options.forward_headers
-    caller_headers = credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS)
+    caller_headers = (
+        credentials | frozenset(_CONTEXT_HEADERS) | frozenset(_REQUEST_HEADERS) | _traced_headers(options.telemetry)
+    )
     calls = options.tool_calls
     urls = url_policy(
         calls.allowed_server_urls, calls.allow_arbitrary_urls, calls.allowed_server_urls_from_env, os.environ
@@ -150,7 +155,14 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         credential_headers=config.credential_headers,
         changes=[change for feature in served for change in feature.changes],
     )
-    dispatcher = Dispatcher(identity=identity, lists=lists, features=served, table=registry.table, listened=listened)
+    dispatcher = Dispatcher(
+        identity=identity,
+        lists=lists,
+        features=served,
+        table=registry.table,
+        listened=listened,
+        recorder=Recorder(options.telemetry),
+    )
     transport = StreamableHTTPEndpoint(
         config=config,
         dispatcher=dispatcher,
@@ -217,12 +229,22 @@ def _transport_config(options: EndpointOptions, credentials: frozenset[str]) -> 
     return TransportConfig(
         origin_policy=OriginPolicy.build(options.origins.allowed_origins, options.origins.allowed_hosts),
         limits=options.limits,
-        forward_headers=frozenset(h.encode() for h in credentials | frozenset(_CONTEXT_HEADERS)),
+        forward_headers=frozenset(
+            h.encode() for h in credentials | frozenset(_CONTEXT_HEADERS) | _traced_headers(options.telemetry)
+        ),
         # Not Cookie: clients keep whatever cookies the app sets (CSRF, load-balancer affinity),
         # so the Cookie header changes within a session without the caller changing.
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
         max_stream_seconds=options.streaming.max_stream_seconds,
     )
+
+
+def _traced_headers(telemetry: Telemetry) -> frozenset[str]:
+    """Headers the route's request inherits to follow the call, never credentials: the
+    correlation headers, and the caller's trace context unless telemetry is off (carried on
+    as it came where nobody records, replaced by the MCP request's where someone does)."""
+    traced = frozenset(telemetry.correlation_headers)
+    return traced if telemetry.mode == "off" else traced | frozenset(TRACE_FIELDS)
 
 
 def _deployment(secret: SecretOption, store: Store | None) -> Deployment:

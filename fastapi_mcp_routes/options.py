@@ -1,5 +1,5 @@
 """Option groups for `mcp_routes` (`Sessions`, `Limits`, `Tasks`, `ServerInfo`, `Origins`, `Streaming`,
-`ToolCalls`), in the style of httpx's `Limits`.
+`ToolCalls`, `Telemetry`), in the style of httpx's `Limits`.
 
 Each group is a frozen value checked when it is made, so a wrong setting stops the app at
 startup with a sentence that names the option and the value, never at the first request. The
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 # Thirty minutes: long enough for a person to read an answer and come back to the agent.
 DEFAULT_SESSION_IDLE_S: Final = 30 * 60.0
@@ -487,6 +487,50 @@ class ToolCalls:
             )
         if self.on_tool_call is not None and not callable(self.on_tool_call):
             raise ValueError(f"ToolCalls.on_tool_call must be a function or None, got {self.on_tool_call!r}")
+
+
+# What the endpoint does with OpenTelemetry (the `otel` extra): spans and metrics, only the
+# caller's trace context carried to the routes, or nothing.
+TelemetryMode = Literal["on", "propagate", "off"]
+TELEMETRY_MODES: Final = ("on", "propagate", "off")
+# The header a proxy or a client sets to follow one request through its logs.
+DEFAULT_CORRELATION_HEADERS: Final = ("x-request-id",)
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """What the endpoint reports to OpenTelemetry, when the app configures an SDK:
+    `mcp_routes(app, telemetry=Telemetry(record_content=True))`. The library never configures
+    an SDK, an exporter or a propagator; without the `otel` extra, or with no SDK set, nothing
+    is recorded and nothing is made per call.
+
+    Args:
+        mode: `"on"`: a span per MCP request and the MCP metrics, the trace context carried on
+            to the route's request; `"propagate"`: no spans and no metrics, only the caller's
+            trace context (from `params._meta`, else the HTTP headers) carried on to the route;
+            `"off"`: neither.
+        record_content: add a tool call's arguments and result to its span
+            (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`); they may hold personal
+            data, so only when the app opts in.
+        correlation_headers: request headers passed from the MCP caller to the routes to follow
+            a request through logs (`X-Request-Id`); never part of who the caller is.
+        tracer_provider, meter_provider: the providers to record with, as OpenTelemetry's
+            instrumentations take them; `None` (the default): the global ones the app sets.
+    """
+
+    mode: TelemetryMode = "on"
+    record_content: bool = False
+    correlation_headers: Iterable[str] = DEFAULT_CORRELATION_HEADERS
+    # An OpenTelemetry `TracerProvider` and `MeterProvider`, not named here: the API is an extra.
+    tracer_provider: Any = None
+    meter_provider: Any = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in TELEMETRY_MODES:
+            raise ValueError(f"Telemetry.mode must be one of {', '.join(TELEMETRY_MODES)}, got {self.mode!r}")
+        _check_bool("Telemetry.record_content", self.record_content)
+        names = strings("Telemetry.correlation_headers", self.correlation_headers)
+        object.__setattr__(self, "correlation_headers", tuple(name.lower() for name in names))
 
 
 def _check_count(name: str, value: object, unit: str = "", most: int | None = None) -> None:

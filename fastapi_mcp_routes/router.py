@@ -13,7 +13,7 @@ from fastapi_mcp_routes.building import EndpointOptions, build_endpoint
 from fastapi_mcp_routes.explorer.pages import serves_explorer
 from fastapi_mcp_routes.mounting import mount
 from fastapi_mcp_routes.old_keywords import fold_old_keywords
-from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, ToolCalls
+from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
 from fastapi_mcp_routes.server.sealing.secret import SecretOption
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.wire import constants as c
@@ -40,6 +40,7 @@ def mcp_routes(
     tool_calls: ToolCalls | None = None,
     list_visible_only: bool = True,
     explorer: bool | None = None,
+    telemetry: Telemetry | None = None,
     **deprecated: Any,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools, resources, prompts
@@ -73,6 +74,9 @@ def mcp_routes(
             a principal or scopes it lacks, `visible=...` saying no); calls still run every guard.
         explorer: serve the MCP explorer at `{path}/explorer` and link it from the OpenAPI
             description: `None` where the app serves its docs, `True` always, `False` never.
+        telemetry: `Telemetry(...)`: what the endpoint reports to OpenTelemetry when the app
+            configures an SDK (spans, metrics, the trace context carried to the routes), and
+            the correlation headers (`X-Request-Id`) the routes receive.
         **deprecated: keywords of the previous release, such as `server_name=`, each warned
             of with its new spelling (old_keywords.py).
     """
@@ -93,6 +97,7 @@ def mcp_routes(
         tool_calls=_group("tool_calls", tool_calls, ToolCalls),
         list_visible_only=list_visible_only,
         explorer=serves_explorer(app, explorer),
+        telemetry=_group("telemetry", telemetry, Telemetry),
     )
     options = fold_old_keywords(given, deprecated)
     return mount(build_endpoint(app, options))

@@ -124,6 +124,13 @@ def test_path_values_are_percent_encoded_in_the_raw_path() -> None:
     assert body == b""
 
 
+def test_arguments_that_make_a_url_longer_than_a_request_line_are_refused_before_the_route() -> None:
+    with pytest.raises(ToolError, match=re.escape("past the 8,192 a server accepts in a request line")):
+        build_request(tool("get_item"), {"item_id": "x" * 200_000}, CALLER)
+    scope, _ = build_request(tool("get_item"), {"item_id": "x" * 8_000}, CALLER)
+    assert len(scope["raw_path"]) < 8_192
+
+
 def test_path_value_containing_a_slash_is_refused() -> None:
     with pytest.raises(ToolError, match=re.escape("Argument 'item_id' must be a non-empty path segment")):
         build_request(tool("get_item"), {"item_id": "../admin"}, CALLER)

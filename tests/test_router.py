@@ -40,6 +40,7 @@ def test_public_names_are_exactly_these() -> None:
         "Store",
         "Streaming",
         "Tasks",
+        "Telemetry",
         "ToolCallEvent",
         "ToolCalls",
         "ToolContext",

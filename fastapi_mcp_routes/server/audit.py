@@ -1,7 +1,8 @@
 """Audit: one event per tool call, to `on_tool_call` or, by default, to the log.
 
 An event names the principal, the tool, a digest of the arguments (never the arguments, which
-may hold personal data), the outcome, the route's HTTP status and the duration. Values from
+may hold personal data), the outcome, the route's HTTP status and the duration, and the trace
+and span ids of the call's span where one is recorded (telemetry/). Values from
 the wire are truncated in the log line. A failing audit hook is logged and never changes the
 call's answer.
 """
@@ -45,6 +46,8 @@ class ToolCallEvent:
     status: int | None  # the route's HTTP status, when it answered
     duration_ms: float
     request_id: str | int
+    trace_id: str | None = None  # W3C hex, when the call's span is recorded
+    span_id: str | None = None
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
@@ -63,7 +66,7 @@ def log_tool_call(event: ToolCallEvent) -> None:
     if not logger.isEnabledFor(logging.INFO):
         return
     subject = getattr(event.principal, "subject", None) if event.principal is not None else None
-    arguments = (
+    arguments: tuple[Any, ...] = (
         truncate(event.tool),
         event.outcome,
         event.status,
@@ -71,11 +74,15 @@ def log_tool_call(event: ToolCallEvent) -> None:
         truncate(subject) if subject is not None else "-",
         event.arguments_digest,
     )
-    record = logger.makeRecord(logger.name, logging.INFO, __file__, _LINE_NO, _LINE, arguments, None, _FUNC_NAME)
+    line = _LINE
+    if event.trace_id is not None:
+        line, arguments = _TRACED_LINE, (*arguments, event.trace_id, event.span_id)
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, _LINE_NO, line, arguments, None, _FUNC_NAME)
     logger.handle(record)
 
 
 _LINE: Final = "tool call %s outcome=%s status=%s duration_ms=%.1f principal=%s arguments=%s"
+_TRACED_LINE: Final = _LINE + " trace_id=%s span_id=%s"
 _LINE_NO: Final = log_tool_call.__code__.co_firstlineno
 _FUNC_NAME: Final = log_tool_call.__name__
 

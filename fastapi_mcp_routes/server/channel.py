@@ -36,6 +36,7 @@ from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
 from fastapi_mcp_routes.store.base import Holder, SessionRecord
 from fastapi_mcp_routes.store.policy import address_key, holder_of
+from fastapi_mcp_routes.telemetry.current import note_route
 from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.constants import (
@@ -174,6 +175,7 @@ class ClientChannel(abc.ABC):
         """The call `request` makes of `tool`'s route: what it brings from earlier rounds, the
         running call, and its registration (`with registration:` while it runs)."""
         given = self.call_input(request.params, tool, arguments)
+        note_route(tool.method, tool.path_format)
         call = ToolCall.of(request.id, request.params, self, tool.name, arguments, given.answers)
         return given, call, Registration(self, call)
 

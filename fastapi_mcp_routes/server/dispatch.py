@@ -33,6 +33,7 @@ from fastapi_mcp_routes.server.listing import Generations, Lists
 from fastapi_mcp_routes.server.resources.methods import ResourceMethods
 from fastapi_mcp_routes.server.resources.updates import ResourceUpdates
 from fastapi_mcp_routes.server.tasks.methods import TaskMethods
+from fastapi_mcp_routes.telemetry.recorder import Recorder
 from fastapi_mcp_routes.tools.registry import ToolTable
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import InvalidParams, MethodNotFound
@@ -88,7 +89,9 @@ class Dispatcher:
         features: Sequence[Feature],
         table: Callable[[], ToolTable],
         listened: Listened,
+        recorder: Recorder | None = None,
     ) -> None:
+        self.recorder = recorder if recorder is not None else Recorder()
         self._identity = identity
         self.listened = listened
         self._lists = lists
@@ -107,7 +110,11 @@ class Dispatcher:
         served = self._served.get(request.method)
         if served is None or channel.era not in served.eras:
             raise MethodNotFound(f"Method not found: {truncate(request.method)!r}.", truncate(request.method))
-        result = await served.answer(request, channel)
+        listener = self.recorder.listener()  # None unless an SDK listens (telemetry/recorder.py)
+        if listener is None:
+            result = await served.answer(request, channel)
+        else:
+            result = await listener.serve(served.answer, request, channel)
         # A list that depends on who asks must not be cached for anyone else.
         private = served.private or (served.listing is not None and self._lists.personal(served.listing))
         return channel.shape(request.method, result, private)

@@ -28,6 +28,8 @@ from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
 from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.server.urls.policy import UrlPolicy
+from fastapi_mcp_routes.telemetry.current import note_outcome, stream_sample, trace_ids
+from fastapi_mcp_routes.telemetry.names import STREAM_FRAMES
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold, build_request, invoke, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -259,7 +261,11 @@ class ToolCallPipeline:
         # what it read so far is its result, kept for a resume; sampling longer helps nobody.
         hung_up = call.channel.hung_up()
         max_bytes = self._max_response_bytes
-        return await read_window(self._app, scope, body, window, on_frame, max_bytes, hold, hung_up)
+        with stream_sample() as span:  # the route's own spans start under the sample's
+            read = await read_window(self._app, scope, body, window, on_frame, max_bytes, hold, hung_up)
+            if span is not None and isinstance(read, WindowRead):
+                span.set_attribute(STREAM_FRAMES, len(read.frames))
+        return read
 
     async def _invoke_app(
         self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall, hold: Hold
@@ -280,12 +286,21 @@ class ToolCallPipeline:
         )
 
     async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:
+        note_outcome(ran.outcome, ran.status)
         if self._on_tool_call is log_tool_call and not logger.isEnabledFor(logging.INFO):
             return  # the default hook only logs: with INFO off, the digest is not worth computing
         duration_ms = (time.perf_counter() - started) * 1000
         digest = arguments_digest(parsed.arguments)
+        ids = trace_ids()
         event = ToolCallEvent(
-            parsed.tool.name, call.principal, digest, ran.outcome, ran.status, duration_ms, call.request_id
+            parsed.tool.name,
+            call.principal,
+            digest,
+            ran.outcome,
+            ran.status,
+            duration_ms,
+            call.request_id,
+            *(ids or ()),
         )
         await report(self._on_tool_call, event)
 

@@ -11,13 +11,14 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 from urllib.parse import quote, quote_plus, urlencode
 
 import anyio
 from starlette.types import ASGIApp, Message, Scope
 
 from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
+from fastapi_mcp_routes.telemetry.current import carried
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.schema import BodyMode
 from fastapi_mcp_routes.wire import constants as c
@@ -34,6 +35,9 @@ _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 _ACCEPT_ONLY = ((b"accept", c.MEDIA_JSON.encode()),)
 # What percent-encoding leaves as it is, in a path segment and in a query (RFC 3986 section 2.3).
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+# The longest path and query a tool call builds: what nginx accepts in a request line by default.
+MAX_TARGET_BYTES: Final = 8 * 1024
 
 # Holds bytes of a response for the caller: `None` when held, else the reason it may not be.
 
@@ -141,8 +145,16 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
                 whole_body = value
             else:
                 body_fields[name] = value
+    query_string = _query_string(query)
+    if len(raw_path) + len(query_string) > MAX_TARGET_BYTES:
+        # Over REST the server refuses such a request line; built here, it would reach the route.
+        raise ToolError(
+            f"The arguments make the route's URL {len(raw_path) + len(query_string):,} bytes long, "
+            f"past the {MAX_TARGET_BYTES:,} a server accepts in a request line; send shorter values."
+        )
     body, content_headers = _body(tool, body_fields, whole_body)
-    headers = [*caller.headers, *extra_headers, *content_headers]
+    # The trace context of the MCP request goes on with it, where telemetry observes it.
+    headers = [*carried(caller.headers), *extra_headers, *content_headers]
     if body:
         headers.append((b"content-length", str(len(body)).encode()))
     scope: Scope = {
@@ -154,7 +166,7 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
         "path": caller.root_path + path,
         "raw_path": (caller.root_path + raw_path).encode(),
         "root_path": caller.root_path,
-        "query_string": _query_string(query),
+        "query_string": query_string,
         "headers": headers,
         "client": caller.client,
         "server": caller.server,

@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from fastapi_mcp_routes.options import Limits
 from fastapi_mcp_routes.server.budget import AnswerBudget
-from fastapi_mcp_routes.server.channel import Channels, SessionChannel
+from fastapi_mcp_routes.server.channel import Channels, SessionChannel, StatelessChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.dispatch import Dispatcher, negotiate_version
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS, check_request, status_for
@@ -45,7 +45,13 @@ from fastapi_mcp_routes.transport.origin import OriginPolicy
 from fastapi_mcp_routes.transport.replay import Senders, StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.session_streams import Claim, SessionLease, resume_stream, session_stream
-from fastapi_mcp_routes.transport.stateless import SUBSCRIBE, StatelessAnswer, listen_filter, subscription
+from fastapi_mcp_routes.transport.stateless import (
+    SUBSCRIBE,
+    ListenFilter,
+    StatelessAnswer,
+    listen_filter,
+    subscription,
+)
 from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
@@ -125,8 +131,10 @@ class StreamableHTTPEndpoint:
             allow = "GET, POST, DELETE" if self._sessions is not None else "POST"
             raise HttpError(405, InvalidRequest("Method not allowed."), {"allow": allow})
         except HttpError as refusal:
+            self._dispatcher.recorder.refused(refusal.error)
             return _refusal(refusal)
         except StoreUnavailable as down:
+            self._dispatcher.recorder.refused(down)
             self._log_store_down(down)
             return _refusal(HttpError(503, down, {"retry-after": str(STORE_RETRY_AFTER_S)}))
         except ClientDisconnect:
@@ -248,10 +256,15 @@ class StreamableHTTPEndpoint:
                 refusal = InvalidRequest("Not Acceptable: a subscription is a text/event-stream.")
                 raise HttpError(406, refusal, request_id=entry.id)
             limits = self._config.limits
-            try:
-                wanted = await listen_filter(
-                    self._dispatcher, entry, channel, limits.max_subscriptions, limits.max_uri_chars
+
+            async def accept(request: RpcRequest, channel: StatelessChannel) -> ListenFilter:
+                return await listen_filter(
+                    self._dispatcher, request, channel, limits.max_subscriptions, limits.max_uri_chars
                 )
+
+            listener = self._dispatcher.recorder.listener()  # its span covers the acceptance
+            try:
+                wanted = await (accept(entry, channel) if listener is None else listener.serve(accept, entry, channel))
             except McpError as error:
                 raise HttpError(status_for(error), error, request_id=entry.id) from None
             slots = await self._slots.take(channel.holder, self.keep_alive.interval_s, request_id=entry.id)
@@ -310,6 +323,9 @@ class StreamableHTTPEndpoint:
         session = await self._require_session(headers, sessions, identity, await self._holder(request, identity))
         _protocol_version(headers, session.protocol_version, opening=False)
         await sessions.close(session)
+        age_s = sessions.age_s(headers.get(c.HEADER_SESSION_ID) or "", identity)
+        if age_s is not None:
+            self._dispatcher.recorder.session_ended(age_s, session.protocol_version)
         return Response(status_code=204)
 
     async def _listen(self, request: Request, headers: Headers, sessions: SessionManager) -> Response:

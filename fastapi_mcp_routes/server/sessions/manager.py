@@ -221,6 +221,11 @@ class SessionManager:
         await self._store.close_session(record.id)
         await self._ended((record.id,))
 
+    def age_s(self, session_id: str, identity: bytes) -> float | None:
+        """How long ago the session was opened, as its sealed id says (to the second)."""
+        sealed = self._ids.open(session_id, identity)
+        return None if sealed is None else max(0.0, self._clock() - (sealed.expires - self._options.max_life_s))
+
     def ended(self, session_id: str) -> AbstractAsyncContextManager[Inbox]:
         """Listen for the session's end (open it, then check the session is still there)."""
         return self._store.subscribe(_ended_topic(session_id))

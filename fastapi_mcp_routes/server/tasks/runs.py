@@ -46,6 +46,7 @@ from fastapi_mcp_routes.server.tasks.records import (
     now_ms,
 )
 from fastapi_mcp_routes.store.base import Holder, ResultBounds, TaskBounds, TaskRecord
+from fastapi_mcp_routes.telemetry.current import task_ended, task_run, task_started
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from fastapi_mcp_routes.wire.errors import (
@@ -287,6 +288,7 @@ class TaskRuns:
             return None
         # Kept: the call is the task's from here on, before anything else can fail or wait.
         run.task_id = record.id
+        task_started(record.id)
         if finished is not None:
             try:
                 record = await self.book.keep_result(record.id, *self._kept_result(finished)) or record
@@ -316,7 +318,8 @@ class TaskRuns:
         task's running slot is given back when its route has returned (a sync route's thread
         too: anyio waits for the thread before a cancellation takes effect)."""
         try:
-            await self._drive_route(run, work, on_end)
+            with task_run(run.tool.name):  # a span of its own, linked to the call's (telemetry/)
+                await self._drive_route(run, work, on_end)
         finally:
             call = run.call
             if call.outlives_request and call.slot is not None:
@@ -357,12 +360,15 @@ class TaskRuns:
             return
         try:
             if isinstance(outcome, Ran):
+                task_ended("completed")
                 await self.book.keep_result(task_id, *self._kept_result(outcome))
             elif isinstance(outcome, CallCancelled):
+                task_ended("cancelled")
                 await self.book.change(task_id, lambda record: ended(record, "cancelled", None, None))
             else:
                 error = outcome if isinstance(outcome, McpError) else McpError("Internal error.")
                 failure = error.to_error()
+                task_ended("failed")
                 await self.book.change(task_id, lambda record: ended(record, "failed", failure, error.message))
         except StoreUnavailable:
             logger.warning("the end of task %s could not be kept: the store is out of reach", truncate(task_id))
