@@ -15,7 +15,7 @@ from fastapi import BackgroundTasks, Depends, FastAPI
 from starlette.types import Message
 
 from fastapi_mcp_routes import Limits, mcp_routes
-from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.response_stream import WATCH_AFTER_S, KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
 from tests.support.apps import observed, streaming_app
 from tests.support.jsonrpc import JSON_ONLY, open_session, rpc, tool_call
@@ -268,9 +268,35 @@ async def test_a_client_leaving_a_pending_answer_is_noticed() -> None:
     async def receive() -> Message:
         return {"type": "http.disconnect"}
 
-    stream = ResponseStream(_Recorded(), False, True, KeepAlive(), receive=receive, on_disconnect=left.set)
+    class Listener:
+        def client_left(self) -> None:
+            left.set()
+
+    stream = ResponseStream(_Recorded(), False, True, KeepAlive(), receive=receive, listener=Listener())
     with anyio.fail_after(WAIT_S):
         async with stream:
+            await left.wait()
+
+
+@pytest.mark.anyio
+async def test_a_client_leaving_is_watched_for_only_once_asked_when_so_made() -> None:
+    left = anyio.Event()
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    class Listener:
+        def client_left(self) -> None:
+            left.set()
+
+    stream = ResponseStream(
+        _Recorded(), False, True, KeepAlive(), receive=receive, listener=Listener(), watch_now=False
+    )
+    with anyio.fail_after(WAIT_S):
+        async with stream:
+            await anyio.sleep(WATCH_AFTER_S * 2)
+            assert not left.is_set()  # nobody asked: nothing watches
+            stream.watch_disconnect()
             await left.wait()
 
 

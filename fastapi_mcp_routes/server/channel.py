@@ -12,9 +12,9 @@ two answers to the same questions, so nothing above this module branches on the 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -118,6 +118,12 @@ class Registration:
             slots.give_back(self._channel.holder)
 
 
+class WatchedStream(Protocol):
+    """The stream of a request's answer, as far as its channel asks of it."""
+
+    def watch_disconnect(self) -> None: ...
+
+
 class ClientChannel(abc.ABC):
     """What every era answers alike: who calls, and where the call's messages go."""
 
@@ -148,8 +154,8 @@ class ClientChannel(abc.ABC):
         self._own_calls: dict[RequestId, anyio.CancelScope] = {}
         self._left = False  # the client closed the request's connection before its answer
         self._hung_up: anyio.Event | None = None  # made when a call first waits for that
-        # Has the transport watch for the client leaving, once a call waits for that.
-        self.watch_disconnect: Callable[[], None] | None = None
+        # The answer's stream, which watches for the client leaving once a call waits for that.
+        self.answer_stream: WatchedStream | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -206,8 +212,8 @@ class ClientChannel(abc.ABC):
             self._hung_up = anyio.Event()
             if self._left:
                 self._hung_up.set()
-            elif self.watch_disconnect is not None:
-                self.watch_disconnect()
+            elif self.answer_stream is not None:
+                self.answer_stream.watch_disconnect()
         return self._hung_up
 
     @abc.abstractmethod
@@ -434,6 +440,10 @@ class StatelessChannel(ClientChannel):
         self._envelope = envelope
         self._sealer = sealer
         self._shaper = shaper
+
+    def client_left(self) -> None:
+        """The client closed the request's stream: in this era that cancels its calls."""
+        self.cancel_all()
 
     @property
     def client_info(self) -> Mapping[str, Any] | None:

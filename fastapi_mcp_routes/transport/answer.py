@@ -82,10 +82,10 @@ class SessionAnswer(Response):
             self._logs,
             self._max_open_s,
             receive=receive,
-            on_disconnect=channel.client_left,
+            listener=channel,
             watch_now=False,  # watched once a call that samples asks (`ClientChannel.hung_up`)
         )
-        channel.watch_disconnect = stream.watch_disconnect  # asked by a call that samples
+        channel.answer_stream = stream  # watched for a disconnect once a call that samples asks
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
             channel.emit = stream.emit

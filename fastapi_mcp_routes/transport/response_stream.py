@@ -14,7 +14,7 @@ way: the first helper to finish cancels the rest, and the answer's end cancels t
 - early close: with `max_open_s`, a resumable stream (2025-11-25) is ended after that long, as
   the spec allows; the call runs on, its events go to the stream's log, and the client fetches
   them with GET and `Last-Event-ID` after the `retry:` delay of the priming event;
-- the client leaving (given `receive` and `on_disconnect`): `on_disconnect` is called (also
+- the client leaving (given `receive` and a `listener`): `listener.client_left()` is called (also
   when a write finds the connection gone), unless this server ended the stream early.
 
 Deliberate choice, the one speed trick here: the helpers start only once the answer has been
@@ -33,7 +33,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -67,6 +67,12 @@ class KeepAlive:
             raise ValueError(f"the keep-alive interval must be a positive number of seconds, got {self.interval_s!r}")
 
 
+class DisconnectListener(Protocol):
+    """Who hears that the client left before its answer: the request's channel."""
+
+    def client_left(self) -> None: ...
+
+
 class ResponseStream:
     """Writes one POST's answer to the ASGI `send`, as JSON or, once needed, as SSE.
 
@@ -84,7 +90,7 @@ class ResponseStream:
         max_open_s: float | None = None,
         *,
         receive: Receive | None = None,
-        on_disconnect: Callable[[], None] | None = None,
+        listener: DisconnectListener | None = None,
         watch_now: bool = True,
     ) -> None:
         self._send = send
@@ -94,9 +100,11 @@ class ResponseStream:
         self._json_allowed = json_allowed
         self._logs = logs  # the session's resumable streams, when its revision has them
         self._log: StreamLog | None = None
-        self._watch = (receive, on_disconnect) if receive is not None and on_disconnect is not None else None
+        # Told once the client leaves before the answer (given `receive` to hear it by).
+        self._listener = listener if receive is not None else None
+        self._receive = receive
         # Whether the client's leaving is watched for; else only once asked (`watch_disconnect`).
-        self._watching = self._watch is not None and watch_now
+        self._watching = self._listener is not None and watch_now
         self._made_lock: anyio.Lock | None = None  # made on first use, see `_lock`
         self._streaming = False
         self._finished = False
@@ -120,14 +128,14 @@ class ResponseStream:
             self._wake = loop.call_soon(self._arm, min(delays))
 
     def watch_disconnect(self) -> None:
-        """Call `on_disconnect` once the client leaves, if it leaves before the answer: watched
+        """Tell the listener once the client leaves, if it leaves before the answer: watched
         from `WATCH_AFTER_S` on, and only once asked, so the answers nobody waits on that for
         (nearly all) pay nothing."""
-        if self._watch is None or self._watching or self._finished:
+        if self._listener is None or self._watching or self._finished:
             return
         self._watching = True
         if self._helpers is not None:
-            self._helpers.start_soon(self._then_stop, self._watch_disconnect, *self._watch)
+            self._helpers.start_soon(self._then_stop, self._watch_disconnect)
         elif self._supervisor is None:
             if self._wake is not None:
                 self._wake.cancel()
@@ -241,8 +249,8 @@ class ResponseStream:
                 self._helpers = helpers
                 if self._sse_allowed:
                     helpers.start_soon(self._then_stop, self._send_keep_alives)
-                if self._watch is not None and self._watching:
-                    helpers.start_soon(self._then_stop, self._watch_disconnect, *self._watch)
+                if self._watching:
+                    helpers.start_soon(self._then_stop, self._watch_disconnect)
                 if self._closing and self._max_open_s is not None:
                     helpers.start_soon(self._then_stop, self._close_early, self._max_open_s)
         except Exception:
@@ -276,11 +284,14 @@ class ResponseStream:
                 await self._write(b"", more=False)
                 self._detached = True
 
-    async def _watch_disconnect(self, receive: Receive, on_disconnect: Callable[[], None]) -> None:
+    async def _watch_disconnect(self) -> None:
+        receive, listener = self._receive, self._listener
+        if receive is None or listener is None:  # never: a stream with both is the one watched
+            return
         while (await receive())["type"] != "http.disconnect":
             pass
         if not self._detached:  # a stream this server ended early is resumed, not left
-            on_disconnect()
+            listener.client_left()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -300,5 +311,5 @@ class ResponseStream:
             # A dropped connection is not a cancellation in the session era (spec 2025-11-25,
             # basic/transports "Cancellation"): the call runs on; its events stay in the log.
             logger.info("the client closed a response stream before its answer")
-            if self._watch is not None and not self._finished:
-                self._watch[1]()
+            if self._listener is not None and not self._finished:
+                self._listener.client_left()

@@ -67,9 +67,7 @@ class StatelessAnswer(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         channel = self._channel
         # The client leaving cancels the call (its context sees it), and nothing is sent.
-        stream = ResponseStream(
-            send, self._sse, self._json, self._keep_alive, receive=receive, on_disconnect=channel.cancel_all
-        )
+        stream = ResponseStream(send, self._sse, self._json, self._keep_alive, receive=receive, listener=channel)
         async with stream:
             channel.emit = stream.emit if self._sse else None
             answer = await self._answer(channel)
