@@ -171,16 +171,11 @@ class ToolCallPipeline:
                 if held is not None:
                     return held
             confirming = False
-            # Step 4: the route, or a window of its stream (a sync route once it has a thread share).
             threads = self._threads
-            if threads is not None and parsed.tool.threaded:
+            if threads is not None and parsed.tool.threaded:  # a sync route waits for a thread share
                 async with threads.held(call.channel.holder):
                     return await self._route(parsed, call, window, holding)
-            if window is not None:
-                return await self._read_window(parsed, call, window, holding)
-            if self._invoker is not None:
-                return await self._invoker(parsed.tool, parsed.arguments, call)
-            return await self._invoke_app(parsed.tool, parsed.arguments, call, holding)
+            return await self._route(parsed, call, window, holding)
 
         try:
             return self._ran(parsed, await run_call(call, work), confirming)
@@ -206,8 +201,7 @@ class ToolCallPipeline:
     async def _route(
         self, parsed: ParsedCall, call: ToolCall, window: Window | None, hold: Hold
     ) -> Ran | WindowRead | CapturedResponse:
-        """Step 4: the route, or a window of its stream (`work` does the same inline: one
-        coroutine less on every call)."""
+        """Step 4: the route, or a window of its stream."""
         if window is not None:
             return await self._read_window(parsed, call, window, hold)
         if self._invoker is not None:

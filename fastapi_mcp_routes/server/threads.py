@@ -103,11 +103,3 @@ class ThreadShares:
                 total,
             )
         return {level: anyio.CapacityLimiter(limit) for level, limit in trust_shares(total, Trust.ANONYMOUS)}
-
-    def in_use(self, holder: Holder | None = None) -> int:
-        """Threads held by MCP calls in this event loop: of `holder`, or in all."""
-        loop = self._current()
-        if holder is not None:
-            mine = loop.callers.get(holder.owner)
-            return int(mine[0].borrowed_tokens) if mine is not None else 0
-        return int(loop.pools[Trust.VERIFIED].borrowed_tokens)

@@ -25,6 +25,8 @@ from typing import Any, Final
 
 import anyio
 
+from fastapi_mcp_routes.wire.jsonrpc import truncate
+
 logger = logging.getLogger("fastapi_mcp_routes")
 
 # How long an answer is kept: a revoked key keeps its rank in the bounds at most this long.
@@ -115,7 +117,7 @@ class CredentialCheck:
         if answer is None or answer is False:
             return None, False
         self._log_failure(
-            f"Limits.verify_credentials returned {_shown(answer)}, not an account name (a string), True, "
+            f"Limits.verify_credentials returned {truncate(repr(answer))}, not an account name (a string), True, "
             "False or None; its caller counts as anonymous"
         )
         return None, True
@@ -135,11 +137,6 @@ class _Pending:
     def __init__(self) -> None:
         self.account: bytes | None = None
         self.done = anyio.Event()
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _keep(kept: OrderedDict[bytes, Any], digest: bytes, value: Any) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from fastapi_mcp_routes.store.base import TASK_STATUSES, SessionRecord, TaskRecord, Trust
+from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 
 class UnreadableRecord(ValueError):
@@ -60,6 +61,7 @@ def read_task(raw: bytes) -> TaskRecord:
 
 
 _REQUIRED: Final = object()
+_SHOWN_CHARS: Final = 40  # of a field's value in the log line that names it
 
 
 def _object(raw: bytes) -> Mapping[str, Any]:
@@ -82,12 +84,7 @@ def _field(fields: Mapping[str, Any], name: str, check: Callable[[Any], Any], de
     try:
         return check(fields[name])
     except (TypeError, ValueError):
-        raise UnreadableRecord(f"{name!r} is {_shown(fields[name])}") from None
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+        raise UnreadableRecord(f"{name!r} is {truncate(repr(fields[name]), _SHOWN_CHARS)}") from None
 
 
 def _string(value: object) -> str:

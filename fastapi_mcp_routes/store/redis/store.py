@@ -66,6 +66,7 @@ from fastapi_mcp_routes.store.redis import scripts
 from fastapi_mcp_routes.store.redis.pubsub import Topics
 from fastapi_mcp_routes.store.redis.records import UnreadableRecord, read_session, read_task
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
+from fastapi_mcp_routes.wire.jsonrpc import truncate
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -234,8 +235,9 @@ class RedisStore:
             return read_session(raw)
         except UnreadableRecord as unreadable:
             # A fresh start: the client is told its session is gone and opens another.
-            shown = _shown_id(session_id)
-            logger.warning("closed session %s: its record in Redis cannot be read (%s)", shown, unreadable)
+            logger.warning(
+                "closed session %r: its record in Redis cannot be read (%s)", truncate(session_id), unreadable
+            )
             await self.close_session(session_id)
             return None
 
@@ -342,7 +344,9 @@ class RedisStore:
             return read_task(raw)
         except UnreadableRecord as unreadable:
             # Answered as an unknown task; its key expires with its time to live.
-            logger.warning("ignored task %s: its record in Redis cannot be read (%s)", _shown_id(task_id), unreadable)
+            logger.warning(
+                "ignored task %s: its record in Redis cannot be read (%s)", repr(truncate(task_id)), unreadable
+            )
             return None
 
     async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
@@ -390,10 +394,6 @@ class RedisStore:
     def __repr__(self) -> str:
         where = f"{_without_password(self._url)}, " if self._url is not None else ""
         return f"RedisStore({where}prefix={self._prefix!r})"
-
-
-def _shown_id(value: str) -> str:
-    return repr(value if len(value) <= 40 else value[:39] + "…")
 
 
 def _without_password(url: str) -> str:
