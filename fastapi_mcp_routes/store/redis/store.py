@@ -17,8 +17,9 @@ slot on its own once nothing renews it, even when every process died. A `clock` 
 pass a fake one; processes would need one clock they agree on, such as `time.time`) is sent with
 each call instead; keys then still expire by Redis's clock, and records by the one passed in.
 
-Publish/subscribe goes through one pub/sub connection per store (store/redis/pubsub.py);
-messages published while that connection is down are lost. A Redis outage surfaces as
+Publish/subscribe goes through one pub/sub connection per store (store/redis/pubsub.py); a
+message is kept briefly in its topic's log, so one published while that connection is down
+reaches its listeners once it is back. A Redis outage surfaces as
 `StoreUnavailable` from the method that needed it (answered 503, or as a JSON-RPC error);
 `from_url` bounds connecting and each reply so nothing waits long on a Redis that is gone.
 """
@@ -144,7 +145,7 @@ class RedisStore:
         self._clock = clock
         self._url: str | None = None  # set by from_url, which owns its client
         self._owns_client = False
-        self._topics = Topics(client, f"{prefix}pubsub:{secrets.token_hex(8)}".encode())
+        self._topics = Topics(client, prefix, f"own:{secrets.token_hex(8)}", cluster=False)
         self._open_session = client.register_script(scripts.OPEN_SESSION)
         self._find_session = client.register_script(scripts.FIND_SESSION)
         self._save_session = client.register_script(scripts.SAVE_SESSION)
@@ -381,14 +382,14 @@ class RedisStore:
 
     async def publish(self, topic: str, message: bytes) -> bool:
         try:
-            listening: int = await self._redis.publish(self._prefix + topic, message)
+            listening = await self._topics.publish(topic, message)
         except RedisError as error:
             raise StoreUnavailable(str(error)) from error
         return listening > 0
 
     @asynccontextmanager
     async def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AsyncIterator[Inbox]:
-        async with self._topics.listen((self._prefix + topic).encode(), capacity) as inbox:  # StoreUnavailable
+        async with self._topics.listen(topic, capacity) as inbox:  # StoreUnavailable
             yield inbox
 
     def __repr__(self) -> str:
