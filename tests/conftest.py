@@ -8,12 +8,13 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.support.browser import chromium, chromium_missing
+from tests.support.cluster import RedisCluster, cluster_missing, redis_cluster
 from tests.support.redis import redis_missing, redis_server
 from tests.support.stores import Stores
 
 # The fixtures that bring what a marker names: a test using one carries the marker, so that
 # `-m "not redis and not browser"` leaves out every test that would need them.
-MARKED_FIXTURES = {"redis_url": "redis", "redis_stores": "redis", "browser": "browser"}
+MARKED_FIXTURES = {"redis_url": "redis", "redis_stores": "redis", "cluster": "redis", "browser": "browser"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,6 +41,18 @@ def redis_url() -> Iterator[str]:
         pytest.fail(missing, pytrace=False)
     with redis_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[RedisCluster]:
+    """One Redis Cluster of three primaries for the whole run (see `redis_cluster`); the run
+    fails, never skips, without redis-server and redis-cli. A test that stops a node starts a
+    Cluster of its own."""
+    missing = cluster_missing()
+    if missing is not None:
+        pytest.fail(missing, pytrace=False)
+    with redis_cluster() as started:
+        yield started
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

@@ -20,6 +20,7 @@ import redis.asyncio
 
 from fastapi_mcp_routes.store.redis import RedisStore
 from fastapi_mcp_routes.store.redis.pubsub import KEEP_S
+from tests.support.cluster import RedisCluster
 from tests.support.deployments import deployment_env
 from tests.support.jsonrpc import rpc, tool_call
 from tests.support.processes import serve_processes
@@ -177,3 +178,30 @@ async def test_a_cancellation_given_to_another_process_while_the_runners_connect
             with anyio.fail_after(WAIT_S):  # the slow call would run far longer
                 rest = [seen async for seen in messages]
     assert not any("result" in seen for seen in rest), rest  # a cancelled call gets no answer
+
+
+# -- on a Redis Cluster: sharded pub/sub on the node that holds the topics --------------------------
+
+
+async def test_on_a_cluster_what_was_published_while_the_connection_was_killed_arrives(cluster: RedisCluster) -> None:
+    prefix = f"test-{secrets.token_hex(4)}:"
+    url = cluster.url.replace("redis://", "redis+cluster://")
+    listening, publishing = RedisStore.from_url(url, prefix=prefix), RedisStore.from_url(url, prefix=prefix)
+    node = redis.asyncio.Redis(port=cluster.owner_port(f"{prefix}{{topics}}:news"))
+    try:
+        async with AsyncExitStack() as stack:
+            inboxes = [await stack.enter_async_context(listening.subscribe(topic, capacity=64)) for topic in TOPICS]
+            sent = 0
+            for _ in range(3):  # each round: the node drops the connection, messages go out at once
+                await node.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+                for _ in range(5):
+                    for topic in TOPICS:
+                        await publishing.publish(topic, b"%d" % sent)
+                    sent += 1
+            for inbox in inboxes:
+                assert await read(inbox, sent) == [b"%d" % number for number in range(sent)]
+                await nothing_more(inbox)
+    finally:
+        await node.aclose()
+        await listening.aclose()
+        await publishing.aclose()

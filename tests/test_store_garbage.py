@@ -85,7 +85,7 @@ async def test_a_task_whose_status_the_extension_lacks_is_not_found(
     await store.put_task(record, TaskBounds(max_per_owner=4, max_tasks=4))
     client = redis.Redis.from_url(redis_url)
     try:
-        key = f"{redis_stores.prefix}task:t1"
+        key = f"{redis_stores.prefix}{{tasks}}:task:t1"
         kept = dataclasses.asdict(record) | {"owner": "616c696365", "caller": "", "status": "sleeping"}
         client.set(key, json.dumps(kept).encode(), keepttl=True)
         with caplog.at_level(logging.WARNING, "fastapi_mcp_routes"):
@@ -113,7 +113,7 @@ def test_a_session_whose_record_is_garbage_is_answered_404_and_the_server_serves
 ) -> None:
     http, client, prefix = served_on_redis
     headers = open_session(http)
-    [key] = [key for key in client.keys(f"{prefix}session:*") if client.hexists(key, "r")]
+    [key] = [key for key in client.keys(f"{prefix}{{sessions}}:session:*") if client.hexists(key, "r")]
     client.hset(key, "r", garbage)
     with caplog.at_level(logging.WARNING, "fastapi_mcp_routes"):
         answer = http.post("/mcp", json=tool_call("count", {"steps": 1}), headers=headers)

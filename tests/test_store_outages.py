@@ -93,7 +93,7 @@ def a_stream_is_awaited(redis_url: str, prefix: str) -> bool:
 def a_stream_is_complete(redis_url: str, prefix: str) -> bool:
     """Whether a resumable stream under `prefix` holds its answer (its state is complete)."""
     with redis.Redis.from_url(redis_url) as client:
-        for key in client.scan_iter(f"{prefix}session:*"):
+        for key in client.scan_iter(f"{prefix}{{sessions}}:session:*"):
             fields = client.hgetall(key)
             if any(name.startswith(b"s") and int(value) % 2 == 1 for name, value in fields.items()):
                 return True

@@ -54,7 +54,7 @@ async def test_redis_forgets_a_task_and_its_bookkeeping_on_its_own_after_its_tim
     client = redis.asyncio.Redis.from_url(redis_url)
     try:
         keys = await client.keys(redis_stores.prefix + "*")
-        assert redis_stores.prefix.encode() + b"task:t1" in keys
+        assert redis_stores.prefix.encode() + b"{tasks}:task:t1" in keys
         for key in keys:
             assert 0 < await client.pttl(key) <= 5_000, key
     finally:

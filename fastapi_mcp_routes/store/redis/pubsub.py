@@ -18,7 +18,7 @@ its output buffer limit) would lose what was published until it is back: a clien
 a question, a cancellation, a resource update. So a message is also kept, briefly, where a
 listener can read it again: `publish` is one script that appends it to its topic's log (a Redis
 stream of at most `KEEP_MESSAGES` entries that expires `KEEP_S` after the last one) and
-publishes it with the log's id for it. Each listener remembers the id of the last message it
+publishes it with the log's id for it (`lua/publish.lua`). Each listener remembers the id of the last message it
 was handed. When the connection comes back, the reader subscribes again and then reads each
 listened topic's log after the oldest of its listeners' ids, handing each listener what it has
 not had; live messages that arrive meanwhile are compared by id, so none is handed over twice.
@@ -55,6 +55,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store.base import INBOX_SIZE
+from fastapi_mcp_routes.store.redis import scripts
+from fastapi_mcp_routes.store.redis.connect import errors_of
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -75,16 +77,6 @@ KEEP_S: Final = 60.0
 _HEARTBEAT: Final = b"heartbeat"
 _TAG: Final = "{topics}"  # the hash tag every topic and log share (one Cluster slot)
 
-# KEYS[1] the topic's log. ARGV: [1] the channel, [2] the message, [3] KEEP_MESSAGES,
-# [4] KEEP_S in ms, [5] PUBLISH or SPUBLISH. Returns how many connections were handed it.
-_PUBLISH: Final = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return redis.call(ARGV[5], ARGV[1], id .. ' ' .. ARGV[2])
-"""
-# KEYS[1] a key under the topics' tag (so a Cluster asks the node that has them). Redis's clock.
-_TIME: Final = "return redis.call('TIME')"
-
 MessageId = tuple[int, int]  # a log entry's id: milliseconds, then a sequence within them
 
 
@@ -97,12 +89,15 @@ class _Listener:
     """One subscription: its inbox, when it joined (the loop's clock), and the id of the last
     message it was handed, so a replay hands it only what it has not had."""
 
-    __slots__ = ("joined", "send", "since")
+    __slots__ = ("confirmed", "joined", "send", "since")
 
     def __init__(self, send: MemoryObjectSendStream[bytes], joined: float) -> None:
         self.send = send
         self.joined = joined
         self.since: MessageId | None = None
+        # Redis took its subscription: owed what it misses from then on, and not before (a
+        # replay while it waits for that could hand it what came just before it joined).
+        self.confirmed = False
 
     def hand(self, number: MessageId, data: bytes) -> None:
         if self.since is not None and number <= self.since:
@@ -135,8 +130,8 @@ class Topics:
         self._tokens = itertools.count(1)
         self._pongs: dict[bytes, asyncio.Future[None]] = {}
         self._reader: asyncio.Task[None] | None = None
-        self._publish = client.register_script(_PUBLISH)
-        self._time = client.register_script(_TIME)
+        self._publish = client.register_script(scripts.PUBLISH)
+        self._time = client.register_script(scripts.REDIS_TIME)
         self._verb = "SPUBLISH" if cluster else "PUBLISH"
         # Redis's clock in ms is the loop's clock (s) * 1000 + `_offset_ms`, measured at each
         # connection within `_slack_ms` (its round trip): when a listener joined, on Redis's clock.
@@ -201,6 +196,7 @@ class Topics:
             if len(listeners) == 1 and self._pubsub is not None:
                 await self._subscribe(self._pubsub, channel)
         await self._confirmed()
+        listener.confirmed = True
 
     async def _leave(self, channel: bytes, listener: _Listener) -> None:
         async with self._writing:
@@ -214,16 +210,19 @@ class Topics:
             if self._pubsub is None:
                 return  # the connection is down: it subscribes again only to what is listened to
             if self._cluster:
-                await self._pubsub.sunsubscribe(channel)
+                await self._pubsub.execute_command("SUNSUBSCRIBE", channel)
             else:
                 await self._pubsub.unsubscribe(channel)
         await self._confirmed()
 
     async def _subscribe(self, pubsub: Any, *channels: bytes) -> None:
-        if self._cluster:
-            await pubsub.ssubscribe(*channels)
-        else:
+        if not self._cluster:
             await pubsub.subscribe(*channels)
+        elif channels:
+            # Sent as it is: valkey-py's pub/sub has no sharded subscribe of its own, and both
+            # clients hand over what comes of it (`smessage`); subscribed again on a reconnect
+            # by `_Reconnects`.
+            await pubsub.execute_command("SSUBSCRIBE", *channels)
 
     async def _confirmed(self) -> None:
         """Returns once Redis has answered every command sent on the connection before."""
@@ -262,7 +261,11 @@ class Topics:
                     # Its own topic keeps the connection subscribed even when nobody listens:
                     # redis-py then never checks its health inline, which would read a reply
                     # meant for this reader.
-                    await self._subscribe(pubsub, self._own, *self._listeners)
+                    if self._cluster:  # the client's own bookkeeping: its reads wait for a subscription
+                        await pubsub.subscribe(self._own)
+                        await self._subscribe(pubsub, *self._listeners)
+                    else:
+                        await self._subscribe(pubsub, self._own, *self._listeners)
                     self._pubsub, self._failure = pubsub, None
                     self._attempt.set()
                 # What was published while no connection listened (or before this one did).
@@ -272,7 +275,7 @@ class Topics:
                 wait = RETRY_FIRST_S
                 await self._read_until_dropped(pubsub)
             except Exception as error:  # whatever broke the connection, the store needs another
-                if not isinstance(error, (OSError, RedisError, *_client_errors(self._client))):
+                if not isinstance(error, (RedisError, *errors_of(self._client))):
                     logger.exception("The Redis pub/sub reader failed; connecting again.")
                 elif wait == RETRY_FIRST_S:
                     logger.warning("The Redis pub/sub connection dropped (%s); connecting again.", error)
@@ -319,9 +322,12 @@ class Topics:
         topics = list(self._listeners.items())
         if not topics:
             return
-        starts: list[MessageId] = []
-        for _, listeners in topics:
-            starts.append(min(self._since(listener) for listener in listeners))
+        topics = [
+            (channel, owed) for channel, listeners in topics if (owed := [one for one in listeners if one.confirmed])
+        ]
+        if not topics:
+            return
+        starts = [min(self._since(listener) for listener in listeners) for _, listeners in topics]
         pipe = self._client.pipeline(transaction=False)
         for (channel, _), (ms, seq) in zip(topics, starts, strict=True):
             pipe.xrange(self._log(channel), min=f"({ms}-{seq}", max="+", count=KEEP_MESSAGES)
@@ -336,6 +342,11 @@ class Topics:
                 number, data = parse_id(raw_id), fields.get(b"m", b"")
                 for listener in list(listeners):
                     listener.hand(number, data)
+
+    async def resubscribe_sharded(self) -> None:
+        """On a Cluster, the sharded subscriptions the client does not know of, again."""
+        if self._cluster and self._pubsub is not None:
+            await self._subscribe(self._pubsub, *self._listeners)
 
     def missed(self) -> None:
         """The connection was made again within a read: the reader reads the logs next."""
@@ -408,17 +419,8 @@ class _Reconnects:
 
     async def on_connect(self, connection: Any) -> None:
         await self._resubscribe(connection)
+        await self._topics.resubscribe_sharded()
         self._topics.missed()
-
-
-def _client_errors(client: Any) -> tuple[type[Exception], ...]:
-    """What the client's family raises for Redis's failures (redis-py's or valkey-py's)."""
-    family = importlib.import_module(f"{type(client).__module__.split('.')[0]}.exceptions")
-    for name in ("RedisError", "ValkeyError"):
-        error = getattr(family, name, None)
-        if isinstance(error, type) and issubclass(error, Exception):
-            return (error,)
-    return ()
 
 
 def _node_client(cluster: Any, node: Any) -> Any:

@@ -6,8 +6,10 @@ Every method is one round trip: a Lua script (store/redis/scripts.py, sent once 
 by its digest) or a single command, so each step is atomic however many processes share the
 store. `find_session`, on every request's path, is one script that returns the record and
 restarts its idle time. Every key lives under `prefix`, so several apps can share one Redis
-(6.2 or later; a single Redis or a replicated primary, not a Redis Cluster, as a script reaches
-keys it builds).
+(6.2 or later): a single Redis, a primary with replicas (Sentinel-managed or not), or a Redis
+Cluster, with redis-py's or valkey-py's client. Every script names its keys in `KEYS`, and each
+record family keeps to one hash tag, so a Cluster runs each script on one node
+(store/redis/scripts.py).
 
 Time: by default the scripts read Redis's own clock (`TIME`). Every process then measures idle
 time and expiry on one clock, whatever the skew between their hosts, and it is the clock by
@@ -32,19 +34,16 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
 
 try:
-    import redis.asyncio
+    import redis  # noqa: F401 - imported first, to say which extra is missing
 except ModuleNotFoundError as error:  # pragma: no cover - the extra is installed for tests
     raise ModuleNotFoundError(
         "RedisStore needs the redis package: pip install 'fastapi-mcp-routes[redis]'", name=error.name
     ) from error
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store.base import (
     INBOX_SIZE,
@@ -64,6 +63,7 @@ from fastapi_mcp_routes.store.base import (
 )
 from fastapi_mcp_routes.store.policy import result_admission, session_admission, task_admission, token_admission
 from fastapi_mcp_routes.store.redis import scripts
+from fastapi_mcp_routes.store.redis.connect import RedisClient, connect, errors_of, shown
 from fastapi_mcp_routes.store.redis.pubsub import Topics
 from fastapi_mcp_routes.store.redis.records import UnreadableRecord, read_session, read_task
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
@@ -128,46 +128,52 @@ class RedisStore:
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: RedisClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        """`client`: a redis-py asyncio client that returns bytes (`decode_responses=False`);
-        it stays open at `aclose`, for whoever made it to close. `prefix`: put before every key
-        and topic. `clock`: seconds, sent with each call instead of Redis's own `TIME`."""
-        if client.connection_pool.connection_kwargs.get("decode_responses"):
+        """`client`: an asyncio client that returns bytes (`decode_responses=False`): redis-py's
+        `Redis`, `RedisCluster` or a Sentinel-managed primary (`Sentinel(...).master_for(name)`),
+        or valkey-py's `Valkey` or `ValkeyCluster`. It stays open at `aclose`, for whoever made
+        it to close. `prefix`: put before every key and topic; no braces (Cluster hash tags).
+        `clock`: seconds, sent with each call instead of Redis's own `TIME`."""
+        if client.get_connection_kwargs().get("decode_responses"):
             raise ValueError("RedisStore needs a client that returns bytes, got one made with decode_responses=True")
-        if not prefix:
-            raise ValueError("RedisStore's prefix must not be empty: every key of the store is put under it")
+        self._keys = scripts.Keys.under(prefix)  # ValueError for an empty prefix, or one with braces
         self._redis = client
         self._prefix = prefix
         self._clock = clock
+        # A Cluster client routes each command by its keys (every script names them in KEYS);
+        # both redis-py's and valkey-py's have a nodes manager, and no other client has.
+        self._cluster = hasattr(client, "nodes_manager")
+        self._errors = errors_of(client)
         self._url: str | None = None  # set by from_url, which owns its client
-        self._owns_client = False
-        self._topics = Topics(client, prefix, f"own:{secrets.token_hex(8)}", cluster=False)
-        self._open_session = client.register_script(scripts.OPEN_SESSION)
-        self._find_session = client.register_script(scripts.FIND_SESSION)
-        self._save_session = client.register_script(scripts.SAVE_SESSION)
-        self._close_session = client.register_script(scripts.CLOSE_SESSION)
-        self._claim = client.register_script(scripts.CLAIM)
-        self._release = client.register_script(scripts.RELEASE)
-        self._take_slots = client.register_script(scripts.TAKE_SLOTS)
-        self._free_slots = client.register_script(scripts.FREE_SLOTS)
-        self._start_stream = client.register_script(scripts.START_STREAM)
-        self._append_event = client.register_script(scripts.APPEND_EVENT)
-        self._complete_stream = client.register_script(scripts.COMPLETE_STREAM)
-        self._read_stream = client.register_script(scripts.READ_STREAM)
-        self._forget_stream = client.register_script(scripts.FORGET_STREAM)
-        self._put_token = client.register_script(scripts.PUT_TOKEN)
-        self._adopt_token = client.register_script(scripts.ADOPT_TOKEN)
-        self._use_token = client.register_script(scripts.USE_TOKEN)
-        self._revoke_token = client.register_script(scripts.REVOKE_TOKEN)
-        self._put_task = client.register_script(scripts.PUT_TASK)
-        self._find_task = client.register_script(scripts.FIND_TASK)
-        self._save_task = client.register_script(scripts.SAVE_TASK)
-        self._end_task = client.register_script(scripts.END_TASK)
-        self._running_tasks = client.register_script(scripts.RUNNING_TASKS)
+        self._closing: tuple[Any, ...] = ()  # what from_url made and aclose closes
+        self._topics = Topics(client, prefix, f"own:{secrets.token_hex(8)}", cluster=self._cluster)
+        register = client.register_script
+        self._open_session = register(scripts.OPEN_SESSION)
+        self._find_session = register(scripts.FIND_SESSION)
+        self._save_session = register(scripts.SAVE_SESSION)
+        self._close_session = register(scripts.CLOSE_SESSION)
+        self._claim = register(scripts.CLAIM)
+        self._release = register(scripts.RELEASE)
+        self._take_slots = register(scripts.TAKE_SLOTS)
+        self._free_slots = register(scripts.FREE_SLOTS)
+        self._start_stream = register(scripts.START_STREAM)
+        self._append_event = register(scripts.APPEND_EVENT)
+        self._complete_stream = register(scripts.COMPLETE_STREAM)
+        self._read_stream = register(scripts.READ_STREAM)
+        self._forget_stream = register(scripts.FORGET_STREAM)
+        self._put_token = register(scripts.PUT_TOKEN)
+        self._adopt_token = register(scripts.ADOPT_TOKEN)
+        self._use_token = register(scripts.USE_TOKEN)
+        self._revoke_token = register(scripts.REVOKE_TOKEN)
+        self._put_task = register(scripts.PUT_TASK)
+        self._find_task = register(scripts.FIND_TASK)
+        self._save_task = register(scripts.SAVE_TASK)
+        self._end_task = register(scripts.END_TASK)
+        self._running_tasks = register(scripts.RUNNING_TASKS)
 
     @classmethod
     def from_url(
@@ -178,15 +184,28 @@ class RedisStore:
         clock: Callable[[], float] | None = None,
         **options: Any,
     ) -> RedisStore:
-        """A store on the Redis at `url` (`redis://host:port/db`, `rediss://` for TLS), with a
-        client of its own that `aclose` closes. `options` go to `redis.asyncio.Redis.from_url`."""
+        """A store on the Redis that `url` names, with a client of its own that `aclose` closes:
+
+        - `redis://[user:password@]host:port/db` (`rediss://` for TLS, `unix://` a socket): one
+          Redis, or a primary with replicas;
+        - `redis+cluster://[user:password@]host:port[,host:port...]` (`rediss+cluster://`): a
+          Redis Cluster, found from any of the nodes named;
+        - `redis+sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]`
+          (`rediss+sentinel://` for TLS to the primary): the primary that the Sentinels at
+          those addresses name, followed through failovers. The credentials are the primary's;
+          a Sentinel's own go in `sentinel_kwargs`.
+
+        `options` go to the client (`redis.asyncio.Redis.from_url`, `RedisCluster`, or
+        `Sentinel`, whose `sentinel_kwargs` option reaches the Sentinels)."""
         options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT_S)
         options.setdefault("socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
         # One retry, on a dropped connection only (a pooled one Redis closed while idle): a
         # timed-out script may have run, and running a token's use twice would answer "used".
+        # redis-py's Cluster client retries a timeout too, whatever this says.
         options.setdefault("retry", Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
-        store = cls(redis.asyncio.Redis.from_url(url, **options), prefix=prefix, clock=clock)
-        store._url, store._owns_client = url, True
+        client, closing = connect(url, options)
+        store = cls(client, prefix=prefix, clock=clock)
+        store._url, store._closing = url, closing
         return store
 
     @property
@@ -194,16 +213,26 @@ class RedisStore:
         """The Redis URL the store was made from (`from_url`), else `None`."""
         return self._url
 
+    @property
+    def client(self) -> RedisClient:
+        """The client the store runs its commands on (one of `from_url`'s own, or the one given)."""
+        return self._redis
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the client is a Redis Cluster client (redis-py's or valkey-py's)."""
+        return self._cluster
+
     async def aclose(self) -> None:
         await self._topics.aclose()
-        if self._owns_client:
-            await self._redis.aclose()
+        for made in self._closing:
+            await made.aclose()
 
-    async def _run(self, script: AsyncScript, *args: str | bytes | int) -> Any:
+    async def _run(self, script: Any, keys: list[str], *args: str | bytes | int) -> Any:
         now = "" if self._clock is None else int(self._clock() * 1000)
         try:
-            return await script(args=[self._prefix, now, *args])
-        except RedisError as error:  # down, too slow, or out of memory: no step can be taken
+            return await script(keys=keys, args=[now, *args])
+        except self._errors as error:  # down, too slow, or out of memory: no step can be taken
             raise StoreUnavailable(str(error)) from error
 
     # -- sessions --------------------------------------------------------------------------
@@ -211,6 +240,7 @@ class RedisStore:
     async def open_session(self, record: SessionRecord, bounds: SessionBounds) -> tuple[str, ...]:
         full, gone = await self._run(
             self._open_session,
+            self._keys.new_session(record.id, record.owner.hex()),
             record.id,
             _dump_record(record),
             record.owner.hex(),
@@ -229,7 +259,7 @@ class RedisStore:
         return False
 
     async def find_session(self, session_id: str, idle_s: float) -> SessionRecord | None:
-        raw = await self._run(self._find_session, session_id, _ms(idle_s))
+        raw = await self._run(self._find_session, self._keys.session(session_id), session_id, _ms(idle_s))
         if raw is None:
             return None
         try:
@@ -245,39 +275,41 @@ class RedisStore:
     async def save_session(self, record: SessionRecord, replacing: SessionRecord) -> bool:
         # A record read back dumps to the bytes it was kept as (JSON gives back what it wrote),
         # so the script compares bytes.
-        return bool(await self._run(self._save_session, record.id, _dump_record(record), _dump_record(replacing)))
+        keys = self._keys.session(record.id)
+        return bool(await self._run(self._save_session, keys, record.id, _dump_record(record), _dump_record(replacing)))
 
     async def close_session(self, session_id: str) -> bool:
-        return bool(await self._run(self._close_session, session_id))
+        return bool(await self._run(self._close_session, self._keys.session(session_id), session_id))
 
     # -- claims ----------------------------------------------------------------------------
 
     async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
-        return bool(await self._run(self._claim, name, holder, _ms(ttl_s)))
+        return bool(await self._run(self._claim, [self._keys.claim(name)], holder, _ms(ttl_s)))
 
     async def release(self, name: str, holder: str) -> None:
-        await self._run(self._release, name, holder)
+        await self._run(self._release, [self._keys.claim(name)], holder)
 
     # -- slots -----------------------------------------------------------------------------
 
     async def take_slots(self, pools: Sequence[tuple[str, int]], holder: str, ttl_s: float) -> str | None:
-        pairs = [value for name, limit in pools for value in (name, limit)]
-        full = await self._run(self._take_slots, holder, _ms(ttl_s), *pairs)
+        keys = self._keys.slots(name for name, _ in pools)
+        full = await self._run(self._take_slots, keys, holder, _ms(ttl_s), *(limit for _, limit in pools))
         return pools[full - 1][0] if full else None
 
     async def free_slots(self, pools: Sequence[str], holder: str) -> None:
         if pools:
-            await self._run(self._free_slots, holder, *pools)
+            await self._run(self._free_slots, self._keys.slots(pools), holder)
 
     # -- resumable streams -----------------------------------------------------------------
 
     async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int | None:
-        number = await self._run(self._start_stream, session_id, max_kept, int(trust))
+        number = await self._run(self._start_stream, self._keys.session(session_id), session_id, max_kept, int(trust))
         return None if number is None else int(number)
 
     async def append_event(self, session_id: str, stream: int, event: bytes, bounds: LogBounds) -> None:
         await self._run(
             self._append_event,
+            self._keys.session(session_id),
             session_id,
             stream,
             event,
@@ -287,36 +319,38 @@ class RedisStore:
         )
 
     async def complete_stream(self, session_id: str, stream: int) -> None:
-        await self._run(self._complete_stream, session_id, stream)
+        await self._run(self._complete_stream, self._keys.session(session_id), session_id, stream)
 
     async def read_stream(self, session_id: str, stream: int, after: int) -> StreamEvents | None:
-        found = await self._run(self._read_stream, session_id, stream, after)
+        found = await self._run(self._read_stream, self._keys.session(session_id), session_id, stream, after)
         if found is None:
             return None
         complete, events = found
         return StreamEvents(tuple(events), bool(complete))
 
     async def forget_stream(self, session_id: str, stream: int) -> None:
-        await self._run(self._forget_stream, session_id, stream)
+        await self._run(self._forget_stream, self._keys.session(session_id), session_id, stream)
 
     # -- tokens ----------------------------------------------------------------------------
 
     async def put_token(self, key: str, value: bytes, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> None:
-        if not await self._run(self._put_token, key, value, *self._token_terms(ttl_s, holder, bounds)):
+        keys = self._keys.new_token(key, holder.owner.hex())
+        if not await self._run(self._put_token, keys, key, value, *self._token_terms(ttl_s, holder, bounds)):
             raise StoreFull
 
     async def use_token(self, key: str, expected: bytes) -> bytes | None:
-        found: bytes | None = await self._run(self._use_token, key, expected, USED)
+        found: bytes | None = await self._run(self._use_token, self._keys.token(key), key, expected, USED)
         return found
 
     async def adopt_token(self, key: str, ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> bool:
-        adopted = await self._run(self._adopt_token, key, USED, *self._token_terms(ttl_s, holder, bounds))
+        keys = self._keys.new_token(key, holder.owner.hex())
+        adopted = await self._run(self._adopt_token, keys, key, USED, *self._token_terms(ttl_s, holder, bounds))
         if adopted < 0:
             raise StoreFull
         return bool(adopted)
 
     async def revoke_token(self, key: str) -> None:
-        await self._run(self._revoke_token, key, USED)
+        await self._run(self._revoke_token, self._keys.token(key), key, USED)
 
     @staticmethod
     def _token_terms(ttl_s: float, holder: Holder, bounds: tuple[int, int]) -> tuple[int | str, ...]:
@@ -327,6 +361,7 @@ class RedisStore:
     async def put_task(self, record: TaskRecord, bounds: TaskBounds) -> str | None:
         full = await self._run(
             self._put_task,
+            self._keys.new_task(record.id, record.owner.hex()),
             record.id,
             _dump_task(record),
             record.owner.hex(),
@@ -338,7 +373,7 @@ class RedisStore:
         return (None, "owner", "total")[full]
 
     async def find_task(self, task_id: str) -> TaskRecord | None:
-        raw = await self._run(self._find_task, task_id)
+        raw = await self._run(self._find_task, self._keys.task(task_id), task_id)
         if raw is None:
             return None
         try:
@@ -353,7 +388,13 @@ class RedisStore:
     async def save_task(self, record: TaskRecord, replacing: TaskRecord) -> bool:
         # As for sessions: a record read back dumps to the bytes it was kept as.
         saved = await self._run(
-            self._save_task, record.id, _dump_task(record), _dump_task(replacing), int(record.trust), int(record.ended)
+            self._save_task,
+            self._keys.task(record.id),
+            record.id,
+            _dump_task(record),
+            _dump_task(replacing),
+            int(record.trust),
+            int(record.ended),
         )
         return bool(saved)
 
@@ -362,6 +403,7 @@ class RedisStore:
     ) -> bool | Refusal:
         saved: int = await self._run(
             self._end_task,
+            self._keys.ended_task(record.id, record.owner.hex()),
             record.id,
             _dump_task(record),
             _dump_task(replacing),
@@ -375,7 +417,8 @@ class RedisStore:
         return ends[saved]
 
     async def running_tasks(self, owner: bytes | None, limit: int) -> tuple[str, ...]:
-        ids = await self._run(self._running_tasks, owner.hex() if owner is not None else "", limit)
+        keys = self._keys.running_tasks(owner.hex() if owner is not None else None)
+        ids = await self._run(self._running_tasks, keys, limit)
         return tuple(task_id.decode() for task_id in ids)
 
     # -- messages --------------------------------------------------------------------------
@@ -383,7 +426,7 @@ class RedisStore:
     async def publish(self, topic: str, message: bytes) -> bool:
         try:
             listening = await self._topics.publish(topic, message)
-        except RedisError as error:
+        except self._errors as error:
             raise StoreUnavailable(str(error)) from error
         return listening > 0
 
@@ -393,16 +436,5 @@ class RedisStore:
             yield inbox
 
     def __repr__(self) -> str:
-        where = f"{_without_password(self._url)}, " if self._url is not None else ""
+        where = f"{shown(self._url)}, " if self._url is not None else ""
         return f"RedisStore({where}prefix={self._prefix!r})"
-
-
-def _without_password(url: str) -> str:
-    """The URL as a log line may show it: a password in it is replaced by `***`."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = parts.username or ""
-    port = f":{parts.port}" if parts.port is not None else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
