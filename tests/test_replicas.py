@@ -1,6 +1,6 @@
-"""Replicas: single-worker processes, each with its own memory, behind scripts/round_robin.py,
-which sends each request to the next; where an exchange must cross processes for certain, the
-test addresses the replicas itself.
+"""Replicas: single-worker processes, each with its own memory, behind nginx configured by
+docs/nginx.conf, which sends each request to the next; where an exchange must cross processes
+for certain, the test addresses the replicas itself.
 
 The replicas share the secret that seals session ids, requestState and confirmation tokens
 (`FASTAPI_MCP_ROUTES_SECRET`). With Redis (`store=RedisStore...`) they also share what must be
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -26,7 +25,8 @@ import pytest
 
 from tests.support.deployments import deployment_env
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, refusal, rpc, tool_call
-from tests.support.processes import round_robin, serve_processes
+from tests.support.nginx import Replicas, nginx, replicas_behind_nginx
+from tests.support.processes import serve_processes
 from tests.support.runs import (
     COLOUR,
     ELICITATION,
@@ -52,43 +52,24 @@ SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Replicas:
-    """Two processes, and the balancer in front of them."""
-
-    first: str
-    second: str
-    balanced: str
-
-
-@contextmanager
-def replicas(env: dict[str, str]) -> Iterator[Replicas]:
-    with (
-        serve_processes(WORKERS_APP, env=env) as first,
-        serve_processes(WORKERS_APP, env=env) as second,
-        round_robin(first, second) as balanced,
-    ):
-        yield Replicas(first, second, balanced)
-
-
 @pytest.fixture(scope="module")
 def one_process() -> Iterator[Replicas]:
     """One process as both replicas: every flow must work here, the balancer in front or not.
     It needs no secret of its own (with one and no store it would take itself for one of
     several, and not ask its client questions whose answers could reach another process)."""
-    with serve_processes(WORKERS_APP, env=deployment_env(secret="")) as url, round_robin(url, url) as balanced:
-        yield Replicas(url, url, balanced)
+    with serve_processes(WORKERS_APP, env=deployment_env(secret="")) as url, nginx(url, url) as balanced:
+        yield Replicas((url, url), (), balanced)
 
 
 @pytest.fixture(scope="module")
 def replicas_without_store() -> Iterator[Replicas]:
-    with replicas(deployment_env()) as deployment:
+    with replicas_behind_nginx(WORKERS_APP, deployment_env()) as deployment:
         yield deployment
 
 
 @pytest.fixture(scope="module")
 def replicas_with_redis(redis_url: str) -> Iterator[Replicas]:
-    with replicas(deployment_env(redis_url)) as deployment:
+    with replicas_behind_nginx(WORKERS_APP, deployment_env(redis_url)) as deployment:
         yield deployment
 
 
