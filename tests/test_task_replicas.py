@@ -354,6 +354,42 @@ async def test_without_a_store_a_task_asked_of_another_process_names_the_store()
 # -- uvicorn --workers 2, sharing the secret and Redis -----------------------------------------
 
 
+async def task_polled_to_its_end(http: httpx.AsyncClient, base: str, tally: Tally) -> int:
+    """Start a task at `base` and poll it there until it ends, noting each answer in `tally`;
+    how many polls a process other than the one running it answered."""
+    crossed = 0
+    created = await post(http, base, "tools/call", {"name": "compute", "arguments": {"seconds": 1}})
+    task = tally.note(created)
+    if task is None or task.get("resultType") != "task":
+        tally.failed(f"no task: {task!r}")
+        return crossed
+    runner = created.headers[PID_HEADER]
+    while task["status"] == "working":
+        await anyio.sleep(0.2)
+        polled = await post(http, base, "tasks/get", {"taskId": task["taskId"]})
+        crossed += polled.headers.get(PID_HEADER) != runner
+        task = tally.note(polled) or {"status": "refused"}
+    if task["status"] != "completed" or task["result"]["structuredContent"]["pid"] != int(runner):
+        tally.failed(f"the task ended {task['status']}: {task!r}")
+    return crossed
+
+
+@pytest.mark.redis
+async def test_replicas_sharing_redis_complete_tasks_polled_through_nginx(replicas_with_redis: Replicas) -> None:
+    tally = Tally()
+    crossed = 0  # polls a process answered for a task the other runs
+
+    async def one_task(http: httpx.AsyncClient) -> None:
+        nonlocal crossed
+        crossed += await task_polled_to_its_end(http, replicas_with_redis.balanced, tally)
+
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        await a_few_at_once(lambda: one_task(http), TASKS_PER_ROUND, tally)
+    assert not tally.failures, tally.report()
+    assert len(tally.pids) == 2, f"served by {sorted(tally.pids)}"
+    assert crossed, "no process polled a task the other ran"
+
+
 @pytest.mark.redis
 async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connections(redis_url: str) -> None:
     tally = Tally()
@@ -361,19 +397,7 @@ async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connec
 
     async def one_task(http: httpx.AsyncClient) -> None:
         nonlocal crossed
-        created = await post(http, "", "tools/call", {"name": "compute", "arguments": {"seconds": 1}})
-        task = tally.note(created)
-        if task is None or task.get("resultType") != "task":
-            tally.failed(f"no task: {task!r}")
-            return
-        runner = created.headers[PID_HEADER]
-        while task["status"] == "working":
-            await anyio.sleep(0.2)
-            polled = await post(http, "", "tasks/get", {"taskId": task["taskId"]})
-            crossed += polled.headers.get(PID_HEADER) != runner
-            task = tally.note(polled) or {"status": "refused"}
-        if task["status"] != "completed" or task["result"]["structuredContent"]["pid"] != int(runner):
-            tally.failed(f"the task ended {task['status']}: {task!r}")
+        crossed += await task_polled_to_its_end(http, "", tally)
 
     with serve_processes(TASKS_APP, workers=2, env=tasks_env(redis_url)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=WAIT_S, limits=FRESH_CONNECTIONS) as http:
