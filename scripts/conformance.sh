@@ -32,9 +32,12 @@ alpha_js=${alpha#*$'\n'}
 
 started=()  # every process started here, stopped on exit
 scratch=$(mktemp -d)
-stop_all() {
-  for pid in ${started[@]+"${started[@]}"}; do kill "$pid" 2>/dev/null || true; done
-  for pid in ${started[@]+"${started[@]}"}; do wait "$pid" 2>/dev/null || true; done
+stop_all() {  # the last started first: nginx and the processes have ended before their Redis stops
+  local index
+  for ((index = ${#started[@]} - 1; index >= 0; index--)); do
+    kill "${started[index]}" 2>/dev/null || true
+    wait "${started[index]}" 2>/dev/null || true
+  done
   rm -rf "$scratch"
 }
 trap stop_all EXIT
