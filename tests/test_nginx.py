@@ -4,11 +4,13 @@ events as they are written, and passes a client's hang-up on to the server."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import anyio
@@ -33,6 +35,7 @@ class Observed:
         self.first_event_read = threading.Event()  # the client has the stream's first event
         self.hung_up = threading.Event()  # a server saw its client disconnect
         self.holding = threading.Event()  # a server holds a request without answering
+        self.posted: list[str] = []  # the bodies of the POSTs to /posted, as they arrived
 
 
 observed = Observed()
@@ -44,7 +47,13 @@ class Upstream:
     def __init__(self, name: str) -> None:
         self.name = name
         # By the first segment of the path.
-        self.routes = {"echo": self.echo, "events": self.events, "quiet": self.quiet, "hold": self.hold}
+        self.routes = {
+            "echo": self.echo,
+            "events": self.events,
+            "quiet": self.quiet,
+            "hold": self.hold,
+            "posted": self.note_post,
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -84,6 +93,35 @@ class Upstream:
     async def hold(self, scope: Scope, receive: Receive, send: Send) -> None:
         observed.holding.set()
         await until_disconnect(receive)  # answers nothing at all, as a JSON-only slow call
+
+    async def note_post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        observed.posted.append(b"".join([chunk async for chunk in body_chunks(receive)]).decode())
+        await answer(send, 200, self.name.encode())
+
+
+@contextmanager
+def dropping_server() -> Iterator[tuple[str, list[bytes]]]:
+    """A server that reads each request's head and drops the connection without an answer, as a
+    process that crashed mid-request; yields its URL and the heads it read."""
+    heads: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def drop_each() -> None:
+        with contextlib.suppress(OSError):  # the listener closed: the test is over
+            while True:
+                connection, _ = listener.accept()
+                with connection:
+                    heads.append(connection.recv(65536))
+
+    thread = threading.Thread(target=drop_each, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", heads
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept: closing alone does not (Linux)
+        listener.close()
+        thread.join(WAIT_S)
 
 
 async def lifespan(receive: Receive, send: Send) -> None:
@@ -261,3 +299,34 @@ def test_a_server_that_cannot_be_reached_is_answered_502() -> None:
     with nginx(f"http://127.0.0.1:{free_port()}") as url, httpx.Client(base_url=url, timeout=WAIT_S) as client:
         response = client.get("/anything")
     assert response.status_code == 502
+
+
+@contextmanager
+def dropper_and_healthy() -> Iterator[tuple[list[bytes], httpx.Client]]:
+    """nginx in front of a server that drops every request and one that answers (named zero);
+    the heads the first read, and a client of nginx."""
+    with (
+        dropping_server() as (dropper, heads),
+        serve(Upstream("zero")) as healthy,
+        nginx(dropper, healthy) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as client,
+    ):
+        yield heads, client
+
+
+def test_a_post_its_server_dropped_is_answered_502_and_never_sent_to_the_other() -> None:
+    # A tool call may change data: sent once, it is not sent again elsewhere.
+    observed.posted.clear()
+    with dropper_and_healthy() as (heads, client):
+        statuses = {f"call {n}": client.post("/posted", content=f"call {n}").status_code for n in range(2)}
+    [dropped] = [body for body, status in statuses.items() if status == 502]
+    assert [status for status in statuses.values() if status != 502] == [200]
+    assert heads  # the dropping server read it
+    assert dropped not in observed.posted
+
+
+def test_a_get_its_server_dropped_is_answered_by_the_other() -> None:
+    with dropper_and_healthy() as (heads, client):
+        answers = [client.get("/name") for _ in range(2)]
+    assert [(answer.status_code, answer.text) for answer in answers] == [(200, "zero"), (200, "zero")]
+    assert heads  # the dropping server had one of them first
