@@ -104,6 +104,15 @@ class Probe:
         }
         return Snapshot(int(memory["used_memory"]), commands, self._process.cpu_seconds(), int(self._client.dbsize()))
 
+    def keys_without_ttl(self) -> tuple[int, list[str]]:
+        """How many keys Redis holds, and those with no time to live (PTTL -1)."""
+        keys, without = 0, []
+        for key in self._client.scan_iter(count=1000):
+            keys += 1
+            if self._client.pttl(key) == -1:
+                without.append(key.decode(errors="replace"))
+        return keys, without
+
     def fragmentation(self) -> float:
         return float(self._client.info("memory")["mem_fragmentation_ratio"])
 
@@ -333,6 +342,7 @@ class Measured:
     memory: list[Work] = field(default_factory=list)  # records kept
     requests: list[Work] = field(default_factory=list)  # commands per request
     fragmentation: float = 0.0
+    keys: int = 0  # held at the end, each checked for a time to live
     event_bytes: float = 0.0  # a kept stream event's, as sent
 
 
@@ -350,6 +360,9 @@ async def measure(redis_process_: Process, server: Process, options: argparse.Na
             await measure_sessions(http, probe, options, found)
             await measure_tasks(http, probe, options, found)
         found.fragmentation = probe.fragmentation()
+        found.keys, without = probe.keys_without_ttl()
+        if without:
+            raise BenchmarkError(f"{len(without)} of {found.keys} keys have no time to live: {without[:10]}")
     finally:
         probe.close()
     return found
@@ -519,7 +532,8 @@ def render(found: Measured, options: argparse.Namespace, elapsed_s: float, versi
         f"\nused_memory deltas (INFO memory), every record kept at once. A session: a client's initialize with "
         f"short client info and no capabilities. A token: a mutation with two arguments. A stream event: "
         f"{found.event_bytes:.0f} bytes as sent (progress notifications and the answer). A task: a small result. "
-        f"mem_fragmentation_ratio at the end: {found.fragmentation:.2f}.\n"
+        f"mem_fragmentation_ratio at the end: {found.fragmentation:.2f}. Every one of the {found.keys:,} keys "
+        "held at the end has a time to live (SCAN + PTTL).\n"
     )
     yield "### Commands per request\n"
     yield from render_requests(found)
