@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server nginx chromium conformance unit bench bench-peers bench-workers bench-writes soak clean
+.PHONY: run token test lint typecheck imports redis-server nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes soak clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -88,6 +88,11 @@ bench-peers: $(STAMP)
 # side (starts a redis-server of its own, installing Debian's when the machine has none).
 bench-workers: $(STAMP) redis-server
 	$(BIN)/python benchmarks/workers.py
+
+# What the endpoint's state costs one Redis: memory per session, token, task and kept stream
+# event, commands per request, and what one primary serves (a redis-server of its own).
+bench-capacity: $(STAMP) redis-server
+	$(BIN)/python benchmarks/capacity.py
 
 # REST with and without the library, nobody subscribed (ResourceWrites installed), side by side;
 # and resources/read against REST GET of the same route.
