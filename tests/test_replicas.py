@@ -22,7 +22,9 @@ from typing import Any, Final, TypeVar
 import anyio
 import httpx
 import pytest
+import redis.asyncio
 
+from tests.support.cluster import RedisCluster
 from tests.support.deployments import deployment_env
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, refusal, rpc, tool_call
 from tests.support.nginx import Replicas, nginx, replicas_behind_nginx
@@ -71,9 +73,28 @@ def replicas_without_store() -> Iterator[Replicas]:
         yield deployment
 
 
+@dataclass(frozen=True)
+class SharedRedis:
+    """The Redis the replicas share: the URL they are given, and the ports of its servers."""
+
+    url: str
+    ports: tuple[int, ...]
+
+
+@pytest.fixture(scope="module", params=["standalone", "cluster"])
+def shared_redis(request: pytest.FixtureRequest, redis_url: str) -> SharedRedis:
+    """Every flow below runs on one Redis, and on a Redis Cluster of three primaries."""
+    if request.param == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("cluster")
+        return SharedRedis(cluster.url.replace("redis://", "redis+cluster://"), tuple(cluster.ports))
+    port = httpx.URL(redis_url).port
+    assert port is not None
+    return SharedRedis(redis_url, (port,))
+
+
 @pytest.fixture(scope="module")
-def replicas_with_redis(redis_url: str) -> Iterator[Replicas]:
-    with replicas_behind_nginx(WORKERS_APP, deployment_env(redis_url)) as deployment:
+def replicas_with_redis(shared_redis: SharedRedis) -> Iterator[Replicas]:
+    with replicas_behind_nginx(WORKERS_APP, deployment_env(shared_redis.url)) as deployment:
         yield deployment
 
 
@@ -388,3 +409,44 @@ async def test_replicas_sharing_redis_cancel_a_call_from_the_other(replicas_with
 @pytest.mark.redis
 async def test_replicas_sharing_redis_resume_a_stream_on_the_other(replicas_with_redis: Replicas) -> None:
     await assert_resumed(replicas_with_redis.first, replicas_with_redis.second)
+
+
+@pytest.mark.redis
+async def test_replicas_sharing_redis_lose_no_answer_while_pubsub_connections_keep_dropping(
+    replicas_with_redis: Replicas, shared_redis: SharedRedis
+) -> None:
+    # Redis drops every pub/sub connection again and again (as over its output buffer limit, or
+    # a proxy's idle timeout) while answers to questions cross processes: none is lost, and no
+    # question waits past the run's bound (a lost answer would wait its 300 s).
+    async def drop_pubsub_connections(stop: anyio.Event) -> int:
+        dropped = 0
+        admins = [redis.asyncio.Redis(port=port) for port in shared_redis.ports]
+        try:
+            while not stop.is_set():
+                for admin in admins:
+                    dropped += await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+                await anyio.sleep(0.3)  # the faults' pace, not synchronisation
+        finally:
+            for admin in admins:
+                await admin.aclose()
+        return dropped
+
+    stop = anyio.Event()
+    dropped = 0
+    async with anyio.create_task_group() as faults:
+
+        async def run_faults() -> None:
+            nonlocal dropped
+            dropped = await drop_pubsub_connections(stop)
+
+        faults.start_soon(run_faults)
+        try:
+            flow = sdk_confirmed_mutations(replicas_with_redis.balanced, "auto", ASKING_SESSIONS)
+            tally, asked = await within(WAIT_S * 3, flow, "questions answered while connections drop")
+            for _ in range(ASKING_SESSIONS):
+                await assert_answered(replicas_with_redis.first, replicas_with_redis.second)
+        finally:
+            stop.set()
+    assert dropped > 0
+    assert_all_succeeded(tally, processes=2)
+    assert asked == 3 * ASKING_SESSIONS

@@ -225,20 +225,36 @@ class Topics:
             await pubsub.execute_command("SSUBSCRIBE", *channels)
 
     async def _confirmed(self) -> None:
-        """Returns once Redis has answered every command sent on the connection before."""
+        """Returns once Redis has answered every command sent on the connection before. A
+        connection that drops meanwhile is waited out: the next one subscribes again to what is
+        listened to, and is asked in turn; a Redis that cannot be reached fails at once."""
+        try:
+            with anyio.fail_after(CONFIRM_S):
+                while not await self._pinged():
+                    await asyncio.sleep(RETRY_FIRST_S)  # until the reader has seen the drop too
+        except TimeoutError:
+            raise RedisConnectionError(f"Redis did not answer on the pub/sub connection within {CONFIRM_S} s") from None
+
+    async def _pinged(self) -> bool:
+        """Whether a PING went out and came back on one connection; `False` when the
+        connection dropped before its answer."""
+        await self._attempt.wait()
         token = str(next(self._tokens)).encode()
         pong: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
-            with anyio.fail_after(CONFIRM_S):
-                await self._attempt.wait()
-                async with self._writing:
-                    if self._pubsub is None:  # a Redis that is gone fails at once, never waits
-                        raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
-                    self._pongs[token] = pong
+            async with self._writing:
+                if self._pubsub is None:  # a Redis that is gone fails at once, never waits
+                    raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
+                self._pongs[token] = pong
+                try:
                     await self._pubsub.ping(token)
+                except (OSError, RedisError):
+                    return False
+            try:
                 await pong
-        except TimeoutError:
-            raise RedisConnectionError(f"Redis did not answer on the pub/sub connection within {CONFIRM_S} s") from None
+            except _Dropped:
+                return False
+            return True
         finally:
             self._pongs.pop(token, None)
 
@@ -280,7 +296,12 @@ class Topics:
                 elif wait == RETRY_FIRST_S:
                     logger.warning("The Redis pub/sub connection dropped (%s); connecting again.", error)
                 self._failure = error
-                self._attempt.set()
+                if self._pubsub is not None:
+                    # A connection that was up dropped: the next attempt comes at once, and a
+                    # subscription on its way waits for it rather than failing.
+                    self._attempt = asyncio.Event()
+                else:
+                    self._attempt.set()  # Redis could not be reached: subscriptions fail at once
                 self._fail_waiting(error)
             finally:
                 self._pubsub = None
@@ -395,7 +416,7 @@ class Topics:
     def _fail_waiting(self, error: BaseException) -> None:
         for pong in self._pongs.values():
             if not pong.done():
-                pong.set_exception(RedisConnectionError(f"the Redis pub/sub connection dropped: {error}"))
+                pong.set_exception(_Dropped(f"the Redis pub/sub connection dropped: {error}"))
 
     async def aclose(self) -> None:
         """Stop the reader, which closes the connection."""
@@ -407,6 +428,10 @@ class Topics:
         if self._node_client is not None:
             await self._node_client.aclose()
             self._node_client = None
+
+
+class _Dropped(RedisConnectionError):
+    """The connection dropped before Redis answered a PING on it."""
 
 
 class _Reconnects:
