@@ -69,8 +69,10 @@ chromium:
 		{ apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 		{ echo "the tests need Chromium: apt install chromium, or set FASTAPI_MCP_ROUTES_CHROMIUM"; exit 1; }
 
-# pytest runs last so its summary closes the output.
-test: lint typecheck imports redis-server nginx chromium conformance unit
+# The conformance runs and pytest run at once (scripts/test.sh): they share nothing, and the
+# machine's second core would otherwise wait. pytest's summary closes the output.
+test: lint typecheck imports redis-server nginx chromium $(STAMP)
+	scripts/test.sh
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
 # `bench` extra installs uvicorn[standard] for the latter).
