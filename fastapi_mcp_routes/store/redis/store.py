@@ -193,6 +193,16 @@ class RedisStore:
         """The Redis URL the store was made from (`from_url`), else `None`."""
         return self._url
 
+    @property
+    def client(self) -> redis.asyncio.Redis:
+        """The client the store talks to Redis through (the endpoint's rate limit counts there too)."""
+        return self._redis
+
+    @property
+    def prefix(self) -> str:
+        """What every key of the store starts with."""
+        return self._prefix
+
     async def aclose(self) -> None:
         await self._topics.aclose()
         if self._owns_client:
