@@ -157,11 +157,13 @@ def store_storage(client: Any, key_prefix: str) -> AsyncRedisStorage | None:
     the store's own connections, with its TLS, credentials and timeouts, and follow a failover
     as the store does. A Cluster client has no one pool: `limits` builds a Cluster client of its
     own on the same startup nodes with the same connection options (TLS included)."""
-    library = type(client).__module__.partition(".")[0]
-    implementation = _IMPLEMENTATIONS.get(library)
+    # The library whose client class this is, or whose class the app's own client class extends.
+    roots = (kind.__module__.partition(".")[0] for kind in type(client).__mro__)
+    library = next((root for root in roots if root in _IMPLEMENTATIONS), "")
     try:
-        if implementation is None:
+        if not library:
             raise TypeError(f"{type(client).__qualname__} is not a redis-py or valkey asyncio client")
+        implementation = _IMPLEMENTATIONS[library]
         if hasattr(client, "connection_pool"):
             return AsyncRedisStorage(
                 f"async+{library}://",
