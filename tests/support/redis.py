@@ -103,6 +103,7 @@ class RedisLink:
         self._released: asyncio.Event | None = None
         self._held: list[bytes] = []
         self._held_changed = threading.Condition()
+        self._relays: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._closing: asyncio.Event | None = None
         listening = threading.Event()
@@ -117,6 +118,10 @@ class RedisLink:
             listening.set()
             async with server:
                 await closing.wait()
+            # Every relay ends before the loop does (their connections were cut), rather than be
+            # left pending for the garbage collector to complain about.
+            if self._relays:
+                await asyncio.wait(self._relays, timeout=START_TIMEOUT_S)
 
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(serve_relay(),), daemon=True)
         self._thread.start()
@@ -125,6 +130,10 @@ class RedisLink:
         self.url = f"redis://{HOST}:{self.port}{target.path or '/0'}"
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._relays.add(task)
+            task.add_done_callback(self._relays.discard)
         if self._cut:
             writer.transport.abort()
             return
@@ -203,6 +212,7 @@ class RedisLink:
     def close(self) -> None:
         """Cut every connection and stop the relay."""
         self.cut()
+        self.release()
         if self._closing is not None:
             self._loop.call_soon_threadsafe(self._closing.set)
         self._thread.join(START_TIMEOUT_S)
