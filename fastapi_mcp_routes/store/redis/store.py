@@ -215,13 +215,19 @@ class RedisStore:
 
     @property
     def client(self) -> RedisClient:
-        """The client the store runs its commands on (one of `from_url`'s own, or the one given)."""
+        """The client the store runs its commands on (one of `from_url`'s own, or the one
+        given); the endpoint's rate limit counts there too."""
         return self._redis
 
     @property
     def cluster(self) -> bool:
         """Whether the client is a Redis Cluster client (redis-py's or valkey-py's)."""
         return self._cluster
+
+    @property
+    def prefix(self) -> str:
+        """What every key of the store starts with."""
+        return self._prefix
 
     async def aclose(self) -> None:
         await self._topics.aclose()
