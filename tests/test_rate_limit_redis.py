@@ -22,6 +22,7 @@ from slowapi.util import get_remote_address
 
 from fastapi_mcp_routes import Limits, RedisStore
 from tests.support.apps import notes_app
+from tests.support.cluster import RedisCluster
 from tests.support.deployments import SECRET, deployment_env
 from tests.support.jsonrpc import HEADERS, initialize, rpc
 from tests.support.processes import serve_processes
@@ -139,3 +140,25 @@ def test_slowapis_storage_on_a_redis_that_is_gone_is_answered_503() -> None:
         response = http.post("/mcp", json=initialize(), headers=HEADERS)
     assert response.status_code == 503, response.text
     assert response.headers.get("retry-after")
+
+
+@pytest.mark.parametrize("made", ["url", "client"])
+def test_servers_whose_store_is_on_a_cluster_keep_one_budget(cluster: RedisCluster, made: str) -> None:
+    prefix = f"test-{secrets.token_hex(4)}:"
+    url = cluster.url.replace("redis://", "redis+cluster://")
+
+    def store() -> RedisStore:
+        if made == "url":
+            return RedisStore.from_url(url, prefix=prefix)
+        return RedisStore(redis.asyncio.RedisCluster.from_url(cluster.url), prefix=prefix)
+
+    with ExitStack() as stack:
+        urls = [
+            stack.enter_context(serve(notes_app(secret=SECRET, store=store(), limits=Limits(rate_limit="3/minute"))))
+            for _ in range(2)
+        ]
+        statuses = []
+        for turn in range(4):
+            with httpx.Client(base_url=urls[turn % 2], timeout=WAIT_S) as http:
+                statuses.append(http.post("/mcp", json=initialize(), headers=HEADERS).status_code)
+    assert statuses == [200, 200, 200, 429]
