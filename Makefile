@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server chromium conformance unit bench bench-peers bench-workers bench-writes soak clean
+.PHONY: run token test lint typecheck imports redis-server redis-sentinel chromium conformance unit bench bench-peers bench-workers bench-writes soak clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -53,6 +53,14 @@ redis-server:
 		{ apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || \
 		{ echo "the tests need redis-server: apt install redis-server, or set FASTAPI_MCP_ROUTES_TEST_REDIS_URL"; exit 1; }
 
+# The Sentinel tests (tests/support/sentinel.py) start a primary, its replica and three sentinels of
+# their own on free ports: install Debian's redis-sentinel when the machine has none (its package
+# may start a system sentinel on 26379, which the tests never use).
+redis-sentinel: redis-server
+	@command -v redis-sentinel >/dev/null || [ -x /usr/bin/redis-sentinel ] || \
+		{ apt-get update -qq && apt-get install -y -qq redis-sentinel >/dev/null; } || \
+		{ echo "the tests need redis-sentinel: apt install redis-sentinel"; exit 1; }
+
 # The explorer's page is tested in a headless Chromium (tests/test_explorer_browser.py), the
 # system's, driven by Playwright, which downloads no browser: install Debian's when the machine
 # has none and no FASTAPI_MCP_ROUTES_CHROMIUM names one to use.
@@ -62,7 +70,7 @@ chromium:
 		{ echo "the tests need Chromium: apt install chromium, or set FASTAPI_MCP_ROUTES_CHROMIUM"; exit 1; }
 
 # pytest runs last so its summary closes the output.
-test: lint typecheck imports redis-server chromium conformance unit
+test: lint typecheck imports redis-server redis-sentinel chromium conformance unit
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
 # `bench` extra installs uvicorn[standard] for the latter).
