@@ -194,7 +194,8 @@ def sentinel_deployment() -> Iterator[SentinelDeployment]:
     if missing is not None:
         raise SentinelMissing(missing)
     server, sentinel = _binary("redis-server"), _binary("redis-sentinel")
-    assert server is not None and sentinel is not None
+    assert server is not None
+    assert sentinel is not None
     with ExitStack() as stack:
         directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-sentinel-"))
         primary, replica = free_port(), free_port()
