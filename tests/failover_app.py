@@ -4,7 +4,7 @@ Imported by each uvicorn process (run from the project's root), never by a test 
 store is `RedisStore` on a client of the primary the sentinels name
 (`FASTAPI_MCP_ROUTES_TEST_SENTINELS`), made as a team with Sentinel makes it; the processes
 share the secret of `FASTAPI_MCP_ROUTES_SECRET` (read by `mcp_routes` itself). Its tools: a
-read, a mutation the caller confirms with a token, and a short task.
+read, a mutation the caller confirms with a token, a question to the user, and a short task.
 """
 
 from __future__ import annotations
@@ -46,6 +46,16 @@ def read_note(note_id: int) -> dict[str, Any]:
 def place_order(item: str) -> dict[str, Any]:
     """Place an order (a mutation: runs once the call is confirmed)."""
     return {"order": item, "pid": os.getpid()}
+
+
+@mcp_tool(confirm=False)
+@app.post("/ask")
+async def ask(ctx: Context) -> dict[str, Any]:
+    """Ask the user for a colour (its answer may reach another process: through the store's
+    pub/sub), and say what they answered."""
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+    answer = await ctx.elicit("Which colour?", schema)
+    return {"content": answer.content}
 
 
 @mcp_tool(task="optional")

@@ -19,6 +19,7 @@ switch took: the kill to the first write through the app that succeeded), never 
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -60,6 +61,7 @@ STORE_WORD: Final = "store"
 POLL_S: Final = 0.1
 SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
 RETRY_AFTER: Final = "retry-after"
+COLOUR: Final = {"colour": "teal"}
 
 
 @dataclass
@@ -230,6 +232,33 @@ class Clients:
         return None if "result" in (final_message(answer) or {}) else answer.text[:200]
 
 
+async def answer_elsewhere(http: httpx.AsyncClient, asking: str, answering: str) -> dict[str, Any] | None:
+    """A session's call on `asking` asks its user a question, answered on `answering`: the
+    answer reaches the call through the store's pub/sub. The call's result; `None` when it was
+    refused (the store still out of reach)."""
+    headers = {**SESSION_HEADERS, "accept": "text/event-stream, application/json"}
+    opened = await http.post(f"{asking}/mcp", json=initialize(capabilities={"elicitation": {}}), headers=headers)
+    if opened.status_code != 200:
+        return None
+    session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+    async with http.stream("POST", f"{asking}/mcp", json=tool_call("ask", request_id=5), headers=session) as call:
+        if call.status_code != 200:
+            return None
+        async for line in call.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            message = json.loads(line.removeprefix("data: "))
+            if message.get("method") == "elicitation/create":
+                reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept", "content": COLOUR}}
+                answered = await http.post(f"{answering}/mcp", json=reply, headers=session)
+                if answered.status_code >= 300:
+                    return None
+            elif message.get("id") == 5:
+                result: dict[str, Any] | None = message.get("result")
+                return result
+    return None
+
+
 def order(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"name": "place_order", "arguments": arguments}
 
@@ -263,7 +292,8 @@ def replicate_then_kill(deployment: SentinelDeployment) -> tuple[float, float, i
 
 
 async def recovered(clients: Clients, base: str) -> None:
-    """Wait until the process at `base` serves a whole cycle, and one of its tasks completes."""
+    """Wait until the process at `base` serves a whole cycle, one of its tasks completes, and a
+    question it asks is answered through the other process."""
     with anyio.move_on_after(WAIT_S):
         while not await clients.cycle(base):
             await anyio.sleep(POLL_S)
@@ -272,6 +302,10 @@ async def recovered(clients: Clients, base: str) -> None:
             task_id = await clients.start_task(base)
         while await clients.task_status(base, task_id) != "completed":
             await anyio.sleep(POLL_S)
+        other = next(url for url in clients.bases if url != base)
+        while (asked := await answer_elsewhere(clients.http, base, other)) is None:
+            await anyio.sleep(POLL_S)
+        assert asked["structuredContent"] == {"content": COLOUR}, asked
         return
     traffic = clients.traffic
     pytest.fail(f"{base} did not recover within {WAIT_S} s: {traffic.last_refusal}; {traffic.bad[-3:]}")
