@@ -62,6 +62,11 @@ POLL_S: Final = 0.1
 SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
 RETRY_AFTER: Final = "retry-after"
 COLOUR: Final = {"colour": "teal"}
+# How long a question may wait for an answer another process took: an answer lost on the way
+# would leave it waiting out its 300 s.
+ANSWERED_S: Final = 12.0
+KILLED: Final = "killed"  # SIGKILL: its connections are refused at once
+FROZEN: Final = "frozen"  # SIGSTOP, as a network partition: its connections answer nothing
 
 
 @dataclass
@@ -235,7 +240,15 @@ class Clients:
 async def answer_elsewhere(http: httpx.AsyncClient, asking: str, answering: str) -> dict[str, Any] | None:
     """A session's call on `asking` asks its user a question, answered on `answering`: the
     answer reaches the call through the store's pub/sub. The call's result; `None` when it was
-    refused (the store still out of reach)."""
+    refused (the store still out of reach). Fails the test when an answer taken by `answering`
+    does not reach the call within `ANSWERED_S`."""
+    with anyio.move_on_after(ANSWERED_S) as waiting:
+        return await _answer_elsewhere(http, asking, answering)
+    assert not waiting.cancelled_caught, f"an answer taken by {answering} did not reach {asking} in {ANSWERED_S} s"
+    return None
+
+
+async def _answer_elsewhere(http: httpx.AsyncClient, asking: str, answering: str) -> dict[str, Any] | None:
     headers = {**SESSION_HEADERS, "accept": "text/event-stream, application/json"}
     opened = await http.post(f"{asking}/mcp", json=initialize(capabilities={"elicitation": {}}), headers=headers)
     if opened.status_code != 200:
@@ -274,10 +287,10 @@ def deployment() -> Iterator[SentinelDeployment]:
         yield running
 
 
-def replicate_then_kill(deployment: SentinelDeployment) -> tuple[float, float, int]:
+def replicate_then_stop(deployment: SentinelDeployment, how: str) -> tuple[float, float, int]:
     """Write a mark on the primary and `WAIT` until the replica has it (and so everything
-    acknowledged before it), then kill the primary at once. When the mark was sent, when the
-    primary was killed, and its port."""
+    acknowledged before it), then at once kill the primary or freeze it (`how`). When the mark
+    was sent, when the primary stopped, and its port."""
     port = deployment.primary_port()
     primary = redis.Redis(HOST, port, socket_timeout=WAIT_S)
     try:
@@ -287,7 +300,10 @@ def replicate_then_kill(deployment: SentinelDeployment) -> tuple[float, float, i
     finally:
         primary.close()
     assert replicated == 1, "the replica did not take the primary's writes"
-    deployment.kill_primary()
+    if how == KILLED:
+        deployment.kill_primary()
+    else:
+        deployment.freeze_primary()
     return marked_at, time.monotonic(), port
 
 
@@ -311,8 +327,17 @@ async def recovered(clients: Clients, base: str) -> None:
     pytest.fail(f"{base} did not recover within {WAIT_S} s: {traffic.last_refusal}; {traffic.bad[-3:]}")
 
 
+# A frozen primary (a partition) is not yet survived: the store's pub/sub connection stays on it
+# until its heartbeat gives up (up to 2 x HEARTBEAT_S), and an answer published on the new
+# primary meanwhile is lost (the question waits out its time); once it runs again, requests
+# through connections still open to it read and write its stale data until the sentinels make
+# it a replica. Left for the pub/sub rework (issue 31, item 2), which must pass this case.
+PARTITION_GAP: Final = "pub/sub stays on a frozen primary; its stale data is served once it runs again"
+
+
+@pytest.mark.parametrize("how", [KILLED, pytest.param(FROZEN, marks=pytest.mark.xfail(reason=PARTITION_GAP))])
 async def test_a_failover_mid_traffic_answers_503_then_recovers_keeping_what_the_replica_had(
-    deployment: SentinelDeployment,
+    deployment: SentinelDeployment, how: str
 ) -> None:
     env = {**deployment_env(), SENTINELS_VARIABLE: deployment.sentinels_value}
     with (
@@ -328,10 +353,17 @@ async def test_a_failover_mid_traffic_answers_503_then_recovers_keeping_what_the
                 for client in range(CLIENTS):
                     group.start_soon(clients.run, client, stop)
                 await anyio.sleep(WARM_UP_S)
-                marked_at, killed_at, old = await anyio.to_thread.run_sync(replicate_then_kill, deployment)
+                marked_at, stopped_at, old = await anyio.to_thread.run_sync(replicate_then_stop, deployment, how)
                 await anyio.to_thread.run_sync(deployment.wait_for_new_primary, old)
+                promoted_at = time.monotonic()
                 for base in clients.bases:  # on their own: the processes are not restarted
                     await recovered(clients, base)
+                recovered_at = time.monotonic()
+                if how == FROZEN:  # back, as the primary it was, until the sentinels demote it
+                    deployment.thaw(old)
+                    await anyio.to_thread.run_sync(deployment.wait_until_replica, old)
+                    for base in clients.bases:
+                        await recovered(clients, base)
                 stop.set()
             traffic = clients.traffic
             assert not traffic.bad, traffic.bad
@@ -339,14 +371,18 @@ async def test_a_failover_mid_traffic_answers_503_then_recovers_keeping_what_the
             assert refused, f"no request met the failover: {traffic.verdicts}"
 
             before = [kept for kept in traffic.acknowledged if kept.at < marked_at]
-            window = [kept for kept in traffic.acknowledged if marked_at <= kept.at < killed_at]
+            window = [kept for kept in traffic.acknowledged if marked_at <= kept.at < stopped_at]
+            after = [kept for kept in traffic.acknowledged if kept.at >= stopped_at]
             lost_before = [(kept.kind, lost) for kept in before if (lost := await clients.lost(kept))]
             lost_in_window = [kept.kind for kept in window if await clients.lost(kept)]
+            lost_after = [kept.kind for kept in after if await clients.lost(kept)]
     assert not lost_before, f"lost though the replica had them: {lost_before}"
-    switch_s = min(answered for sent, answered in traffic.writes if sent > killed_at) - killed_at
+    switch_s = min(answered for sent, answered in traffic.writes if sent > stopped_at) - stopped_at
     print(
-        f"\nfailover: switch {switch_s:.2f} s (kill to the first write through the app); "
-        f"answers {dict(traffic.verdicts)}; acknowledged before the WAIT {len(before)}, all kept; "
-        f"between the WAIT and the kill {len(window)}, lost {len(lost_in_window)} "
-        f"({Counter(lost_in_window)})"
+        f"\nfailover, primary {how}: switch {switch_s:.2f} s (to the first write through the app), "
+        f"sentinels {promoted_at - stopped_at:.2f} s, both processes serving every flow "
+        f"{recovered_at - stopped_at:.2f} s; answers {dict(traffic.verdicts)}; "
+        f"acknowledged before the WAIT {len(before)}, all kept; between the WAIT and the stop "
+        f"{len(window)}, lost {len(lost_in_window)} {dict(Counter(lost_in_window))}; after the stop "
+        f"{len(after)}, lost {len(lost_after)} {dict(Counter(lost_after))}"
     )

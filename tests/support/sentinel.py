@@ -9,6 +9,7 @@ another failover after `FAILOVER_TIMEOUT_MS`: small, so that a failover takes a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -131,6 +132,29 @@ class SentinelDeployment:
         port = self.primary_port()
         os.killpg(self.servers[port].process.pid, signal.SIGKILL)
         return port
+
+    def freeze_primary(self) -> int:
+        """Stop the primary's process (SIGSTOP): its connections stay open and nothing answers,
+        as when a network partition cuts it off; its port."""
+        port = self.primary_port()
+        os.killpg(self.servers[port].process.pid, signal.SIGSTOP)
+        return port
+
+    def thaw(self, port: int) -> None:
+        """Let a frozen server run again (SIGCONT): it comes back as the primary it was, until
+        the sentinels make it a replica of the new one."""
+        os.killpg(self.servers[port].process.pid, signal.SIGCONT)
+
+    def wait_until_replica(self, port: int) -> None:
+        """Wait until the server on `port` is a replica in sync with the sentinels' primary."""
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError):
+                role = self._ask(port, "ROLE")
+                if role[0] == "slave" and role[3] == "connected":
+                    return
+            time.sleep(_POLL_S)
+        raise RuntimeError(f"the server on port {port} did not become a replica within {WAIT_S} s")
 
     def wait_for_new_primary(self, old: int) -> int:
         """Wait until every sentinel names a primary other than `old`, and it takes writes; its port."""
