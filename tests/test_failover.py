@@ -6,7 +6,9 @@ mutations with tokens and start tasks on both while the primary is killed.
 Every request during the switch is answered 503 with Retry-After, or with a JSON-RPC error that
 names the store; never a 500, never a wait past the client's bound. Once the sentinels promote
 the replica the processes recover on their own: new sessions, calls, confirmations and tasks
-work again, without a restart.
+work again, and a question one process asks is answered through the other (the store's pub/sub
+found the new primary), without a restart. The same with the primary frozen rather than killed
+(a partition) is expected to fail for now: see `PARTITION_GAP`.
 
 What was acknowledged before the kill is still there afterwards (a session still answers, a
 used token is still used, a task is still known), unless the replica had not received it:
