@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes soak clean
+.PHONY: run token test lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes soak clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -61,6 +61,14 @@ nginx:
 		{ apt-get update -qq && apt-get install -y -qq nginx >/dev/null; } || \
 		{ echo "the tests need nginx: apt install nginx"; exit 1; }
 
+# The Sentinel tests (tests/support/sentinel.py) start a primary, its replica and three sentinels of
+# their own on free ports: install Debian's redis-sentinel when the machine has none (its package
+# may start a system sentinel on 26379, which the tests never use).
+redis-sentinel: redis-server
+	@command -v redis-sentinel >/dev/null || [ -x /usr/bin/redis-sentinel ] || \
+		{ apt-get update -qq && apt-get install -y -qq redis-sentinel >/dev/null; } || \
+		{ echo "the tests need redis-sentinel: apt install redis-sentinel"; exit 1; }
+
 # The explorer's page is tested in a headless Chromium (tests/test_explorer_browser.py), the
 # system's, driven by Playwright, which downloads no browser: install Debian's when the machine
 # has none and no FASTAPI_MCP_ROUTES_CHROMIUM names one to use.
@@ -71,7 +79,7 @@ chromium:
 
 # The conformance runs and pytest run at once (scripts/test.sh): they share nothing, and the
 # machine's second core would otherwise wait. pytest's summary closes the output.
-test: lint typecheck imports redis-server nginx chromium $(STAMP)
+test: lint typecheck imports redis-server redis-sentinel nginx chromium $(STAMP)
 	scripts/test.sh
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the

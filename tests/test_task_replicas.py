@@ -326,6 +326,26 @@ async def test_a_cancellation_lost_while_the_runner_was_cut_from_redis_still_end
             await until(route_cancelled, "the end of the route of a task cancelled while its process was cut off")
 
 
+@pytest.mark.redis
+async def test_a_task_ending_while_its_runner_is_cut_from_redis_leaves_the_runner_serving_tasks(
+    redis_url: str,
+) -> None:
+    # The route ends while Redis is out of reach (a failover, an outage): its end cannot be kept,
+    # nor its lease given back, and the next tasks of that process still run as tasks.
+    with redis_link(redis_url) as link, serve_process_group(TASKS_APP, env=tasks_env(link.url)) as (runner, running):
+        async with httpx.AsyncClient(timeout=WAIT_S) as http:
+            started_task(await post(http, runner, "tools/call", {"name": "compute", "arguments": {"seconds": 1.0}}))
+            link.cut()
+
+            async def end_not_kept() -> bool:
+                return "could not be kept" in running.log()
+
+            await until(end_not_kept, "the end of a task met while Redis is out of reach")
+            link.restore()
+            again = await post(http, runner, "tools/call", {"name": "compute", "arguments": {"seconds": 1.0}})
+            started_task(again)
+
+
 # -- two replicas sharing only the secret ------------------------------------------------------
 
 

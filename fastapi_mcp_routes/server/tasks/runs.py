@@ -26,6 +26,7 @@ while the route runs, and a `tasks/get` that finds the lease lapsed ends the tas
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import secrets
@@ -375,7 +376,13 @@ class TaskRuns:
         finally:
             self._runs.pop(task_id, None)
             if self.store.shared:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_s / 2):
+                # A store out of reach (a failover) lets the lease lapse on its own; raised, it
+                # would end the task group every task of this process runs in (issue 31).
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(self._lease_s / 2),
+                    contextlib.suppress(StoreUnavailable),
+                ):
                     await self.store.release(_lease(task_id), self._me)
 
     def _kept_result(self, ran: Ran) -> tuple[Mapping[str, Any], int]:
