@@ -41,6 +41,7 @@ from tests.support.runs import (
     sessions_over_fresh_connections,
     stateless_rounds,
 )
+from tests.support.sentinel import sentinel_deployment
 from tests.support.waits import WAIT_S
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
@@ -81,15 +82,21 @@ class SharedRedis:
     ports: tuple[int, ...]
 
 
-@pytest.fixture(scope="module", params=["standalone", "cluster"])
-def shared_redis(request: pytest.FixtureRequest, redis_url: str) -> SharedRedis:
-    """Every flow below runs on one Redis, and on a Redis Cluster of three primaries."""
+@pytest.fixture(scope="module", params=["standalone", "cluster", "sentinel"])
+def shared_redis(request: pytest.FixtureRequest, redis_url: str) -> Iterator[SharedRedis]:
+    """Every flow below runs on one Redis, on a Redis Cluster of three primaries, and on the
+    primary that three Sentinels name (with its replica), each by the URL a team would set."""
     if request.param == "cluster":
         cluster: RedisCluster = request.getfixturevalue("cluster")
-        return SharedRedis(cluster.url.replace("redis://", "redis+cluster://"), tuple(cluster.ports))
-    port = httpx.URL(redis_url).port
-    assert port is not None
-    return SharedRedis(redis_url, (port,))
+        yield SharedRedis(cluster.url.replace("redis://", "redis+cluster://"), tuple(cluster.ports))
+    elif request.param == "sentinel":
+        with sentinel_deployment() as running:
+            url = f"redis+sentinel://{running.sentinels_value}/{running.service}/0"
+            yield SharedRedis(url, tuple(running.servers))
+    else:
+        port = httpx.URL(redis_url).port
+        assert port is not None
+        yield SharedRedis(redis_url, (port,))
 
 
 @pytest.fixture(scope="module")
