@@ -2,7 +2,7 @@
 workers sharing a secret, and two and four workers sharing a secret and a Redis, or a Redis
 Cluster, side by side in one run.
 
-    .venv/bin/python benchmarks/workers.py            # about 6 minutes on 2 cores
+    .venv/bin/python benchmarks/workers.py            # about 12 minutes on 2 cores
     .venv/bin/python benchmarks/workers.py --quick    # a smoke run, seconds
 
 The issue's target: Redis adds at most 10% server CPU to a tool call in a live session, which

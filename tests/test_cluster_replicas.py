@@ -27,8 +27,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.processes, pytest.mark.redis]
 
 @pytest.fixture(scope="module")
 def replicas_on_a_cluster(cluster: RedisCluster) -> Iterator[Replicas]:
-    url = "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in cluster.ports)
-    with replicas(deployment_env(url)) as deployment:
+    with replicas(deployment_env(cluster.store_url)) as deployment:
         yield deployment
 
 

@@ -29,18 +29,13 @@ from tests.support.waits import WAIT_S
 BOUNDS = SessionBounds(idle_s=60.0, max_sessions=10, max_per_owner=10)
 
 
-def cluster_url(cluster: RedisCluster) -> str:
-    """The Cluster's URL for `from_url`, naming every node (any one would do)."""
-    return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in cluster.ports)
-
-
 def session(session_id: str) -> SessionRecord:
     return SessionRecord(session_id, b"alice", "2025-11-25", {}, {}, None, Trust.ANONYMOUS)
 
 
 @pytest.fixture
 async def cluster_store(cluster: RedisCluster) -> AsyncIterator[RedisStore]:
-    store = RedisStore.from_url(cluster_url(cluster), prefix=f"test-{secrets.token_hex(6)}:")
+    store = RedisStore.from_url(cluster.store_url, prefix=f"test-{secrets.token_hex(6)}:")
     try:
         yield store
     finally:
@@ -63,7 +58,7 @@ async def test_a_cluster_url_makes_a_store_on_the_cluster(cluster_store: RedisSt
 @pytest.mark.anyio
 async def test_each_record_family_lives_in_one_slot_of_the_cluster(cluster: RedisCluster) -> None:
     prefix = f"test-{secrets.token_hex(6)}:"
-    store = RedisStore.from_url(cluster_url(cluster), prefix=prefix)
+    store = RedisStore.from_url(cluster.store_url, prefix=prefix)
     client = redis.asyncio.RedisCluster.from_url(cluster.url)
     try:
         for number in range(8):
@@ -181,7 +176,7 @@ def test_a_url_that_names_no_deployment_clearly_is_refused(url: str, rule: str) 
 async def test_while_the_node_holding_the_sessions_is_down_the_store_is_unavailable_then_works_again() -> None:
     prefix = f"test-{secrets.token_hex(6)}:"
     with redis_cluster() as own:
-        store = RedisStore.from_url(cluster_url(own), prefix=prefix)
+        store = RedisStore.from_url(own.store_url, prefix=prefix)
         try:
             await store.open_session(session("a1"), BOUNDS)
             with own.owner_down(f"{prefix}{{sessions}}"):
@@ -200,7 +195,7 @@ async def test_while_the_node_holding_the_sessions_is_down_the_store_is_unavaila
 def test_while_the_node_holding_the_sessions_is_down_requests_are_answered_503_never_500() -> None:
     prefix = f"test-{secrets.token_hex(6)}:"
     with redis_cluster() as own:
-        store = RedisStore.from_url(cluster_url(own), prefix=prefix)
+        store = RedisStore.from_url(own.store_url, prefix=prefix)
         with serve(streaming_app(store=store)) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
             headers = open_session(http)
             with own.owner_down(f"{prefix}{{sessions}}"):
@@ -221,7 +216,7 @@ def test_a_session_whose_record_is_garbage_on_a_cluster_is_answered_404_and_the_
     cluster: RedisCluster, garbage: bytes
 ) -> None:
     prefix = f"test-{secrets.token_hex(6)}:"
-    store = RedisStore.from_url(cluster_url(cluster), prefix=prefix)
+    store = RedisStore.from_url(cluster.store_url, prefix=prefix)
     client = redis.RedisCluster.from_url(cluster.url)
     try:
         with serve(streaming_app(store=store)) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:

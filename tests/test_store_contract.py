@@ -59,10 +59,9 @@ class TestRedisStoreOnACluster(StoreContract):
     def make_store(self, cluster: RedisCluster, request: pytest.FixtureRequest) -> MakeStore:
         _unless_sharded(request)
         prefix = f"test-{secrets.token_hex(6)}:"
-        url = cluster.url.replace("redis://", "redis+cluster://")
 
         def make(clock: Callable[[], float] | None = None) -> Store:
-            return RedisStore.from_url(url, prefix=prefix, clock=clock)
+            return RedisStore.from_url(cluster.store_url, prefix=prefix, clock=clock)
 
         return make
 
