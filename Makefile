@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server chromium conformance unit bench bench-peers bench-workers bench-writes soak clean
+.PHONY: run token test lint typecheck imports redis-server nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes soak clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -53,6 +53,14 @@ redis-server:
 		{ apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null; } || \
 		{ echo "the tests need redis-server and redis-cli: apt install redis-server redis-tools, or set FASTAPI_MCP_ROUTES_TEST_REDIS_URL"; exit 1; }
 
+# The balancer in front of several processes, in the tests and the conformance run's second pass,
+# is nginx configured by docs/nginx.conf (tests/support/nginx.py): install Debian's when the
+# machine has none (it may be in /usr/sbin, off a user's PATH).
+nginx:
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || \
+		{ apt-get update -qq && apt-get install -y -qq nginx >/dev/null; } || \
+		{ echo "the tests need nginx: apt install nginx"; exit 1; }
+
 # The explorer's page is tested in a headless Chromium (tests/test_explorer_browser.py), the
 # system's, driven by Playwright, which downloads no browser: install Debian's when the machine
 # has none and no FASTAPI_MCP_ROUTES_CHROMIUM names one to use.
@@ -61,8 +69,10 @@ chromium:
 		{ apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 		{ echo "the tests need Chromium: apt install chromium, or set FASTAPI_MCP_ROUTES_CHROMIUM"; exit 1; }
 
-# pytest runs last so its summary closes the output.
-test: lint typecheck imports redis-server chromium conformance unit
+# The conformance runs and pytest run at once (scripts/test.sh): they share nothing, and the
+# machine's second core would otherwise wait. pytest's summary closes the output.
+test: lint typecheck imports redis-server nginx chromium $(STAMP)
+	scripts/test.sh
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
 # `bench` extra installs uvicorn[standard] for the latter).
@@ -80,6 +90,11 @@ bench-peers: $(STAMP)
 # side (starts a redis-server of its own, installing Debian's when the machine has none).
 bench-workers: $(STAMP) redis-server
 	$(BIN)/python benchmarks/workers.py
+
+# What the endpoint's state costs one Redis: memory per session, token, task and kept stream
+# event, commands per request, and what one primary serves (a redis-server of its own).
+bench-capacity: $(STAMP) redis-server
+	$(BIN)/python benchmarks/capacity.py
 
 # REST with and without the library, nobody subscribed (ResourceWrites installed), side by side;
 # and resources/read against REST GET of the same route.

@@ -1,7 +1,7 @@
 """Fixtures for the official MCP conformance suite, as ordinary FastAPI routes.
 
 Served as `example_app.conformance:app` by `scripts/conformance.sh`, by one process and then by
-two behind a round-robin balancer that share a secret and a Redis store. Every fixture is a plain
+two behind nginx (docs/nginx.conf) that share a secret and a Redis store. Every fixture is a plain
 route exposed through the library; none is a hand-written MCP handler. The scenarios that need
 features not built yet are listed in `conformance/expected-failures.yml`.
 """

@@ -300,4 +300,6 @@ def _endpoint_rate_limit(app: FastAPI, rate_limit: str | None, store: Store) -> 
     # Imported when asked for: the `limits` library takes tens of milliseconds to import.
     from fastapi_mcp_routes.transport.rate_limit import EndpointRateLimit
 
-    return EndpointRateLimit(app, rate_limit, getattr(store, "url", None) if store.shared else None)
+    # A shared store with a Redis (`RedisStore`) lends its client, so every process counts one budget.
+    client = getattr(store, "client", None) if store.shared else None
+    return EndpointRateLimit(app, rate_limit, client, getattr(store, "prefix", ""))

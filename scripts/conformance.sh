@@ -6,12 +6,16 @@
 # when the machine's Node is older) and the suites into .tools/, which git ignores, through
 # scripts/node_package.sh.
 #
-# Two passes of the three runs, one per uvicorn stack (headers reach the app differently: h11
+# Three passes of the three runs, on both uvicorn stacks (headers reach the app differently: h11
 # strips the whitespace around a value, httptools does not): against one process on httptools +
-# uvloop (uvicorn[standard], as production runs it), then, on h11 + asyncio, through scripts/round_robin.py (each
-# request to the next process) over two single-worker processes that share a generated secret
+# uvloop (uvicorn[standard], as production runs it), then, on h11 + asyncio, through nginx
+# configured by docs/nginx.conf (the file users copy, with this run's ports; each request to the
+# next process) over two single-worker processes that share a generated secret
 # (FASTAPI_MCP_ROUTES_SECRET) and a Redis server of this run's own (FASTAPI_MCP_ROUTES_REDIS_URL,
-# no persistence), as replicas behind a load balancer. Every process started here is stopped on exit.
+# no persistence), as replicas behind a load balancer. nginx comes from Debian (`make nginx`
+# installs it). The third pass is the second on httptools + uvloop with a Redis Cluster of three
+# primaries of this run's own (tests/support/cluster.py) as the store. Every process started
+# here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,9 +34,12 @@ alpha_js=${alpha#*$'\n'}
 
 started=()  # every process started here, stopped on exit
 scratch=$(mktemp -d)
-stop_all() {
-  for pid in ${started[@]+"${started[@]}"}; do kill "$pid" 2>/dev/null || true; done
-  for pid in ${started[@]+"${started[@]}"}; do wait "$pid" 2>/dev/null || true; done
+stop_all() {  # the last started first: nginx and the processes have ended before their Redis stops
+  local index
+  for ((index = ${#started[@]} - 1; index >= 0; index--)); do
+    kill "${started[index]}" 2>/dev/null || true
+    wait "${started[index]}" 2>/dev/null || true
+  done
   rm -rf "$scratch"
 }
 trap stop_all EXIT
@@ -80,7 +87,7 @@ port=$(free_port)
 serve "$port" httptools uvloop
 run_suites "http://127.0.0.1:$port/mcp" " (httptools + uvloop)"
 
-# -- two processes sharing a secret and a Redis server, behind a round-robin balancer
+# -- two processes sharing a secret and a Redis server, behind nginx
 redis=$(command -v redis-server || true)
 for candidate in /usr/bin/redis-server /usr/sbin/redis-server; do
   if [ -z "$redis" ] && [ -x "$candidate" ]; then redis=$candidate; fi
@@ -106,7 +113,35 @@ for _ in 1 2; do
   replicas+=("http://127.0.0.1:$port")
 done
 balancer_port=$(free_port)
-"$PYTHON" scripts/round_robin.py --port "$balancer_port" "${replicas[@]}" >/dev/null &
+mkdir "$scratch/nginx"
+# nginx in this process's place (exec), its files in the scratch folder, until stopped on exit.
+"$PYTHON" -m tests.support.nginx --port "$balancer_port" --directory "$scratch/nginx" "${replicas[@]}" &
 started+=($!)
-wait_for "$balancer_port" $! "the round-robin balancer"
-run_suites "http://127.0.0.1:$balancer_port/mcp" " through a round-robin balancer over two processes (h11 + asyncio)"
+wait_for "$balancer_port" $! "nginx"
+run_suites "http://127.0.0.1:$balancer_port/mcp" " through nginx over two processes (h11 + asyncio)"
+
+# -- the same, on a Redis Cluster of three primaries (tests/support/cluster.py, stopped on exit)
+"$PYTHON" -m tests.support.cluster >"$scratch/cluster.url" &
+started+=($!)
+cluster_pid=$!
+for _ in $(seq $((START_S * 10))); do
+  [ -s "$scratch/cluster.url" ] || ! kill -0 "$cluster_pid" 2>/dev/null && break
+  sleep 0.1
+done
+FASTAPI_MCP_ROUTES_REDIS_URL=$(head -n 1 "$scratch/cluster.url")
+if [ -z "$FASTAPI_MCP_ROUTES_REDIS_URL" ]; then
+  echo "the Redis Cluster did not start (tests/support/cluster.py)" >&2
+  exit 1
+fi
+replicas=()
+for _ in 1 2; do
+  port=$(free_port)
+  serve "$port" httptools uvloop
+  replicas+=("http://127.0.0.1:$port")
+done
+balancer_port=$(free_port)
+mkdir "$scratch/nginx-cluster"
+"$PYTHON" -m tests.support.nginx --port "$balancer_port" --directory "$scratch/nginx-cluster" "${replicas[@]}" &
+started+=($!)
+wait_for "$balancer_port" $! "nginx"
+run_suites "http://127.0.0.1:$balancer_port/mcp" " through nginx over two processes on a Redis Cluster"

@@ -3,6 +3,7 @@ runs as a tool."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from fastapi_mcp_routes.transport.rate_limit import store_storage
 from tests.support.jsonrpc import JSON_ONLY, call_tool, rpc
 
 LIST_TOOLS = rpc("tools/list")
@@ -61,3 +63,10 @@ def test_the_apps_slowapi_limiter_keeps_the_endpoint_budget_and_route_limits_bec
 def test_a_bad_rate_limit_is_refused_at_startup() -> None:
     with pytest.raises(ValueError, match="rate_limit must be slowapi syntax"):
         mcp_routes(FastAPI(), limits=Limits(rate_limit="lots"))
+
+
+def test_a_store_client_the_limits_library_cannot_take_is_said_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="fastapi_mcp_routes"):
+        assert store_storage(object(), "app:limits") is None
+    assert "counts in this process's memory, one budget per process" in caplog.text
+    assert "object is not a redis-py or valkey asyncio client" in caplog.text

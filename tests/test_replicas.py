@@ -1,6 +1,6 @@
-"""Replicas: single-worker processes, each with its own memory, behind scripts/round_robin.py,
-which sends each request to the next; where an exchange must cross processes for certain, the
-test addresses the replicas itself.
+"""Replicas: single-worker processes, each with its own memory, behind nginx configured by
+docs/nginx.conf, which sends each request to the next; where an exchange must cross processes
+for certain, the test addresses the replicas itself.
 
 The replicas share the secret that seals session ids, requestState and confirmation tokens
 (`FASTAPI_MCP_ROUTES_SECRET`). With Redis (`store=RedisStore...`) they also share what must be
@@ -16,24 +16,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import anyio
 import httpx
 import pytest
+import redis.asyncio
 
+from tests.support.cluster import RedisCluster
 from tests.support.deployments import deployment_env
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, refusal, rpc, tool_call
-from tests.support.processes import round_robin, serve_processes
+from tests.support.nginx import Replicas, nginx, replicas_behind_nginx
+from tests.support.processes import serve_processes
 from tests.support.runs import (
     COLOUR,
     ELICITATION,
     WORKERS_APP,
     assert_all_succeeded,
+    over_processes,
     sdk_confirmed_mutations,
     sdk_sessions,
+    sdk_token_mutations,
     sessions_over_fresh_connections,
     stateless_rounds,
 )
@@ -45,6 +49,8 @@ SESSIONS: Final = 25
 CALLS: Final = 20
 ONE_PROCESS_SESSIONS: Final = 5  # the flows against one process, to show they are sound
 ASKING_SESSIONS: Final = 10  # SDK sessions whose calls ask the user: two orders and a question each
+TOKEN_MUTATIONS: Final = 10  # orders confirmed with a token, by clients that cannot ask their user
+CANCELLATIONS: Final = 5  # calls cancelled through the balancer, one after another
 # How soon a deployment without a shared store must refuse what needs one.
 STORE_ERROR_S: Final = 20.0
 STORE_OPTION: Final = "store="
@@ -52,43 +58,43 @@ SESSION_HEADERS: Final = {**HEADERS, "mcp-protocol-version": SESSION_VERSION}
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Replicas:
-    """Two processes, and the balancer in front of them."""
-
-    first: str
-    second: str
-    balanced: str
-
-
-@contextmanager
-def replicas(env: dict[str, str]) -> Iterator[Replicas]:
-    with (
-        serve_processes(WORKERS_APP, env=env) as first,
-        serve_processes(WORKERS_APP, env=env) as second,
-        round_robin(first, second) as balanced,
-    ):
-        yield Replicas(first, second, balanced)
-
-
 @pytest.fixture(scope="module")
 def one_process() -> Iterator[Replicas]:
     """One process as both replicas: every flow must work here, the balancer in front or not.
     It needs no secret of its own (with one and no store it would take itself for one of
     several, and not ask its client questions whose answers could reach another process)."""
-    with serve_processes(WORKERS_APP, env=deployment_env(secret="")) as url, round_robin(url, url) as balanced:
-        yield Replicas(url, url, balanced)
+    with serve_processes(WORKERS_APP, env=deployment_env(secret="")) as url, nginx(url, url) as balanced:
+        yield Replicas((url, url), (), balanced)
 
 
 @pytest.fixture(scope="module")
 def replicas_without_store() -> Iterator[Replicas]:
-    with replicas(deployment_env()) as deployment:
+    with replicas_behind_nginx(WORKERS_APP, deployment_env()) as deployment:
         yield deployment
 
 
+@dataclass(frozen=True)
+class SharedRedis:
+    """The Redis the replicas share: the URL they are given, and the ports of its servers."""
+
+    url: str
+    ports: tuple[int, ...]
+
+
+@pytest.fixture(scope="module", params=["standalone", "cluster"])
+def shared_redis(request: pytest.FixtureRequest, redis_url: str) -> SharedRedis:
+    """Every flow below runs on one Redis, and on a Redis Cluster of three primaries."""
+    if request.param == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("cluster")
+        return SharedRedis(cluster.url.replace("redis://", "redis+cluster://"), tuple(cluster.ports))
+    port = httpx.URL(redis_url).port
+    assert port is not None
+    return SharedRedis(redis_url, (port,))
+
+
 @pytest.fixture(scope="module")
-def replicas_with_redis(redis_url: str) -> Iterator[Replicas]:
-    with replicas(deployment_env(redis_url)) as deployment:
+def replicas_with_redis(shared_redis: SharedRedis) -> Iterator[Replicas]:
+    with replicas_behind_nginx(WORKERS_APP, deployment_env(shared_redis.url)) as deployment:
         yield deployment
 
 
@@ -268,6 +274,22 @@ async def assert_resumed(first: str, second: str) -> None:
     assert [event["params"]["progress"] for event in crossing.events] == [2]
 
 
+async def assert_cancelled_through_the_balancer(replicas: Replicas, calls: int) -> None:
+    """`calls` slow calls, one after another, each cancelled through the balancer: nginx turns
+    per request, so the cancellation reaches the process that opened the session, and the call
+    runs on the other (when there are two)."""
+    processes = sorted(set(replicas.urls))
+
+    async def cancelled_in_all() -> int:
+        return sum([await slow_calls_cancelled(url) for url in processes])
+
+    before = await cancelled_in_all()
+    for _ in range(calls):
+        crossing = await within(WAIT_S, cancel_elsewhere(replicas.balanced, replicas.balanced), "a cancelled call")
+        assert (crossing.errors, crossing.ended, crossing.answer) == ([], True, None)
+    assert await cancelled_in_all() == before + calls  # the routes saw it
+
+
 async def assert_fails_fast_naming_the_store(flow: Awaitable[Crossing], what: str) -> None:
     crossing = await within(STORE_ERROR_S, flow, what)
     store_named = any(STORE_OPTION in error for error in crossing.errors)
@@ -297,6 +319,17 @@ async def test_one_process_behind_the_balancer_confirms_with_the_user(one_proces
     tally, asked = await sdk_confirmed_mutations(one_process.balanced, mode, ONE_PROCESS_SESSIONS)
     assert_all_succeeded(tally, processes=1)
     assert asked == 3 * ONE_PROCESS_SESSIONS
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_one_process_behind_the_balancer_runs_mutations_confirmed_with_a_token(
+    one_process: Replicas, mode: str
+) -> None:
+    assert_all_succeeded(await sdk_token_mutations(one_process.balanced, mode, ONE_PROCESS_SESSIONS), processes=1)
+
+
+async def test_one_process_behind_the_balancer_cancels_calls(one_process: Replicas) -> None:
+    await assert_cancelled_through_the_balancer(one_process, ONE_PROCESS_SESSIONS)
 
 
 async def test_one_process_takes_the_answer_to_its_question(one_process: Replicas) -> None:
@@ -350,6 +383,20 @@ async def test_replicas_sharing_redis_confirm_with_the_user(replicas_with_redis:
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_replicas_sharing_redis_run_mutations_confirmed_with_a_token(
+    replicas_with_redis: Replicas, mode: str
+) -> None:
+    tally = await over_processes(lambda: sdk_token_mutations(replicas_with_redis.balanced, mode, TOKEN_MUTATIONS), 2)
+    assert_all_succeeded(tally, processes=2)
+
+
+@pytest.mark.redis
+async def test_replicas_sharing_redis_cancel_calls_through_the_balancer(replicas_with_redis: Replicas) -> None:
+    await assert_cancelled_through_the_balancer(replicas_with_redis, CANCELLATIONS)
+
+
+@pytest.mark.redis
 async def test_replicas_sharing_redis_take_an_answer_given_to_the_other(replicas_with_redis: Replicas) -> None:
     await assert_answered(replicas_with_redis.first, replicas_with_redis.second)
 
@@ -362,3 +409,44 @@ async def test_replicas_sharing_redis_cancel_a_call_from_the_other(replicas_with
 @pytest.mark.redis
 async def test_replicas_sharing_redis_resume_a_stream_on_the_other(replicas_with_redis: Replicas) -> None:
     await assert_resumed(replicas_with_redis.first, replicas_with_redis.second)
+
+
+@pytest.mark.redis
+async def test_replicas_sharing_redis_lose_no_answer_while_pubsub_connections_keep_dropping(
+    replicas_with_redis: Replicas, shared_redis: SharedRedis
+) -> None:
+    # Redis drops every pub/sub connection again and again (as over its output buffer limit, or
+    # a proxy's idle timeout) while answers to questions cross processes: none is lost, and no
+    # question waits past the run's bound (a lost answer would wait its 300 s).
+    async def drop_pubsub_connections(stop: anyio.Event) -> int:
+        dropped = 0
+        admins = [redis.asyncio.Redis(port=port) for port in shared_redis.ports]
+        try:
+            while not stop.is_set():
+                for admin in admins:
+                    dropped += await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+                await anyio.sleep(0.3)  # the faults' pace, not synchronisation
+        finally:
+            for admin in admins:
+                await admin.aclose()
+        return dropped
+
+    stop = anyio.Event()
+    dropped = 0
+    async with anyio.create_task_group() as faults:
+
+        async def run_faults() -> None:
+            nonlocal dropped
+            dropped = await drop_pubsub_connections(stop)
+
+        faults.start_soon(run_faults)
+        try:
+            flow = sdk_confirmed_mutations(replicas_with_redis.balanced, "auto", ASKING_SESSIONS)
+            tally, asked = await within(WAIT_S * 3, flow, "questions answered while connections drop")
+            for _ in range(ASKING_SESSIONS):
+                await assert_answered(replicas_with_redis.first, replicas_with_redis.second)
+        finally:
+            stop.set()
+    assert dropped > 0
+    assert_all_succeeded(tally, processes=2)
+    assert asked == 3 * ASKING_SESSIONS

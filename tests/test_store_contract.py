@@ -37,27 +37,10 @@ class TestRedisStore(StoreContract):
         return make
 
 
-# Publish/subscribe on a Cluster becomes sharded (SPUBLISH, SSUBSCRIBE) in a change of its own.
-# Until then a PUBLISH counts only the listeners on the node it reached, and valkey-py's Cluster
-# client has no pub/sub at all: these tests are expected to fail there.
-_PUBLISH_SUBSCRIBE = {
-    "test_a_message_reaches_whoever_listens_and_nobody_else",
-    "test_every_listener_of_a_topic_gets_each_message_in_order",
-    "test_a_listener_that_asks_for_a_larger_inbox_keeps_every_message_it_has_not_read",
-}
-_NOT_SHARDED = pytest.mark.xfail(reason="publish/subscribe on a Cluster is not sharded yet", strict=False)
-
-
-def _unless_sharded(request: pytest.FixtureRequest) -> None:
-    if request.node.originalname in _PUBLISH_SUBSCRIBE:
-        request.applymarker(_NOT_SHARDED)
-
-
 @pytest.mark.redis
 class TestRedisStoreOnACluster(StoreContract):
     @pytest.fixture
-    def make_store(self, cluster: RedisCluster, request: pytest.FixtureRequest) -> MakeStore:
-        _unless_sharded(request)
+    def make_store(self, cluster: RedisCluster) -> MakeStore:
         prefix = f"test-{secrets.token_hex(6)}:"
 
         def make(clock: Callable[[], float] | None = None) -> Store:
@@ -85,8 +68,7 @@ class TestRedisStoreWithAValkeyClient(StoreContract):
 @pytest.mark.redis
 class TestRedisStoreWithAValkeyClusterClient(StoreContract):
     @pytest.fixture
-    async def make_store(self, cluster: RedisCluster, request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]:
-        _unless_sharded(request)
+    async def make_store(self, cluster: RedisCluster) -> AsyncIterator[MakeStore]:
         prefix = f"test-{secrets.token_hex(6)}:"
         clients: list[valkey.asyncio.ValkeyCluster] = []
 

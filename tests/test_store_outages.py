@@ -87,7 +87,7 @@ def wait_for(condition: Any, what: str) -> None:
 def a_stream_is_awaited(redis_url: str, prefix: str) -> bool:
     """Whether some process listens for the next event of a resumable stream (a resume waits)."""
     with redis.Redis.from_url(redis_url) as client:
-        return bool(client.pubsub_channels(f"{prefix}stream/*"))
+        return bool(client.pubsub_channels(f"{prefix}{{topics}}:stream/*"))
 
 
 def a_stream_is_complete(redis_url: str, prefix: str) -> bool:

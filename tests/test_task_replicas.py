@@ -7,9 +7,10 @@ that message is lost, at the route's next lease renewal); a task whose process d
 `failed` once its lease lapses, never `working` forever. Sharing only the secret, a task method
 that reaches another process is a -32602 naming `store=`.
 
-Replicas sit behind scripts/round_robin.py, which sends each request to the next process; the
-test is its only client, so the upstream of each request is known (`x-upstream`), and a test
-sends a request to the process that does not run the task by timing it (`Balanced.away_from`).
+Replicas sit behind nginx configured by docs/nginx.conf, which sends each request to the next
+process; the test is its only client, so which process took each request is known (each answer
+names its process, `x-worker-pid`), and a test sends a request to the process that does not run
+the task by timing it (`Balanced.away_from`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,7 +30,8 @@ import redis.asyncio
 from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from tests.support.deployments import deployment_env
 from tests.support.jsonrpc import final_message
-from tests.support.processes import Running, round_robin, serve_process_group, serve_processes
+from tests.support.nginx import Replicas, replicas_behind_nginx
+from tests.support.processes import serve_process_group, serve_processes
 from tests.support.redis import redis_link
 from tests.support.runs import ELICITATION, FRESH_CONNECTIONS, PID_HEADER, Tally, a_few_at_once
 from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
@@ -55,21 +57,9 @@ def tasks_env(redis_url: str = "") -> dict[str, str]:
     return {**deployment_env(redis_url), "TASKS_LEASE_S": str(LEASE_S)}
 
 
-@dataclass
-class Replicas:
-    """Two single-worker processes (their base URLs and process groups) and the balancer."""
-
-    urls: list[str]
-    running: list[Running]
-    balanced: str
-
-
-@contextmanager
-def replicas(env: dict[str, str]) -> Iterator[Replicas]:
-    with ExitStack() as stack:
-        served = [stack.enter_context(serve_process_group(TASKS_APP, env=env)) for _ in range(2)]
-        urls = [url for url, _ in served]
-        yield Replicas(urls, [running for _, running in served], stack.enter_context(round_robin(*urls)))
+def replicas(env: dict[str, str]) -> AbstractContextManager[Replicas]:
+    """Two single-worker processes of tests/tasks_app.py behind nginx."""
+    return replicas_behind_nginx(TASKS_APP, env)
 
 
 @pytest.fixture(scope="module")
@@ -134,15 +124,19 @@ async def until(check: Callable[[], Any], what: str, seconds: float = WAIT_S, ev
 
 @dataclass
 class Balanced:
-    """The test's requests through the balancer, and the upstream that took each."""
+    """The test's requests through nginx, and the process that took each (its index in
+    `replicas.urls`, known by the process id its answer names)."""
 
     http: httpx.AsyncClient
-    url: str
+    replicas: Replicas
     upstreams: list[int] = field(default_factory=list)
+    pids: list[str] = field(default_factory=list)  # of each process, in the order of its URL
 
     async def post(self, method: str, params: dict[str, Any]) -> httpx.Response:
-        response = await post(self.http, self.url, method, params)
-        self.upstreams.append(int(response.headers["x-upstream"]))
+        response = await post(self.http, self.replicas.balanced, method, params)
+        if not self.pids:
+            self.pids = [str((await seen(self.http, url))["pid"]) for url in self.replicas.urls]
+        self.upstreams.append(self.pids.index(response.headers[PID_HEADER]))
         return response
 
     async def get(self, task_id: str) -> dict[str, Any]:
@@ -179,7 +173,7 @@ async def start_stoppable(client: Balanced, replicas: Replicas, label: str) -> t
 @pytest.mark.redis
 async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
-        client = Balanced(http, replicas_with_redis.balanced)
+        client = Balanced(http, replicas_with_redis)
         task_id, runner = await start_stoppable(client, replicas_with_redis, "fetched")
         task = await client.get(task_id)
         assert client.upstreams[-1] != runner
@@ -190,7 +184,7 @@ async def test_a_task_is_fetched_from_the_process_that_does_not_run_it(replicas_
 @pytest.mark.redis
 async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
-        client = Balanced(http, replicas_with_redis.balanced)
+        client = Balanced(http, replicas_with_redis)
         call = await client.post("tools/call", {"name": "delete_file", "arguments": {"filename": "a.txt"}})
         task_id, runner, runner_pid = started_task(call), client.upstreams[-1], call.headers[PID_HEADER]
         asked = await client.until_status(task_id, "input_required")
@@ -215,7 +209,7 @@ async def test_a_task_takes_answers_given_in_part_to_each_process(replicas_with_
 @pytest.mark.redis
 async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replicas_with_redis: Replicas) -> None:
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
-        client = Balanced(http, replicas_with_redis.balanced)
+        client = Balanced(http, replicas_with_redis)
         task_id, runner = await start_stoppable(client, replicas_with_redis, "cancel-me")
         await client.away_from(runner, task_id)
         acknowledged(await client.post("tasks/cancel", {"taskId": task_id}))
@@ -235,7 +229,7 @@ async def test_a_task_is_cancelled_from_the_process_that_does_not_run_it(replica
 async def test_a_task_whose_process_died_is_reported_failed_by_the_other(redis_url: str) -> None:
     with replicas(tasks_env(redis_url)) as deployment:
         async with httpx.AsyncClient(timeout=WAIT_S) as http:
-            client = Balanced(http, deployment.balanced)
+            client = Balanced(http, deployment)
             task_id, runner = await start_stoppable(client, deployment, "killed")
             survivor = deployment.urls[1 - runner]
 
@@ -360,6 +354,42 @@ async def test_without_a_store_a_task_asked_of_another_process_names_the_store()
 # -- uvicorn --workers 2, sharing the secret and Redis -----------------------------------------
 
 
+async def task_polled_to_its_end(http: httpx.AsyncClient, base: str, tally: Tally) -> int:
+    """Start a task at `base` and poll it there until it ends, noting each answer in `tally`;
+    how many polls a process other than the one running it answered."""
+    crossed = 0
+    created = await post(http, base, "tools/call", {"name": "compute", "arguments": {"seconds": 1}})
+    task = tally.note(created)
+    if task is None or task.get("resultType") != "task":
+        tally.failed(f"no task: {task!r}")
+        return crossed
+    runner = created.headers[PID_HEADER]
+    while task["status"] == "working":
+        await anyio.sleep(0.2)
+        polled = await post(http, base, "tasks/get", {"taskId": task["taskId"]})
+        crossed += polled.headers.get(PID_HEADER) != runner
+        task = tally.note(polled) or {"status": "refused"}
+    if task["status"] != "completed" or task["result"]["structuredContent"]["pid"] != int(runner):
+        tally.failed(f"the task ended {task['status']}: {task!r}")
+    return crossed
+
+
+@pytest.mark.redis
+async def test_replicas_sharing_redis_complete_tasks_polled_through_nginx(replicas_with_redis: Replicas) -> None:
+    tally = Tally()
+    crossed = 0  # polls a process answered for a task the other runs
+
+    async def one_task(http: httpx.AsyncClient) -> None:
+        nonlocal crossed
+        crossed += await task_polled_to_its_end(http, replicas_with_redis.balanced, tally)
+
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        await a_few_at_once(lambda: one_task(http), TASKS_PER_ROUND, tally)
+    assert not tally.failures, tally.report()
+    assert len(tally.pids) == 2, f"served by {sorted(tally.pids)}"
+    assert crossed, "no process polled a task the other ran"
+
+
 @pytest.mark.redis
 async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connections(redis_url: str) -> None:
     tally = Tally()
@@ -367,19 +397,7 @@ async def test_two_workers_sharing_redis_complete_tasks_polled_over_fresh_connec
 
     async def one_task(http: httpx.AsyncClient) -> None:
         nonlocal crossed
-        created = await post(http, "", "tools/call", {"name": "compute", "arguments": {"seconds": 1}})
-        task = tally.note(created)
-        if task is None or task.get("resultType") != "task":
-            tally.failed(f"no task: {task!r}")
-            return
-        runner = created.headers[PID_HEADER]
-        while task["status"] == "working":
-            await anyio.sleep(0.2)
-            polled = await post(http, "", "tasks/get", {"taskId": task["taskId"]})
-            crossed += polled.headers.get(PID_HEADER) != runner
-            task = tally.note(polled) or {"status": "refused"}
-        if task["status"] != "completed" or task["result"]["structuredContent"]["pid"] != int(runner):
-            tally.failed(f"the task ended {task['status']}: {task!r}")
+        crossed += await task_polled_to_its_end(http, "", tally)
 
     with serve_processes(TASKS_APP, workers=2, env=tasks_env(redis_url)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=WAIT_S, limits=FRESH_CONNECTIONS) as http:

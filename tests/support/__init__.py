@@ -4,8 +4,9 @@ module imports another):
 - `waits`: the bounds on every wait;
 - `machine`: the project's root, the loopback address, a free port;
 - `servers`: the app in process, and a real uvicorn server on a thread;
-- `processes`: processes a test starts (uvicorn with workers, the round-robin balancer);
+- `processes`: processes a test starts (uvicorn with workers, any command);
 - `redis`: a real Redis, and a link to it a test can cut;
+- `nginx`: nginx configured by docs/nginx.conf in front of replicas;
 - `stores`: the stores a test runs on;
 - `deployments`: what a deployment's processes share, and one process alone;
 - `sdk`: the official MCP client;

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -197,3 +199,18 @@ def redis_cluster(node_timeout_ms: int = NODE_TIMEOUT_MS) -> Iterator[RedisClust
             cluster = RedisCluster(nodes)
             cluster.wait_ok()
             yield cluster
+
+
+def main() -> None:
+    """Run a Cluster until stopped (SIGTERM or SIGINT), for a script: its seed URL, as
+    `RedisStore.from_url` takes it, is the one line printed once the Cluster is whole."""
+    stopped = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: stopped.set())
+    with redis_cluster() as cluster:
+        print(cluster.url.replace("redis://", "redis+cluster://"), flush=True)
+        stopped.wait()
+
+
+if __name__ == "__main__":
+    main()

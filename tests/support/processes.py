@@ -1,12 +1,11 @@
-"""Processes a test starts and stops: uvicorn with its workers, the round-robin balancer, any
-command; each in a process group of its own, its output kept for the failure message."""
+"""Processes a test starts and stops: uvicorn with its workers, any command; each in a process
+group of its own, its output kept for the failure message."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -149,16 +148,3 @@ def serve_process_group(
     with start_process(command, env) as running:
         running.wait_until(started, f"uvicorn serving {app_path} with {workers} worker(s)")
         yield f"http://{HOST}:{port}", running
-
-
-@contextmanager
-def round_robin(*upstreams: str) -> Iterator[str]:
-    """Run scripts/round_robin.py over `upstreams` (base URLs); yields the balancer's base URL."""
-    command = [sys.executable, str(ROOT / "scripts" / "round_robin.py"), "--port", "0", *upstreams]
-
-    def listening(running: Running) -> str | None:
-        found = re.search(r"listening on (http://\S+)", running.log())
-        return found.group(1) if found else None
-
-    with start_process(command) as running:
-        yield running.wait_until(listening, "the round-robin balancer")

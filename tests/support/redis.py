@@ -89,8 +89,10 @@ class RedisLink:
     """A TCP relay to a Redis (a thread of its own), which a test can cut: every connection
     through it drops and new ones are refused until it is restored, as when a network between
     one process and Redis fails while the others still reach it. With `latency_s`, each write
-    that crosses it is held that long, in order, as over a link to a Redis far away. `url` is
-    the Redis URL through the relay."""
+    that crosses it is held that long, in order, as over a link to a Redis far away. A test can
+    also `hold` every write until it `release`s them, and wait until a write it expects is
+    held (`wait_held`): a Redis that answers late, without a clock. `url` is the Redis URL
+    through the relay."""
 
     def __init__(self, redis_url: str, latency_s: float = 0.0) -> None:
         target = httpx.URL(redis_url)
@@ -98,6 +100,10 @@ class RedisLink:
         self._latency_s = latency_s
         self._cut = False
         self._connections: set[Any] = set()
+        self._released: asyncio.Event | None = None
+        self._held: list[bytes] = []
+        self._held_changed = threading.Condition()
+        self._relays: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._closing: asyncio.Event | None = None
         listening = threading.Event()
@@ -105,11 +111,17 @@ class RedisLink:
 
         async def serve_relay() -> None:
             closing = self._closing = asyncio.Event()
+            self._released = asyncio.Event()
+            self._released.set()
             server = await asyncio.start_server(self._relay, HOST, 0)
             self.port = server.sockets[0].getsockname()[1]
             listening.set()
             async with server:
                 await closing.wait()
+            # Every relay ends before the loop does (their connections were cut), rather than be
+            # left pending for the garbage collector to complain about.
+            if self._relays:
+                await asyncio.wait(self._relays, timeout=START_TIMEOUT_S)
 
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(serve_relay(),), daemon=True)
         self._thread.start()
@@ -118,6 +130,10 @@ class RedisLink:
         self.url = f"redis://{HOST}:{self.port}{target.path or '/0'}"
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._relays.add(task)
+            task.add_done_callback(self._relays.discard)
         if self._cut:
             writer.transport.abort()
             return
@@ -134,12 +150,47 @@ class RedisLink:
                 while data := await source.read(65536):
                     if self._latency_s:  # the link's delay, not synchronisation
                         await asyncio.sleep(self._latency_s)
+                    await self._pass(data)
                     sink.write(data)
                     await sink.drain()
             sink.transport.abort()
 
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
         self._connections -= ends
+
+    async def _pass(self, data: bytes) -> None:
+        """Let `data` cross now, or once released if the link holds writes."""
+        released = self._released
+        if released is None or released.is_set():
+            return
+        with self._held_changed:
+            self._held.append(data)
+            self._held_changed.notify_all()
+        await released.wait()
+
+    def hold(self) -> None:
+        """Hold every write from now on, in either direction, until `release`."""
+        done = threading.Event()
+
+        def clear() -> None:
+            if self._released is not None:
+                self._released.clear()
+            done.set()
+
+        self._loop.call_soon_threadsafe(clear)
+        done.wait(START_TIMEOUT_S)
+
+    def wait_held(self, expected: bytes, timeout_s: float) -> bool:
+        """Whether a held write that contains `expected` came within `timeout_s` seconds."""
+        with self._held_changed:
+            return self._held_changed.wait_for(lambda: any(expected in data for data in self._held), timeout_s)
+
+    def release(self) -> None:
+        """Let the held writes through, in order, and every write after them."""
+        if self._released is not None:
+            self._loop.call_soon_threadsafe(self._released.set)
+        with self._held_changed:
+            self._held.clear()
 
     def cut(self) -> None:
         """Drop every connection through the relay, and refuse new ones."""
@@ -161,6 +212,7 @@ class RedisLink:
     def close(self) -> None:
         """Cut every connection and stop the relay."""
         self.cut()
+        self.release()
         if self._closing is not None:
             self._loop.call_soon_threadsafe(self._closing.set)
         self._thread.join(START_TIMEOUT_S)

@@ -12,6 +12,7 @@ import anyio
 import httpx
 from mcp import types
 
+from tests.support.confirmation import is_pending, sdk_pending_of
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, final_message, initialize, refusal, tool_call
 from tests.support.sdk import mcp_client
 from tests.support.stateless import stateless_headers, stateless_meta, stateless_request
@@ -209,3 +210,25 @@ async def sdk_confirmed_mutations(url: str, mode: str, sessions: int) -> tuple[T
 
     await a_few_at_once(one_session, sessions, tally)
     return tally, asked
+
+
+async def sdk_token_mutations(url: str, mode: str, mutations: int) -> Tally:
+    """The official client's sessions (`legacy`) or stateless calls (`auto`) with no way to ask
+    its user: each order comes back as a plan and a confirmation token, and runs once called
+    again with the token, which a balancer may send to another process than the one that issued it."""
+    tally = Tally()
+
+    async def one_mutation() -> None:
+        async with mcp_client(url, mode=mode) as client:
+            planned = await client.call_tool("place_order", ORDER)
+            if not is_pending(planned.model_dump(by_alias=True, exclude_none=True)):
+                tally.failed(f"a mutation gave no plan to confirm: {planned.content!r}")
+                return
+            token = sdk_pending_of(planned)["token"]
+            ordered = await client.call_tool("place_order", {**ORDER, "confirmationToken": token})
+            tally.note_result(ordered)
+            if not ordered.is_error and "order" not in (ordered.structured_content or {}):
+                tally.failed(f"a confirmed mutation did not run: {ordered.structured_content!r}")
+
+    await a_few_at_once(one_mutation, mutations, tally)
+    return tally

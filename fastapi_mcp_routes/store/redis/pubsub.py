@@ -1,4 +1,5 @@
-"""`Topics`: every subscription of one `RedisStore`, over one pub/sub connection.
+"""`Topics`: every subscription of one `RedisStore`, over one pub/sub connection, with nothing
+lost when that connection drops and comes back.
 
 A process may hold a thousand long-lived streams, each listening on a topic of its own (a
 session's end, a stream's next event), and a call waiting for a client's reply: one connection
@@ -11,11 +12,27 @@ answered in order on the same connection, so its PONG means a message published 
 is delivered. Leaving waits the same way for the UNSUBSCRIBE, so once the last listener has
 left, a publisher anywhere is told nobody listens.
 
+Nothing lost on a reconnect. Redis pub/sub forgets a message nobody was connected to hear, so
+a connection that drops (a network blip, a proxy's idle timeout, Redis closing a subscriber over
+its output buffer limit) would lose what was published until it is back: a client's answer to
+a question, a cancellation, a resource update. So a message is also kept, briefly, where a
+listener can read it again: `publish` is one script that appends it to its topic's log (a Redis
+stream of at most `KEEP_MESSAGES` entries that expires `KEEP_S` after the last one) and
+publishes it with the log's id for it (`lua/publish.lua`). Each listener remembers the id of the last message it
+was handed. When the connection comes back, the reader subscribes again and then reads each
+listened topic's log after the oldest of its listeners' ids, handing each listener what it has
+not had; live messages that arrive meanwhile are compared by id, so none is handed over twice.
+A listener that has had nothing yet reads from the moment it joined (on Redis's clock, as
+measured at each connection). What the logs cannot give back: messages older than `KEEP_S` or
+`KEEP_MESSAGES` on their topic when the connection returns (a reconnect takes at most
+`RETRY_CAP_S` once Redis answers again, and a silent death is noticed within two heartbeats).
+
+On a Redis Cluster, every topic and its log are under one hash tag (`{topics}`), so they live
+on one node and the connection uses sharded pub/sub there (SSUBSCRIBE, SPUBLISH in the script);
+the reader finds that node again after a failover or a slot's move.
+
 An inbox holds a few messages (`INBOX_SIZE`, unless its listener asks for more); a listener
 that does not read loses the next ones, never blocking the reader or the other listeners.
-When the connection drops, the reader makes another and subscribes it to every topic listened
-to then (or redis-py does, within a read, when its client retries); messages published
-meanwhile are lost, as with any Redis pub/sub.
 A PING after `HEARTBEAT_S` of silence notices a connection that died without a word; while
 Redis is unreachable a subscription fails at once, and one Redis does not confirm within
 `CONFIRM_S` raises instead of waiting.
@@ -25,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,13 +50,13 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import anyio
-import redis.asyncio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store.base import INBOX_SIZE
+from fastapi_mcp_routes.store.redis import scripts
+from fastapi_mcp_routes.store.redis.connect import errors_of
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -51,18 +69,58 @@ CONFIRM_S: Final = 10.0
 # Waits between attempts to reach Redis again after the connection dropped: doubling to the cap.
 RETRY_FIRST_S: Final = 0.05
 RETRY_CAP_S: Final = 2.0
+# What a topic's log keeps for a listener whose connection dropped: its last `KEEP_MESSAGES`
+# messages (about: Redis trims whole blocks), all of it gone `KEEP_S` after the last one came.
+# Long enough for a silent death (two heartbeats) and a reconnect's wait.
+KEEP_MESSAGES: Final = 4096
+KEEP_S: Final = 60.0
 _HEARTBEAT: Final = b"heartbeat"
+_TAG: Final = "{topics}"  # the hash tag every topic and log share (one Cluster slot)
+
+MessageId = tuple[int, int]  # a log entry's id: milliseconds, then a sequence within them
+
+
+def parse_id(raw: bytes) -> MessageId:
+    ms, _, seq = raw.partition(b"-")
+    return int(ms), int(seq or b"0")
+
+
+class _Listener:
+    """One subscription: its inbox, when it joined (the loop's clock), and the id of the last
+    message it was handed, so a replay hands it only what it has not had."""
+
+    __slots__ = ("confirmed", "joined", "send", "since")
+
+    def __init__(self, send: MemoryObjectSendStream[bytes], joined: float) -> None:
+        self.send = send
+        self.joined = joined
+        self.since: MessageId | None = None
+        # Redis took its subscription: owed what it misses from then on, and not before (a
+        # replay while it waits for that could hand it what came just before it joined).
+        self.confirmed = False
+
+    def hand(self, number: MessageId, data: bytes) -> None:
+        if self.since is not None and number <= self.since:
+            return  # had it already, live or from a log
+        self.since = number
+        # A listener that does not read loses the message; it never blocks the others.
+        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.send.send_nowait(data)
 
 
 class Topics:
     """The subscriptions of one store, multiplexed over one pub/sub connection."""
 
-    def __init__(self, client: redis.asyncio.Redis, own: bytes) -> None:
-        """`own`: a topic nobody publishes on, that keeps the connection subscribed."""
+    def __init__(self, client: Any, prefix: str, own: str, *, cluster: bool = False) -> None:
+        """`client`: the store's (redis-py or valkey-py asyncio, standalone or Cluster).
+        `prefix`: put before every channel and log. `own`: a topic nobody publishes on, that
+        keeps the connection subscribed. `cluster`: sharded pub/sub on the node of the tag."""
         self._client = client
-        self._own = own
-        self._listeners: dict[bytes, set[MemoryObjectSendStream[bytes]]] = {}
-        self._pubsub: PubSub | None = None  # the connection, while it is up
+        self._cluster = cluster
+        self._base = f"{prefix}{_TAG}:"
+        self._own = self.channel(own)
+        self._listeners: dict[bytes, list[_Listener]] = {}
+        self._pubsub: Any = None  # the connection, while it is up
         # Set once the current attempt to connect has an outcome: up, or `_failure`.
         self._attempt = asyncio.Event()
         self._failure: BaseException | None = None
@@ -72,16 +130,45 @@ class Topics:
         self._tokens = itertools.count(1)
         self._pongs: dict[bytes, asyncio.Future[None]] = {}
         self._reader: asyncio.Task[None] | None = None
+        self._publish = client.register_script(scripts.PUBLISH)
+        self._time = client.register_script(scripts.REDIS_TIME)
+        self._verb = "SPUBLISH" if cluster else "PUBLISH"
+        # Redis's clock in ms is the loop's clock (s) * 1000 + `_offset_ms`, measured at each
+        # connection within `_slack_ms` (its round trip): when a listener joined, on Redis's clock.
+        self._offset_ms = 0.0
+        self._slack_ms = 0.0
+        self._node_client: Any = None  # on a Cluster: a client of the node that has the topics
+        self._node_name = ""
+        self._missed = False  # the client connected again by itself: the logs are read
+        self._reconnects: _Reconnects | None = None
+
+    def channel(self, topic: str) -> bytes:
+        return f"{self._base}{topic}".encode()
+
+    def _log(self, channel: bytes) -> bytes:
+        return b"%slog:%s" % (self._base.encode(), channel[len(self._base) :])
+
+    async def publish(self, topic: str, message: bytes) -> int:
+        """Keep `message` in the topic's log and hand it to every connection listening;
+        how many connections were handed it."""
+        channel = self.channel(topic)
+        keep_ms = int(KEEP_S * 1000)
+        listening: int = await self._publish(
+            keys=[self._log(channel)], args=[channel, message, KEEP_MESSAGES, keep_ms, self._verb]
+        )
+        return listening
 
     @asynccontextmanager
-    async def listen(self, topic: bytes, capacity: int = INBOX_SIZE) -> AsyncIterator[MemoryObjectReceiveStream[bytes]]:
+    async def listen(self, topic: str, capacity: int = INBOX_SIZE) -> AsyncIterator[MemoryObjectReceiveStream[bytes]]:
         """Listen on `topic` while the context is open, keeping up to `capacity` messages not
         read yet; entered once Redis confirmed it."""
+        channel = self.channel(topic)
         send, receive = anyio.create_memory_object_stream[bytes](capacity)
+        listener = _Listener(send, asyncio.get_running_loop().time())
         with send, receive:
             try:
                 try:
-                    await self._enter(topic, send)
+                    await self._enter(channel, listener)
                 except Exception as error:  # a RedisError, an OSError, or redis-py caught reconnecting
                     raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
                 yield receive
@@ -95,47 +182,79 @@ class Topics:
                     # A connection dropping meanwhile may fail it any way redis-py fails mid-reconnect.
                     contextlib.suppress(Exception),
                 ):
-                    await self._leave(topic, send)
+                    await self._leave(channel, listener)
 
-    async def _enter(self, topic: bytes, send: MemoryObjectSendStream[bytes]) -> None:
+    async def _enter(self, channel: bytes, listener: _Listener) -> None:
         if self._reader is None:
             self._reader = asyncio.get_running_loop().create_task(self._read(), name="redis-store-pubsub")
         async with self._writing:
-            listeners = self._listeners.setdefault(topic, set())
-            listeners.add(send)
+            listeners = self._listeners.setdefault(channel, [])
+            # What the topic's listeners were handed came before this one joined: exact, where
+            # the clock's measure is not.
+            listener.since = max((other.since for other in listeners if other.since is not None), default=None)
+            listeners.append(listener)
             if len(listeners) == 1 and self._pubsub is not None:
-                await self._pubsub.subscribe(topic)
+                await self._subscribe(self._pubsub, channel)
         await self._confirmed()
+        listener.confirmed = True
 
-    async def _leave(self, topic: bytes, send: MemoryObjectSendStream[bytes]) -> None:
+    async def _leave(self, channel: bytes, listener: _Listener) -> None:
         async with self._writing:
-            listeners = self._listeners.get(topic)
-            if listeners is None or send not in listeners:
+            listeners = self._listeners.get(channel)
+            if listeners is None or listener not in listeners:
                 return
-            listeners.discard(send)
+            listeners.remove(listener)
             if listeners:
                 return
-            del self._listeners[topic]
+            del self._listeners[channel]
             if self._pubsub is None:
                 return  # the connection is down: it subscribes again only to what is listened to
-            await self._pubsub.unsubscribe(topic)
+            if self._cluster:
+                await self._pubsub.execute_command("SUNSUBSCRIBE", channel)
+            else:
+                await self._pubsub.unsubscribe(channel)
         await self._confirmed()
 
+    async def _subscribe(self, pubsub: Any, *channels: bytes) -> None:
+        if not self._cluster:
+            await pubsub.subscribe(*channels)
+        elif channels:
+            # Sent as it is: valkey-py's pub/sub has no sharded subscribe of its own, and both
+            # clients hand over what comes of it (`smessage`); subscribed again on a reconnect
+            # by `_Reconnects`.
+            await pubsub.execute_command("SSUBSCRIBE", *channels)
+
     async def _confirmed(self) -> None:
-        """Returns once Redis has answered every command sent on the connection before."""
+        """Returns once Redis has answered every command sent on the connection before. A
+        connection that drops meanwhile is waited out: the next one subscribes again to what is
+        listened to, and is asked in turn; a Redis that cannot be reached fails at once."""
+        try:
+            with anyio.fail_after(CONFIRM_S):
+                while not await self._pinged():
+                    await asyncio.sleep(RETRY_FIRST_S)  # until the reader has seen the drop too
+        except TimeoutError:
+            raise RedisConnectionError(f"Redis did not answer on the pub/sub connection within {CONFIRM_S} s") from None
+
+    async def _pinged(self) -> bool:
+        """Whether a PING went out and came back on one connection; `False` when the
+        connection dropped before its answer."""
+        await self._attempt.wait()
         token = str(next(self._tokens)).encode()
         pong: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
-            with anyio.fail_after(CONFIRM_S):
-                await self._attempt.wait()
-                async with self._writing:
-                    if self._pubsub is None:  # a Redis that is gone fails at once, never waits
-                        raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
-                    self._pongs[token] = pong
+            async with self._writing:
+                if self._pubsub is None:  # a Redis that is gone fails at once, never waits
+                    raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
+                self._pongs[token] = pong
+                try:
                     await self._pubsub.ping(token)
+                except (OSError, RedisError):
+                    return False
+            try:
                 await pong
-        except TimeoutError:
-            raise RedisConnectionError(f"Redis did not answer on the pub/sub connection within {CONFIRM_S} s") from None
+            except _Dropped:
+                return False
+            return True
         finally:
             self._pongs.pop(token, None)
 
@@ -146,42 +265,130 @@ class Topics:
         while True:
             if self._attempt.is_set():
                 self._attempt = asyncio.Event()
-            pubsub = self._client.pubsub()
+            pubsub: Any = None
             try:
+                await self._measure_clock()
+                pubsub = await self._connection()
+                # The client may connect again within a read (its retry) and subscribe again
+                # itself: what was published meanwhile is then read from the logs all the same.
+                self._reconnects = _Reconnects(self, pubsub.on_connect)  # kept: the client holds a weak reference
+                pubsub.on_connect = self._reconnects.on_connect
                 async with self._writing:
                     # Its own topic keeps the connection subscribed even when nobody listens:
                     # redis-py then never checks its health inline, which would read a reply
                     # meant for this reader.
-                    await pubsub.subscribe(self._own, *self._listeners)
+                    if self._cluster:  # the client's own bookkeeping: its reads wait for a subscription
+                        await pubsub.subscribe(self._own)
+                        await self._subscribe(pubsub, *self._listeners)
+                    else:
+                        await self._subscribe(pubsub, self._own, *self._listeners)
                     self._pubsub, self._failure = pubsub, None
                     self._attempt.set()
+                # What was published while no connection listened (or before this one did).
+                await self._replay()
                 if wait > RETRY_FIRST_S:
                     logger.info("The Redis pub/sub connection is back.")
                 wait = RETRY_FIRST_S
                 await self._read_until_dropped(pubsub)
             except Exception as error:  # whatever broke the connection, the store needs another
-                if not isinstance(error, (RedisError, OSError)):
+                if not isinstance(error, (RedisError, *errors_of(self._client))):
                     logger.exception("The Redis pub/sub reader failed; connecting again.")
                 elif wait == RETRY_FIRST_S:
                     logger.warning("The Redis pub/sub connection dropped (%s); connecting again.", error)
                 self._failure = error
-                self._attempt.set()
+                if self._pubsub is not None:
+                    # A connection that was up dropped: the next attempt comes at once, and a
+                    # subscription on its way waits for it rather than failing.
+                    self._attempt = asyncio.Event()
+                else:
+                    self._attempt.set()  # Redis could not be reached: subscriptions fail at once
                 self._fail_waiting(error)
             finally:
                 self._pubsub = None
-                # Typed here: redis-py before 8.2 leaves `aclose` unannotated, later ones do not.
-                close: Callable[[], Awaitable[None]] = pubsub.aclose
-                with anyio.CancelScope(shield=True):
-                    await close()
+                if pubsub is not None:
+                    # Typed here: redis-py before 8.2 leaves `aclose` unannotated, later ones do not.
+                    close: Callable[[], Awaitable[None]] = pubsub.aclose
+                    with anyio.CancelScope(shield=True):
+                        await close()
             await asyncio.sleep(wait)
             wait = min(wait * 2, RETRY_CAP_S)
 
-    async def _read_until_dropped(self, pubsub: PubSub) -> None:
+    async def _measure_clock(self) -> None:
+        """Redis's clock against the loop's, within the round trip it took (on a Cluster, the
+        node that has the topics: the script's key routes it there, and finds it again after a
+        failover)."""
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        seconds, micros = await self._time(keys=[self._log(self._own)])
+        answered = loop.time()
+        redis_ms = int(seconds) * 1000 + int(micros) / 1000
+        self._offset_ms = redis_ms - (asked + answered) / 2 * 1000
+        self._slack_ms = (answered - asked) * 1000 / 2 + 1
+
+    async def _connection(self) -> Any:
+        """A pub/sub connection: the client's own, or on a Cluster one to the node that has
+        the topics' slot (made again when that node changed)."""
+        if not self._cluster:
+            return self._client.pubsub()
+        node = self._client.get_node_from_key(self._own)
+        if self._node_client is None or self._node_name != node.name:
+            if self._node_client is not None:
+                await self._node_client.aclose()
+            self._node_client, self._node_name = _node_client(self._client, node), node.name
+        return self._node_client.pubsub()
+
+    async def _replay(self) -> None:
+        """Hand each listener what its topic's log has after the last message it was handed
+        (or after it joined): everything published while no connection listened for it."""
+        topics = list(self._listeners.items())
+        if not topics:
+            return
+        topics = [
+            (channel, owed) for channel, listeners in topics if (owed := [one for one in listeners if one.confirmed])
+        ]
+        if not topics:
+            return
+        starts = [min(self._since(listener) for listener in listeners) for _, listeners in topics]
+        pipe = self._client.pipeline(transaction=False)
+        for (channel, _), (ms, seq) in zip(topics, starts, strict=True):
+            pipe.xrange(self._log(channel), min=f"({ms}-{seq}", max="+", count=KEEP_MESSAGES)
+        logs = await pipe.execute()
+        for (channel, listeners), entries in zip(topics, logs, strict=True):
+            if len(entries) >= KEEP_MESSAGES:
+                logger.warning(
+                    "topic %r may have lost messages while the pub/sub connection was down: its log is full",
+                    channel.decode(errors="replace"),
+                )
+            for raw_id, fields in entries:
+                number, data = parse_id(raw_id), fields.get(b"m", b"")
+                for listener in list(listeners):
+                    listener.hand(number, data)
+
+    async def resubscribe_sharded(self) -> None:
+        """On a Cluster, the sharded subscriptions the client does not know of, again."""
+        if self._cluster and self._pubsub is not None:
+            await self._subscribe(self._pubsub, *self._listeners)
+
+    def missed(self) -> None:
+        """The connection was made again within a read: the reader reads the logs next."""
+        self._missed = True
+
+    def _since(self, listener: _Listener) -> MessageId:
+        if listener.since is not None:
+            return listener.since
+        # When it joined, on Redis's clock, less the measure's error: a message from just
+        # before it joined may be handed to it, none from after is missed.
+        return int(self._offset_ms + listener.joined * 1000 - self._slack_ms), 0
+
+    async def _read_until_dropped(self, pubsub: Any) -> None:
         loop = asyncio.get_running_loop()
         heard, probed = loop.time(), False
         while True:
             message = await pubsub.get_message(timeout=HEARTBEAT_S)
             now = loop.time()
+            if self._missed:  # its subscriptions' confirmations are the first message after
+                self._missed = False
+                await self._replay()
             if message is not None:
                 heard, probed = now, False
                 self._deliver(message)
@@ -193,20 +400,23 @@ class Topics:
                     await pubsub.ping(_HEARTBEAT)
 
     def _deliver(self, message: dict[str, Any]) -> None:
-        if message["type"] == "pong":
+        kind = message["type"]
+        if kind == "pong":
             pong = self._pongs.get(message["data"])
             if pong is not None and not pong.done():
                 pong.set_result(None)
-        elif message["type"] == "message":
-            for send in list(self._listeners.get(message["channel"], ())):
-                # A listener that does not read loses the message; it never blocks the others.
-                with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    send.send_nowait(message["data"])
+        elif kind in ("message", "smessage"):
+            listeners = self._listeners.get(message["channel"])
+            if listeners:
+                raw_id, _, data = message["data"].partition(b" ")
+                number = parse_id(raw_id)
+                for listener in list(listeners):
+                    listener.hand(number, data)
 
     def _fail_waiting(self, error: BaseException) -> None:
         for pong in self._pongs.values():
             if not pong.done():
-                pong.set_exception(RedisConnectionError(f"the Redis pub/sub connection dropped: {error}"))
+                pong.set_exception(_Dropped(f"the Redis pub/sub connection dropped: {error}"))
 
     async def aclose(self) -> None:
         """Stop the reader, which closes the connection."""
@@ -215,3 +425,33 @@ class Topics:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
             self._reader = None
+        if self._node_client is not None:
+            await self._node_client.aclose()
+            self._node_client = None
+
+
+class _Dropped(RedisConnectionError):
+    """The connection dropped before Redis answered a PING on it."""
+
+
+class _Reconnects:
+    """Told when the client connects its pub/sub connection again by itself (its retry, within
+    a read): it has subscribed again, and the logs hold what was published meanwhile."""
+
+    def __init__(self, topics: Topics, resubscribe: Callable[[Any], Awaitable[None]]) -> None:
+        self._topics = topics
+        self._resubscribe = resubscribe
+
+    async def on_connect(self, connection: Any) -> None:
+        await self._resubscribe(connection)
+        await self._topics.resubscribe_sharded()
+        self._topics.missed()
+
+
+def _node_client(cluster: Any, node: Any) -> Any:
+    """A standalone client of one Cluster node, with the Cluster's connection settings (its
+    password, TLS...), made with the Cluster client's own family (redis-py or valkey-py)."""
+    family = importlib.import_module(f"{type(cluster).__module__.split('.')[0]}.asyncio")
+    client_class = getattr(family, "Redis", None) or family.Valkey
+    pool = family.ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
+    return client_class(connection_pool=pool)

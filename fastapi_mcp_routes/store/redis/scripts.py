@@ -9,9 +9,10 @@ eviction policy's one routine) and its family's routines (`sessions.lua`, `token
 Every key a script names comes in `KEYS`, so a Redis Cluster routes the call to the node that
 holds them. A multi-key script must find all its keys in one slot, so each record family lives
 under one hash tag: `{sessions}` (with every session's stream log), `{tokens}`, `{tasks}`,
-`{slots}`. A key that a script finds inside, rather than being handed (another session's log
-when room is made, an owner's set named in a record), is built from the family's first key and
-so carries the same tag, in the same slot. A claim is one key, with no tag. The cost: each
+`{slots}`, `{topics}` (the publish/subscribe logs and channels). A key that a script finds
+inside, rather than being handed (another session's log when room is made, an owner's set
+named in a record), is built from the family's first key and so carries the same tag, in the
+same slot. A claim is one key, with no tag. The cost: each
 family of one store is served by one Cluster node. The prefix comes first, so a store's keys
 are `<prefix>*`; it must not hold a brace, which would change the tag.
 
@@ -42,6 +43,9 @@ The layout, under the prefix (`P`):
     P{tasks}:task:<id>          string the record (JSON)
     Pclaim:<name>               hash   h holder, d end (ms)
     P{slots}:<pool>             zset   holder -> end (ms)
+    P{topics}:log:<topic>       stream a topic's last messages, kept a minute for a listener
+                                       whose pub/sub connection dropped (store/redis/pubsub.py);
+                                       its channel is P{topics}:<topic>
 
 A score of "trust band + seq" orders records by trust first, then age: the head of the set is
 the oldest of the lowest trust, what a bound pushes out first. A record's own key expires with
@@ -95,6 +99,9 @@ END_TASK: Final = _script("end_task", *_TASKS)
 FIND_TASK: Final = _script("find_task", "tasks")
 SAVE_TASK: Final = _script("save_task", "tasks")
 RUNNING_TASKS: Final = _script("running_tasks", "tasks")
+# Publish/subscribe's own (store/redis/pubsub.py): no shared part, no time in ARGV.
+PUBLISH: Final = _read("publish")
+REDIS_TIME: Final = _read("time")
 
 
 @dataclass(frozen=True, slots=True)

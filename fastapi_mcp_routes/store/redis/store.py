@@ -19,8 +19,9 @@ slot on its own once nothing renews it, even when every process died. A `clock` 
 pass a fake one; processes would need one clock they agree on, such as `time.time`) is sent with
 each call instead; keys then still expire by Redis's clock, and records by the one passed in.
 
-Publish/subscribe goes through one pub/sub connection per store (store/redis/pubsub.py);
-messages published while that connection is down are lost. A Redis outage surfaces as
+Publish/subscribe goes through one pub/sub connection per store (store/redis/pubsub.py); a
+message is kept briefly in its topic's log, so one published while that connection is down
+reaches its listeners once it is back. A Redis outage surfaces as
 `StoreUnavailable` from the method that needed it (answered 503, or as a JSON-RPC error);
 `from_url` bounds connecting and each reply so nothing waits long on a Redis that is gone.
 """
@@ -32,7 +33,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final, cast
+from typing import Any, Final
 
 try:
     import redis  # noqa: F401 - imported first, to say which extra is missing
@@ -43,7 +44,6 @@ except ModuleNotFoundError as error:  # pragma: no cover - the extra is installe
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 
 from fastapi_mcp_routes.store.base import (
     INBOX_SIZE,
@@ -150,7 +150,7 @@ class RedisStore:
         self._errors = errors_of(client)
         self._url: str | None = None  # set by from_url, which owns its client
         self._closing: tuple[Any, ...] = ()  # what from_url made and aclose closes
-        self._topics = Topics(cast(Any, client), f"{prefix}pubsub:{secrets.token_hex(8)}".encode())
+        self._topics = Topics(client, prefix, f"own:{secrets.token_hex(8)}", cluster=self._cluster)
         register = client.register_script
         self._open_session = register(scripts.OPEN_SESSION)
         self._find_session = register(scripts.FIND_SESSION)
@@ -215,13 +215,19 @@ class RedisStore:
 
     @property
     def client(self) -> RedisClient:
-        """The client the store runs its commands on (one of `from_url`'s own, or the one given)."""
+        """The client the store runs its commands on (one of `from_url`'s own, or the one
+        given); the endpoint's rate limit counts there too."""
         return self._redis
 
     @property
     def cluster(self) -> bool:
         """Whether the client is a Redis Cluster client (redis-py's or valkey-py's)."""
         return self._cluster
+
+    @property
+    def prefix(self) -> str:
+        """What every key of the store starts with."""
+        return self._prefix
 
     async def aclose(self) -> None:
         await self._topics.aclose()
@@ -425,14 +431,14 @@ class RedisStore:
 
     async def publish(self, topic: str, message: bytes) -> bool:
         try:
-            listening: int = await self._redis.publish(self._prefix + topic, message)
-        except RedisError as error:
+            listening = await self._topics.publish(topic, message)
+        except self._errors as error:
             raise StoreUnavailable(str(error)) from error
         return listening > 0
 
     @asynccontextmanager
     async def subscribe(self, topic: str, *, capacity: int = INBOX_SIZE) -> AsyncIterator[Inbox]:
-        async with self._topics.listen((self._prefix + topic).encode(), capacity) as inbox:  # StoreUnavailable
+        async with self._topics.listen(topic, capacity) as inbox:  # StoreUnavailable
             yield inbox
 
     def __repr__(self) -> str:
