@@ -49,9 +49,9 @@ unit: $(STAMP)
 # The Redis tests start a redis-server of their own (tests/support/redis.py, `redis_server`): install
 # Debian's when the machine has none and no FASTAPI_MCP_ROUTES_TEST_REDIS_URL names one to use.
 redis-server:
-	@command -v redis-server >/dev/null || [ -n "$${FASTAPI_MCP_ROUTES_TEST_REDIS_URL:-}" ] || \
-		{ apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || \
-		{ echo "the tests need redis-server: apt install redis-server, or set FASTAPI_MCP_ROUTES_TEST_REDIS_URL"; exit 1; }
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || [ -n "$${FASTAPI_MCP_ROUTES_TEST_REDIS_URL:-}" ] || \
+		{ apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null; } || \
+		{ echo "the tests need redis-server and redis-cli: apt install redis-server redis-tools, or set FASTAPI_MCP_ROUTES_TEST_REDIS_URL"; exit 1; }
 
 # The balancer in front of several processes, in the tests and the conformance run's second pass,
 # is nginx configured by docs/nginx.conf (tests/support/nginx.py): install Debian's when the

@@ -1,28 +1,31 @@
 """What serving the endpoint from several processes costs a tool call: one uvicorn worker, two
-workers sharing a secret, and two workers sharing a secret and a Redis, side by side in one run.
+workers sharing a secret, and two and four workers sharing a secret and a Redis, or a Redis
+Cluster, side by side in one run.
 
-    .venv/bin/python benchmarks/workers.py            # about 3 minutes on 2 cores
+    .venv/bin/python benchmarks/workers.py            # about 12 minutes on 2 cores
     .venv/bin/python benchmarks/workers.py --quick    # a smoke run, seconds
 
 The issue's target: Redis adds at most 10% server CPU to a tool call in a live session, which
 costs one Redis round trip (the session check, one EVALSHA).
 
 Deliberate choices:
-- Three servers of `bench_app` run at once, each a subprocess tree: `uvicorn` (one process, the
+- Six servers of `bench_app` run at once, each a subprocess tree: `uvicorn` (one process, the
   default memory store, a random secret); `uvicorn --workers 2` with FASTAPI_MCP_ROUTES_SECRET;
-  the same with FMR_BENCH_REDIS_URL naming a redis-server this script starts and stops
-  (`_redis.py`).
+  `--workers 2` and `--workers 4` with FMR_BENCH_REDIS_URL naming a redis-server this script
+  starts and stops, and the same naming a Redis Cluster of three primaries it starts and stops
+  (`_redis.py`). The deployments of one store share it.
 - Every arm of a table runs once per round, the arms' order flipping every round, so drift on a
   shared machine cancels; the deployments of one request run next to each other. Ratios are
   medians of per-round ratios; server CPU is also pooled over all rounds, as per round it is
   counted in 10 ms ticks per process.
 - Server CPU is utime + stime of the uvicorn process and every process under it (supervisor,
-  workers, multiprocessing's resource tracker). Redis's own CPU, and the round trips it served
-  (scripts and publishes, from INFO commandstats), are a column of their own. Idle CPU is
+  workers, multiprocessing's resource tracker). Redis's own CPU (a Cluster's nodes together),
+  and the round trips it served (scripts and publishes, from INFO commandstats), are a column of
+  their own. Idle CPU is
   measured once, before the rounds.
 - A session is opened once per server, on the first connection. The connections are spread
-  evenly over the workers (`spread_connections`), so with two workers the session check of
-  half of them crosses processes, as behind a load balancer.
+  evenly over the workers (`spread_connections`), so with several workers the session check of
+  most of them crosses processes, as behind a load balancer.
 - uvicorn 0.54's `--workers` leaves Nagle's algorithm on (uvicorn issue #3149): each keep-alive
   answer after the first waits about 44 ms for the client's delayed ACK. The two-worker servers
   are run by `uvicorn_tcp.py`, which marks the listening socket as TCP as the pending fix does;
@@ -61,7 +64,7 @@ from _http import (
     spread_connections,
     uvicorn_process,
 )
-from _redis import redis_binary, redis_process, redis_round_trips, redis_versions
+from _redis import ClusterNodes, cluster_processes, redis_binary, redis_process, redis_round_trips, redis_versions
 from tool_call_vs_rest import (
     APP_FACTORY,
     GET_ARGUMENTS,
@@ -84,30 +87,50 @@ HERE: Final = Path(__file__).resolve().parent
 # -- the servers ------------------------------------------------------------------------------
 
 
+NO_STORE: Final = ""
+REDIS: Final = "Redis"
+CLUSTER: Final = "Cluster"
+
+
 @dataclass(frozen=True, slots=True)
 class Deployment:
     label: str
     workers: int
     shared_secret: bool
-    redis: bool
+    store: str  # NO_STORE, REDIS or CLUSTER
+
+    @property
+    def redis(self) -> bool:
+        return self.store != NO_STORE
 
 
+ONE_PROCESS: Final = Deployment("one process", 1, shared_secret=False, store=NO_STORE)
+SECRET_ONLY: Final = Deployment("2 workers, secret", 2, shared_secret=True, store=NO_STORE)
+WITH_REDIS: Final = Deployment("2 workers, secret + Redis", 2, shared_secret=True, store=REDIS)
+WITH_CLUSTER: Final = Deployment("2 workers, secret + Cluster", 2, shared_secret=True, store=CLUSTER)
 DEPLOYMENTS: Final = (
-    Deployment("one process", 1, shared_secret=False, redis=False),
-    Deployment("2 workers, secret", 2, shared_secret=True, redis=False),
-    Deployment("2 workers, secret + Redis", 2, shared_secret=True, redis=True),
+    ONE_PROCESS,
+    SECRET_ONLY,
+    WITH_REDIS,
+    WITH_CLUSTER,
+    Deployment("4 workers, secret + Redis", 4, shared_secret=True, store=REDIS),
+    Deployment("4 workers, secret + Cluster", 4, shared_secret=True, store=CLUSTER),
 )
+Stores = dict[str, Process | ClusterNodes]  # by kind, REDIS and CLUSTER
+
+
+def store_url(store: Process | ClusterNodes) -> str:
+    return store.url if isinstance(store, ClusterNodes) else f"redis://{HOST}:{store.port}/0"
 
 
 @contextmanager
-def running_servers(redis: Process, secret: str) -> Iterator[list[tuple[Deployment, Process]]]:
+def running_servers(stores: Stores, secret: str) -> Iterator[list[tuple[Deployment, Process]]]:
     """Start every deployment's server (in parallel), wait until each listens, stop them all."""
-    redis_url = f"redis://{HOST}:{redis.port}/0"
     with ExitStack() as stack:
         started = []
         for deployment in DEPLOYMENTS:
             env = {SECRET_ENV: secret} if deployment.shared_secret else {}
-            env |= {REDIS_URL_ENV: redis_url} if deployment.redis else {}
+            env |= {REDIS_URL_ENV: store_url(stores[deployment.store])} if deployment.redis else {}
             server = uvicorn_process(sys.executable, APP_FACTORY, HERE, env, deployment.label, deployment.workers)
             started.append((deployment, stack.enter_context(server)))
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -122,7 +145,7 @@ class Server:
 
     deployment: Deployment
     process: Process
-    redis: Process | None  # the Redis its state lives in
+    redis: Process | ClusterNodes | None  # the Redis its state lives in
     session_id: str
     connections: tuple[Connection, ...]  # alternating between workers; [0] opened the session
     split: tuple[int, ...]  # connections per worker
@@ -132,14 +155,13 @@ class Server:
         return self.process.port
 
 
-async def prepare(deployment: Deployment, process: Process, redis: Process, clients: int) -> Server:
+async def prepare(deployment: Deployment, process: Process, stores: Stores, clients: int) -> Server:
     """Spread the connections, open a session on the first, and check the tool calls' answers."""
     probe = http_request(process.port, "GET", GET_TARGET)
     connections, split = await spread_connections(process, deployment.workers, clients, probe, START_TIMEOUT_S)
     session_id = await open_session(connections[0], process.port)
-    server = Server(
-        deployment, process, redis if deployment.redis else None, session_id, tuple(connections), tuple(split)
-    )
+    store = stores[deployment.store] if deployment.redis else None
+    server = Server(deployment, process, store, session_id, tuple(connections), tuple(split))
     await verify(server)
     return server
 
@@ -293,11 +315,11 @@ class Results:
 
 
 async def measure(
-    started: Sequence[tuple[Deployment, Process]], redis: Process, tables: Sequence[Table], options: argparse.Namespace
+    started: Sequence[tuple[Deployment, Process]], stores: Stores, tables: Sequence[Table], options: argparse.Namespace
 ) -> Results:
-    servers = [await prepare(deployment, process, redis, options.clients) for deployment, process in started]
+    servers = [await prepare(deployment, process, stores, options.clients) for deployment, process in started]
     try:
-        idle = await idle_cpu(servers, redis, options.idle_seconds)
+        idle = await idle_cpu(servers, stores, options.idle_seconds)
         return Results(servers, idle, await run_rounds(tables, servers, options.rounds, options.warmup))
     finally:
         for server in servers:
@@ -305,9 +327,10 @@ async def measure(
                 connection.close()
 
 
-async def idle_cpu(servers: Sequence[Server], redis: Process, seconds: float) -> dict[str, float]:
-    """Each server's CPU (and Redis's) while nothing is sent, its session and connections open."""
-    meters = {s.deployment.label: s.process for s in servers} | {"Redis": redis}
+async def idle_cpu(servers: Sequence[Server], stores: Stores, seconds: float) -> dict[str, float]:
+    """Each server's CPU (and each Redis's) while nothing is sent, its session and connections open."""
+    meters: dict[str, Process | ClusterNodes] = {s.deployment.label: s.process for s in servers}
+    meters |= stores
     before = {label: process.cpu_seconds() for label, process in meters.items()}
     await asyncio.sleep(seconds)
     return {label: 100 * (process.cpu_seconds() - before[label]) / seconds for label, process in meters.items()}
@@ -353,16 +376,19 @@ def _cpu_with_redis(r: Round) -> float:
     return r.cpu_s + r.redis_cpu_s
 
 
+STORED: Final = (WITH_REDIS, WITH_CLUSTER)  # whose store's own CPU and round trips are shown
+
+
 def render_table(table: Table, tallies: dict[Key, Tally]) -> list[str]:
-    """Each kind's figures on every deployment; Redis's own CPU and round trips in the last column."""
+    """Each kind's figures on every deployment; the stores' own CPU and round trips (two
+    workers' worth) in the last column."""
     lines = [
-        f"| {table.title} | {' | '.join(d.label for d in DEPLOYMENTS)} | Redis: CPU, round trips / request |",
+        f"| {table.title} | {' | '.join(d.label for d in DEPLOYMENTS)} | store, 2 workers: CPU, round trips / req |",
         "|---|" + "--:|" * (len(DEPLOYMENTS) + 1),
     ]
     first = DEPLOYMENTS[0]
     for kind in table.kinds:
         tally = {d: tallies[(table.title, kind, d)] for d in DEPLOYMENTS}
-        redis = next(tally[d] for d in DEPLOYMENTS if d.redis)
         if table.clients == 1:
             cells = [f"{statistics.median(map(_p50, tally[d].rounds)):,.0f} µs" for d in DEPLOYMENTS]
             lines.append(f"| {kind.label}: p50 latency | {' | '.join(cells)} |  |")
@@ -374,7 +400,9 @@ def render_table(table: Table, tallies: dict[Key, Tally]) -> list[str]:
             ]
             lines.append(f"| {kind.label}: throughput | {' | '.join(cells)} |  |")
         cells = [f"{tally[d].cpu_us():,.0f} µs" for d in DEPLOYMENTS]
-        redis_cell = f"{redis.redis_us():,.1f} µs, {redis.redis_per_request():.2f}"
+        redis_cell = "; ".join(
+            f"{d.store} {tally[d].redis_us():,.1f} µs, {tally[d].redis_per_request():.2f}" for d in STORED
+        )
         lines.append(f"| {kind.label}: server CPU / request | {' | '.join(cells)} | {redis_cell} |")
         if kind.rest is not None:
             rest = {d: tallies[(table.title, kind.rest, d)] for d in DEPLOYMENTS}
@@ -387,39 +415,39 @@ def render_table(table: Table, tallies: dict[Key, Tally]) -> list[str]:
 
 
 def render_headline(tables: Sequence[Table], tallies: dict[Key, Tally]) -> list[str]:
-    """What Redis adds: two workers with Redis over two workers with the secret only (and over
-    one process), for each tool call and, as a reference, REST."""
-    one, secret_only, with_redis = DEPLOYMENTS
+    """What a store adds: two workers with Redis, and with a Redis Cluster, over two workers with
+    the secret only (and over one process), for each tool call and, as a reference, REST."""
     lines = [
-        "| request | server CPU, + Redis / secret only | the same, counting Redis's own CPU "
-        "| server CPU, + Redis / one process | p50, + Redis / secret only |",
-        "|---|--:|--:|--:|--:|",
+        "| request | server CPU, + Redis / secret only | server CPU, + Cluster / secret only "
+        "| the same, counting the store's own CPU (Redis; Cluster) | server CPU, + Redis / one process "
+        "| p50, + Redis; + Cluster / secret only |",
+        "|---|--:|--:|--:|--:|--:|",
     ]
     for table in tables:
         for kind in (k for k in table.kinds if k.rest is not None or k is GET_REST):
-            a, b, c = (tallies[(table.title, kind, d)] for d in (secret_only, with_redis, one))
-            cells = [
-                f"{times(median_ratio(a, b, _cpu))} (pooled {times(b.cpu_us() / a.cpu_us())})",
-                f"{times(median_ratio(a, b, _cpu_with_redis))} (pooled {times(b.cpu_us(True) / a.cpu_us())})",
-                f"{times(median_ratio(c, b, _cpu))} (pooled {times(b.cpu_us() / c.cpu_us())})",
-                times(median_ratio(a, b, _p50)) if table.clients == 1 else "",
-            ]
+            a, c = (tallies[(table.title, kind, d)] for d in (SECRET_ONLY, ONE_PROCESS))
+            stored = [tallies[(table.title, kind, d)] for d in STORED]
+            cells = [f"{times(median_ratio(a, b, _cpu))} (pooled {times(b.cpu_us() / a.cpu_us())})" for b in stored]
+            cells.append("; ".join(times(median_ratio(a, b, _cpu_with_redis)) for b in stored))
+            cells.append(f"{times(median_ratio(c, stored[0], _cpu))} (pooled {times(stored[0].cpu_us() / c.cpu_us())})")
+            cells.append("; ".join(times(median_ratio(a, b, _p50)) for b in stored) if table.clients == 1 else "")
             lines.append(f"| {kind.label}, {table.title.lower()} | {' | '.join(cells)} |")
     return lines
 
 
 def verdict(table: Table, tallies: dict[Key, Tally]) -> str:
-    """The issue's target, read from the sequential session-era tool calls."""
-    _, secret_only, with_redis = DEPLOYMENTS
+    """The issue's target, read from the sequential session-era tool calls, on either store."""
     added = [
-        median_ratio(tallies[(table.title, kind, secret_only)], tallies[(table.title, kind, with_redis)], _cpu)
+        median_ratio(tallies[(table.title, kind, SECRET_ONLY)], tallies[(table.title, kind, stored)], _cpu)
         for kind in (GET_TOOL, POST_TOOL)
+        for stored in STORED
     ]
     worst = max((value for value in added if value is not None), default=None)
+    target = "Target (Redis or a Redis Cluster adds at most 10% server CPU to a tool call in a live session)"
     if worst is None:
-        return "Target (Redis adds at most 10% server CPU to a tool call in a live session): not measured."
+        return f"{target}: not measured."
     met = "met" if worst <= 1.10 else "not met"
-    return f"Target (Redis adds at most 10% server CPU to a tool call in a live session): {met}, +{worst - 1:.0%}."
+    return f"{target}: {met}, +{worst - 1:.0%} at worst."
 
 
 def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -463,7 +491,7 @@ def render(
     )
     sequential = tables[0]
     yield verdict(sequential, results.tallies) + "\n"
-    yield "### What Redis adds\n"
+    yield "### What a store adds\n"
     yield from render_headline(tables, results.tallies)
     for table in tables:
         yield f"\n### {table.title}\n"
@@ -493,8 +521,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         binary = redis_binary()
         measured += f"; {redis_versions(binary)}"
-        with redis_process(binary) as redis, running_servers(redis, secret) as running:
-            results = asyncio.run(measure(running, redis, tables, options))
+        with redis_process(binary) as redis, cluster_processes(binary) as cluster:
+            stores: Stores = {REDIS: redis, CLUSTER: cluster}
+            with running_servers(stores, secret) as running:
+                results = asyncio.run(measure(running, stores, tables, options))
         as_released_us = measure_as_released(secret, options.as_released_requests)
     except (BenchmarkError, OSError, EOFError, TimeoutError) as error:
         print(f"benchmark failed: {type(error).__name__}: {error}", file=sys.stderr)

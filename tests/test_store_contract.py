@@ -42,10 +42,9 @@ class TestRedisStoreOnACluster(StoreContract):
     @pytest.fixture
     def make_store(self, cluster: RedisCluster) -> MakeStore:
         prefix = f"test-{secrets.token_hex(6)}:"
-        url = cluster.url.replace("redis://", "redis+cluster://")
 
         def make(clock: Callable[[], float] | None = None) -> Store:
-            return RedisStore.from_url(url, prefix=prefix, clock=clock)
+            return RedisStore.from_url(cluster.store_url, prefix=prefix, clock=clock)
 
         return make
 

@@ -28,9 +28,10 @@ PRIMARIES = 3
 BUS_PORT_OFFSET = 10000  # a Cluster node talks to its peers on its port + 10000
 # Ports low enough that the bus port is a valid one too, and clear of the usual services.
 _PORT_RANGE = (20000, 50000)
-# How long a node may be unreachable before its peers call it failed; short, so a test that
-# stops a node sees the Cluster notice within its bounded wait.
-NODE_TIMEOUT_MS = 2000
+# How long a node may be unreachable before its peers call it failed (and, with no replica to
+# take its slots, the Cluster says cluster_state:fail): long enough that a node stalled on a busy
+# machine is not taken for dead, short enough for a test to see it within its bounded wait.
+NODE_TIMEOUT_MS = 5000
 _MISSING = "The Redis Cluster tests need redis-server and redis-cli: apt install redis-server redis-tools"
 
 
@@ -82,6 +83,7 @@ def _cluster_ok(port: int) -> bool:
 class _Node:
     port: int
     directory: Path
+    node_timeout_ms: int
     stack: ExitStack = field(default_factory=ExitStack)
     running: Running | None = None
 
@@ -94,7 +96,7 @@ class _Node:
             "--cluster-config-file",
             str(self.directory / f"nodes-{self.port}.conf"),
         ]
-        command += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--save", "", "--appendonly", "no"]
+        command += ["--cluster-node-timeout", str(self.node_timeout_ms), "--save", "", "--appendonly", "no"]
         self.running = self.stack.enter_context(start_process(command))
         self.running.wait_until(lambda _: redis_pings(self.port), f"Cluster node on port {self.port}")
 
@@ -104,13 +106,15 @@ class _Node:
 
 
 class RedisCluster:
-    """Three running Cluster primaries. `url` is a seed URL (any node leads a client to all);
-    `ports` the nodes' ports."""
+    """Three running Cluster primaries. `url` is a seed URL for a Cluster client (any node leads
+    it to all), `store_url` the URL `RedisStore.from_url` takes for the Cluster (every node
+    named), `ports` the nodes' ports."""
 
     def __init__(self, nodes: list[_Node]) -> None:
         self._nodes = nodes
         self.ports = [node.port for node in nodes]
         self.url = f"redis://{HOST}:{self.ports[0]}/0"
+        self.store_url = "redis+cluster://" + ",".join(f"{HOST}:{port}" for port in self.ports)
 
     def owner_port(self, key: str) -> int:
         """The port of the primary that owns `key`'s slot now."""
@@ -164,10 +168,11 @@ class RedisCluster:
 
 
 @contextmanager
-def redis_cluster() -> Iterator[RedisCluster]:
+def redis_cluster(node_timeout_ms: int = NODE_TIMEOUT_MS) -> Iterator[RedisCluster]:
     """A Redis Cluster of three primaries (no replicas) on free 127.0.0.1 ports, keeping nothing
     on disk but their nodes.conf, stopped at the end; fails saying how to get redis-server and
-    redis-cli when they are missing."""
+    redis-cli when they are missing. `node_timeout_ms`: how long a node may be unreachable
+    before the others call it failed."""
     missing = cluster_missing()
     if missing is not None:
         raise ClusterMissing(missing)
@@ -176,7 +181,7 @@ def redis_cluster() -> Iterator[RedisCluster]:
         with ExitStack() as stack:
             for _ in range(PRIMARIES):
                 port = cluster_port()
-                node = _Node(port, Path(directory) / str(port))
+                node = _Node(port, Path(directory) / str(port), node_timeout_ms)
                 node.directory.mkdir()
                 stack.callback(node.stop)
                 node.start()
