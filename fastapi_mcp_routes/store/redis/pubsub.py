@@ -63,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 # Silence on the connection after which a PING checks it is alive; no answer by the next
 # period, and it is taken for dead and made again.
-HEARTBEAT_S: Final = 10.0
+HEARTBEAT_S: Final = 3.0
 # How long a subscription waits for Redis to confirm it before it raises.
 CONFIRM_S: Final = 10.0
 # Waits between attempts to reach Redis again after the connection dropped: doubling to the cap.
