@@ -205,3 +205,25 @@ async def test_on_a_cluster_what_was_published_while_the_connection_was_killed_a
         await node.aclose()
         await listening.aclose()
         await publishing.aclose()
+
+
+async def test_garbage_in_a_topics_log_or_channel_loses_nothing_else(redis_url: str) -> None:
+    async with linked_stores(redis_url) as (listening, publishing, link):
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            async with listening.subscribe("news", capacity=8) as inbox:
+                log = f"{publishing.prefix}{{topics}}:log:news"
+                channel = f"{publishing.prefix}{{topics}}:news"
+                await client.set(log, b"not a log")  # replaced with garbage: a fresh log
+                await client.publish(channel, b"no id at all")  # a message no store published
+                assert await publishing.publish("news", b"one") is True
+                assert await read(inbox, 1) == [b"one"]
+                link.cut()
+                await client.delete(log)
+                await client.set(log, b"garbage again")  # the log a replay reads is not one
+                link.restore()
+                await publishing.publish("news", b"two")
+                assert await read(inbox, 1) == [b"two"]
+                await nothing_more(inbox)
+        finally:
+            await client.aclose()

@@ -352,15 +352,18 @@ class Topics:
         pipe = self._client.pipeline(transaction=False)
         for (channel, _), (ms, seq) in zip(topics, starts, strict=True):
             pipe.xrange(self._log(channel), min=f"({ms}-{seq}", max="+", count=KEEP_MESSAGES)
-        logs = await pipe.execute()
+        logs = await pipe.execute(raise_on_error=False)
         for (channel, listeners), entries in zip(topics, logs, strict=True):
+            if isinstance(entries, Exception):  # not a log (garbage in its key): nothing to give back
+                logger.warning("the log of topic %r cannot be read: %s", channel.decode(errors="replace"), entries)
+                continue
             if len(entries) >= KEEP_MESSAGES:
                 logger.warning(
                     "topic %r may have lost messages while the pub/sub connection was down: its log is full",
                     channel.decode(errors="replace"),
                 )
             for raw_id, fields in entries:
-                number, data = parse_id(raw_id), fields.get(b"m", b"")
+                number, data = parse_id(raw_id), fields.get(b"m", b"")  # ids a stream gave: well formed
                 for listener in list(listeners):
                     listener.hand(number, data)
 
@@ -409,7 +412,10 @@ class Topics:
             listeners = self._listeners.get(message["channel"])
             if listeners:
                 raw_id, _, data = message["data"].partition(b" ")
-                number = parse_id(raw_id)
+                try:
+                    number = parse_id(raw_id)
+                except ValueError:  # not published by a store (no log id): dropped, the reader goes on
+                    return
                 for listener in list(listeners):
                     listener.hand(number, data)
 
