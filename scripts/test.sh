@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`'s two long parts at once, as they share nothing (each starts servers of its own on
 # free ports): the conformance runs (scripts/conformance.sh) in the background, their output kept
-# in .tools/conformance.log, and pytest in the foreground. Once both are done, the conformance
+# in .tools/conformance.log, and pytest in the foreground, in three worker processes (pytest-xdist:
+# most of a test's time is waiting on the servers it started). Once both are done, the conformance
 # runs' totals are printed (the whole log on a failure) and pytest's last line closes the output.
 # Fails when either failed.
 set -uo pipefail
@@ -11,7 +12,7 @@ log=.tools/conformance.log
 scripts/conformance.sh >"$log" 2>&1 &
 conformance=$!
 trap 'kill "$conformance" 2>/dev/null' EXIT
-.venv/bin/pytest -q | tee .tools/pytest.log
+.venv/bin/pytest -q -n 3 | tee .tools/pytest.log
 unit=${PIPESTATUS[0]}
 wait "$conformance"
 conformed=$?
