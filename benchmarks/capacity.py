@@ -11,7 +11,7 @@ One uvicorn worker serves `capacity_app` with its state in a redis-server of the
   confirmation tokens, streaming calls whose events are kept for resumption, and running
   `--tasks` tasks to their kept result; each delta over what was added;
 - commands: `INFO commandstats` before and after each flow, per request: what clients sent
-  (scripts by their digest, publishes: each a round trip) and the commands the scripts ran
+  (scripts by their digest, a publish among them: each a round trip) and the commands the scripts ran
   inside, with the server time Redis spent on them (`usec`, the scripts' time including their
   commands); and Redis's own CPU (utime + stime from /proc, which counts reading and writing the
   sockets too);
@@ -70,7 +70,9 @@ COLOUR: Final = {"colour": "teal"}  # the user's answer to `ask`
 HEADERS: Final = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 # Commands a client sends (each a round trip); every other command counted ran inside a script.
 SCRIPT_COMMANDS: Final = ("evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro", "script|load")
-PUBSUB_COMMANDS: Final = ("publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe")
+# A publish is a script (it keeps the message in its topic's log first): PUBLISH and SPUBLISH
+# run inside it, and count there.
+PUBSUB_COMMANDS: Final = ("subscribe", "ssubscribe", "unsubscribe", "sunsubscribe")
 CONNECTION_COMMANDS: Final = ("ping", "hello", "client|setinfo", "client|setname", "select", "auth")
 SENT_COMMANDS: Final = frozenset((*SCRIPT_COMMANDS, *PUBSUB_COMMANDS, *CONNECTION_COMMANDS))
 # What this script itself asks Redis, left out of every count.
@@ -542,7 +544,7 @@ def render(found: Measured, options: argparse.Namespace, elapsed_s: float, versi
             f"{idle.cpu_us():,.0f} µs of Redis CPU; counted in every row above as it ran."
         )
     yield (
-        "Round trips: commands a client sent (scripts by digest, publishes). Command time: the usec Redis "
+        "Round trips: commands a client sent (scripts by digest, a publish among them). Command time: the usec Redis "
         "records for them, a script's including its commands. Redis CPU: utime + stime of redis-server, "
         "sockets and background work included.\n"
     )

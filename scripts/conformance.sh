@@ -82,6 +82,22 @@ run_suites() {  # URL LABEL: the three runs against one endpoint
   done
 }
 
+behind_nginx() {  # HTTP LOOP LABEL: the three runs through nginx over two processes of this environment
+  local replicas=() port balancer_port directory
+  for _ in 1 2; do
+    port=$(free_port)
+    serve "$port" "$1" "$2"
+    replicas+=("http://127.0.0.1:$port")
+  done
+  balancer_port=$(free_port)
+  directory=$(mktemp -d "$scratch/nginx-XXXX")
+  # nginx in this process's place (exec), its files in the scratch folder, until stopped on exit.
+  "$PYTHON" -m tests.support.nginx --port "$balancer_port" --directory "$directory" "${replicas[@]}" &
+  started+=($!)
+  wait_for "$balancer_port" $! "nginx"
+  run_suites "http://127.0.0.1:$balancer_port/mcp" "$3"
+}
+
 # -- one process
 port=$(free_port)
 serve "$port" httptools uvloop
@@ -106,19 +122,7 @@ wait_for "$redis_port" $! "redis-server"
 FASTAPI_MCP_ROUTES_SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(48))')
 FASTAPI_MCP_ROUTES_REDIS_URL="redis://127.0.0.1:$redis_port/0"
 export FASTAPI_MCP_ROUTES_SECRET FASTAPI_MCP_ROUTES_REDIS_URL
-replicas=()
-for _ in 1 2; do
-  port=$(free_port)
-  serve "$port" h11 asyncio
-  replicas+=("http://127.0.0.1:$port")
-done
-balancer_port=$(free_port)
-mkdir "$scratch/nginx"
-# nginx in this process's place (exec), its files in the scratch folder, until stopped on exit.
-"$PYTHON" -m tests.support.nginx --port "$balancer_port" --directory "$scratch/nginx" "${replicas[@]}" &
-started+=($!)
-wait_for "$balancer_port" $! "nginx"
-run_suites "http://127.0.0.1:$balancer_port/mcp" " through nginx over two processes (h11 + asyncio)"
+behind_nginx h11 asyncio " through nginx over two processes (h11 + asyncio)"
 
 # -- the same, on a Redis Cluster of three primaries (tests/support/cluster.py, stopped on exit)
 "$PYTHON" -m tests.support.cluster >"$scratch/cluster.url" &
@@ -133,15 +137,4 @@ if [ -z "$FASTAPI_MCP_ROUTES_REDIS_URL" ]; then
   echo "the Redis Cluster did not start (tests/support/cluster.py)" >&2
   exit 1
 fi
-replicas=()
-for _ in 1 2; do
-  port=$(free_port)
-  serve "$port" httptools uvloop
-  replicas+=("http://127.0.0.1:$port")
-done
-balancer_port=$(free_port)
-mkdir "$scratch/nginx-cluster"
-"$PYTHON" -m tests.support.nginx --port "$balancer_port" --directory "$scratch/nginx-cluster" "${replicas[@]}" &
-started+=($!)
-wait_for "$balancer_port" $! "nginx"
-run_suites "http://127.0.0.1:$balancer_port/mcp" " through nginx over two processes on a Redis Cluster"
+behind_nginx httptools uvloop " through nginx over two processes on a Redis Cluster"
