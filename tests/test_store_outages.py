@@ -335,3 +335,22 @@ def test_a_get_stream_opened_just_after_an_outage_is_answered_503_or_opened_neve
         assert status == 503, answers
         assert retry_after, answers
         assert "store" in body, answers
+
+
+def test_a_reply_sent_while_its_process_cannot_reach_redis_is_answered_503(redis_url: str) -> None:
+    # A client's answer to a question is handed on through Redis to whichever process asked.
+    # Sent while this process cannot reach Redis (its session checked within the last second,
+    # from memory), the client must be told to send it again (503 with Retry-After), never
+    # answered 500 with a traceback in the log.
+    with (
+        redis_link(redis_url) as link,
+        linked_pair(redis_url, link.url) as (_, second, _prefix),
+    ):
+        session = open_session(second)
+        assert second.post("/mcp", json=rpc("tools/list"), headers=session).status_code == 200
+        link.cut()
+        reply = {"jsonrpc": "2.0", "id": "s-question", "result": {"action": "accept", "content": {}}}
+        answer = second.post("/mcp", json=reply, headers=session)
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"]
+    assert "store" in answer.json()["error"]["message"]
