@@ -301,3 +301,56 @@ async def test_a_cancellation_reaches_another_process_soon_after_redis_starts_la
         f"{attempts} cancellations sent to another process in the {HEARD_AGAIN_WITHIN_S:.0f} s after Redis came "
         "back were answered 202 and lost"
     )
+
+
+# Long enough for a process's pub/sub reader, which tries again less and less often while
+# Redis cannot be reached, to wait between tries about as long as it ever does.
+OUTAGE_S: Final = 4.0
+
+
+def test_a_get_stream_opened_just_after_an_outage_is_answered_503_or_opened_never_500(redis_url: str) -> None:
+    # Once Redis is back, the process's scripts work at once, while its pub/sub reader may still
+    # be waiting to try again: a GET stream then cannot listen for its session's end. The client
+    # must get 503 with Retry-After (as for any request the store's outage stops) until the
+    # reader is back, then its stream; never a 500 with a traceback in the log.
+    with (
+        redis_link(redis_url) as link,
+        linked_pair(redis_url, link.url) as (first, second, _prefix),
+    ):
+        session = open_session(first)
+        listen_headers = {**session, "accept": "text/event-stream"}
+        link.cut()
+        time.sleep(OUTAGE_S)  # not synchronisation: how long the outage lasts
+        link.restore()
+        answers: list[tuple[int, str | None, str]] = []
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            with second.stream("GET", "/mcp", headers=listen_headers) as listen:
+                body = "" if listen.status_code == 200 else listen.read().decode()
+                answers.append((listen.status_code, listen.headers.get("retry-after"), body))
+            if listen.status_code == 200:
+                break
+    assert answers[-1][0] == 200, answers
+    for status, retry_after, body in answers[:-1]:
+        assert status == 503, answers
+        assert retry_after, answers
+        assert "store" in body, answers
+
+
+def test_a_reply_sent_while_its_process_cannot_reach_redis_is_answered_503(redis_url: str) -> None:
+    # A client's answer to a question is handed on through Redis to whichever process asked.
+    # Sent while this process cannot reach Redis (its session checked within the last second,
+    # from memory), the client must be told to send it again (503 with Retry-After), never
+    # answered 500 with a traceback in the log.
+    with (
+        redis_link(redis_url) as link,
+        linked_pair(redis_url, link.url) as (_, second, _prefix),
+    ):
+        session = open_session(second)
+        assert second.post("/mcp", json=rpc("tools/list"), headers=session).status_code == 200
+        link.cut()
+        reply = {"jsonrpc": "2.0", "id": "s-question", "result": {"action": "accept", "content": {}}}
+        answer = second.post("/mcp", json=reply, headers=session)
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"]
+    assert "store" in answer.json()["error"]["message"]

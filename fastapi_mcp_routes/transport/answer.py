@@ -16,10 +16,10 @@ from starlette.types import Receive, Scope, Send
 from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
 from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
-from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, Accepts, Parsed
+from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S, Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
 from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
-from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore, ServerBusy
+from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore, ServerBusy, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
@@ -35,6 +35,7 @@ from fastapi_mcp_routes.wire.jsonrpc import Request as RpcRequest
 logger = logging.getLogger("fastapi_mcp_routes")
 
 _BUSY_HEADERS = ((b"retry-after", str(BUSY_RETRY_AFTER_S).encode()),)
+_STORE_DOWN_HEADERS = ((b"retry-after", str(STORE_RETRY_AFTER_S).encode()),)
 
 
 class SessionAnswer(Response):
@@ -69,6 +70,8 @@ class SessionAnswer(Response):
         # a POST with a request is never 202, and this client reads no SSE.
         self._answer_cancelled = not accepts.sse
         self._busy: ServerBusy | None = None  # the one request was refused: too many calls run
+        # The one reply could not be handed on: the store's outage; the client may send it again.
+        self._store_down = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parsed, channel = self._parsed, self._channel
@@ -100,6 +103,8 @@ class SessionAnswer(Response):
                 body = await self._answer(parsed.messages[0], parsed.ids[0])
                 if self._busy is not None:  # 429 or 503 where nothing of the answer went out yet
                     await stream.finish(body, answered_request=True, status=self._busy.status, headers=_BUSY_HEADERS)
+                elif self._store_down:
+                    await stream.finish(body, answered_request=False, status=503, headers=_STORE_DOWN_HEADERS)
                 else:
                     await stream.finish(body, answered_request=answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
@@ -148,7 +153,14 @@ class SessionAnswer(Response):
                 logger.exception("taking notification %s failed", truncate(entry.method))
             return None
         if isinstance(entry, Reply):
-            await dispatcher.reply(entry, channel)
+            try:
+                await dispatcher.reply(entry, channel)
+            except StoreUnavailable as down:
+                if self._parsed.batch:  # no place for an answer to a reply: the question waits on
+                    logger.warning("a reply in a batch was not handed on: %s", down.reason)
+                    return None
+                self._store_down = True
+                return encode_error(None, down)
             return None
         try:
             return encode_result(entry.id, await dispatcher.request(entry, channel))

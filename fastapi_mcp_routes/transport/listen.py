@@ -43,8 +43,12 @@ from anyio.abc import TaskGroup
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from fastapi_mcp_routes.transport.http import STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.response_stream import KeepAlive
 from fastapi_mcp_routes.transport.sse import KEEP_ALIVE_COMMENT, SSE_HEADERS
+from fastapi_mcp_routes.wire import constants as c
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
+from fastapi_mcp_routes.wire.jsonrpc import encode_error
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
@@ -92,6 +96,7 @@ class ListenStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         writer = _Writer(send, WRITE_STALL_KEEP_ALIVES * self._keep_alive.interval_s)
+        store_down = False
         try:
             async with anyio.create_task_group() as tasks:
 
@@ -112,12 +117,21 @@ class ListenStream(Response):
             pass  # the client went away mid-write
         except* _WriteStalled:
             logger.info("ended a stream whose client stopped reading (a write blocked for %g s)", writer.stall_s)
+        except* StoreUnavailable:
+            # A source could not listen (the store's pub/sub is down, or coming back): before
+            # the stream opened the client is told to come again, as for any request the
+            # store's outage stops; after, the stream ends and the client opens another.
+            store_down = True
+            logger.info("ended a stream: the shared store cannot serve its subscriptions now")
         finally:
             # Before the end goes out: a client that sees its stream end can open another.
             if self._lease is not None:
                 with anyio.CancelScope(shield=True):
                     await self._lease.release()
-        if not (writer.client_gone or writer.stalled):
+        if store_down and not writer.opened:
+            with contextlib.suppress(OSError), anyio.move_on_after(writer.stall_s):
+                await _store_down_answer(send)
+        elif not (writer.client_gone or writer.stalled):
             # Bounded too: a client that stops reading now would hold this write forever.
             with contextlib.suppress(OSError), anyio.move_on_after(writer.stall_s):
                 if not writer.opened:  # it ended before it opened (its session ended meanwhile)
@@ -142,6 +156,18 @@ class ListenStream(Response):
                 renew_at = anyio.current_time() + renew_s
             if not writer.busy and now >= writer.last_write + keep_alive_s:
                 writer.keep_alive_soon(tasks)
+
+
+async def _store_down_answer(send: Send) -> None:
+    """503 with Retry-After and a JSON-RPC error naming the store, sent in place of a stream."""
+    body = encode_error(None, StoreUnavailable("a stream's subscription"))
+    headers = [
+        (b"content-type", c.MEDIA_JSON.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(STORE_RETRY_AFTER_S).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 class _WriteStalled(Exception):
