@@ -16,16 +16,20 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import redis
 import redis.asyncio
 
 from fastapi_mcp_routes.store.redis import RedisStore
-from fastapi_mcp_routes.store.redis.pubsub import KEEP_S
+from fastapi_mcp_routes.store.redis.pubsub import KEEP_MAX_BYTES, KEEP_S
+from tests.support.apps import notes_app
 from tests.support.cluster import RedisCluster
-from tests.support.deployments import deployment_env
-from tests.support.jsonrpc import rpc, tool_call
+from tests.support.deployments import SECRET, deployment_env
+from tests.support.jsonrpc import open_session, rpc, tool_call
 from tests.support.processes import serve_processes
 from tests.support.redis import RedisLink, redis_link
 from tests.support.runs import COLOUR, ELICITATION, WORKERS_APP
+from tests.support.servers import serve
+from tests.support.sse import iter_sse_messages
 from tests.support.waits import WAIT_S
 from tests.test_replicas import messages_of, open_session_at
 
@@ -227,3 +231,58 @@ async def test_garbage_in_a_topics_log_or_channel_loses_nothing_else(redis_url: 
                 await nothing_more(inbox)
         finally:
             await client.aclose()
+
+
+async def test_a_message_too_large_to_keep_is_handed_over_live_only(redis_url: str) -> None:
+    large = b"x" * (KEEP_MAX_BYTES + 1)
+    async with linked_stores(redis_url) as (listening, publishing, link):
+        async with listening.subscribe("news", capacity=8) as inbox:
+            await publishing.publish("news", large)
+            assert await read(inbox, 1) == [large]  # live, whatever its size
+            link.cut()
+            await publishing.publish("news", large)  # missed, and not kept: what a client sends must not fill Redis
+            await publishing.publish("news", b"small")
+            link.restore()
+            assert await read(inbox, 1) == [b"small"]
+            await nothing_more(inbox)
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            log = await client.lrange(f"{publishing.prefix}{{topics}}:log:news", 0, -1)
+        finally:
+            await client.aclose()
+        assert max(len(entry) for entry in log) < 100  # the large ones are kept as their ids alone
+
+
+# -- what a client's replies can make Redis keep ------------------------------------------------------
+
+
+def test_replies_that_no_question_waits_for_are_neither_kept_nor_passed_on(redis_url: str) -> None:
+    # A client floods replies with ids of its own and large results: Redis keeps nothing of them.
+    prefix = f"test-{secrets.token_hex(4)}:"
+    app = notes_app(secret=SECRET, store=RedisStore.from_url(redis_url, prefix=prefix))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        session = open_session(http, capabilities=ELICITATION)
+        for number in range(50):
+            reply = {"jsonrpc": "2.0", "id": f"s{number:012d}", "result": {"filler": "x" * 100_000}}
+            assert http.post("/mcp", json=reply, headers=session).status_code == 202
+    with redis.Redis.from_url(redis_url) as client:
+        assert list(client.scan_iter(match=f"{prefix}{{topics}}:log:reply/*")) == []
+
+
+def test_a_question_takes_its_first_reply_and_a_second_is_dropped(redis_url: str) -> None:
+    prefix = f"test-{secrets.token_hex(4)}:"
+    app = notes_app(secret=SECRET, store=RedisStore.from_url(redis_url, prefix=prefix))
+    with serve(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as http:
+        session = open_session(http, capabilities=ELICITATION)
+        with http.stream("POST", "/mcp", json=tool_call("ask", request_id=5), headers=session) as call:
+            lines = call.iter_lines()
+            question = next(iter_sse_messages(lines))
+            assert question["method"] == "elicitation/create", question
+            for action in ("accept", "decline"):
+                reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": action, "content": {}}}
+                assert http.post("/mcp", json=reply, headers=session).status_code == 202
+            answer = next(message for message in iter_sse_messages(lines) if message.get("id") == 5)
+    assert answer["result"]["structuredContent"] == {"action": "accept"}, answer
+    with redis.Redis.from_url(redis_url) as client:
+        [log] = list(client.scan_iter(match=f"{prefix}{{topics}}:log:reply/*"))
+        assert client.llen(log) == 1  # the first reply only

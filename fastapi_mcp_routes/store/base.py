@@ -241,6 +241,10 @@ class SlotStore(Shared, Protocol):
         """Give the holder's slots in these pools back."""
         ...
 
+    async def holds_slot(self, pool: str, holder: str) -> bool:
+        """Whether `holder` has a slot in `pool` now: taken, neither given back nor lapsed."""
+        ...
+
 
 class StreamLogStore(Shared, Protocol):
     """The events of resumable streams (2025-11-25), kept with their session and bounded."""

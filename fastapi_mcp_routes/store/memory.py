@@ -324,6 +324,11 @@ class MemoryStore:
                 if not held:
                     del self._slots[name]
 
+    async def holds_slot(self, pool: str, holder: str) -> bool:
+        held = self._slots.get(pool)
+        ends = held.get(holder) if held is not None else None
+        return ends is not None and ends > self._clock()
+
     # -- resumable streams -----------------------------------------------------------------
 
     async def start_stream(self, session_id: str, max_kept: int, trust: Trust = Trust.ANONYMOUS) -> int | None:

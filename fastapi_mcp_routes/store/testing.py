@@ -345,6 +345,19 @@ class StoreContract:
         clock.now += 11  # nobody renewed: every slot lapsed
         assert await store.take_slots([("caller/dave", 1), ("all", 1)], "d1", 10) is None
 
+    async def test_a_slot_is_held_until_it_is_given_back_or_lapses(self, new_store: MakeStore) -> None:
+        clock = Clock()
+        store = new_store(clock)
+        assert await store.holds_slot("questions/a1", "q1") is False
+        assert await store.take_slots([("questions/a1", 2)], "q1", 10) is None
+        assert await store.take_slots([("questions/a1", 2)], "q2", 10) is None
+        assert await store.holds_slot("questions/a1", "q1") is True
+        assert await store.holds_slot("questions/a2", "q1") is False  # another pool
+        await store.free_slots(["questions/a1"], "q1")
+        assert await store.holds_slot("questions/a1", "q1") is False
+        clock.now += 11
+        assert await store.holds_slot("questions/a1", "q2") is False  # lapsed
+
     # -- resumable streams -------------------------------------------------------------------
 
     async def test_a_stream_is_read_after_a_point_and_cannot_be_resumed_once_it_overflowed(

@@ -69,6 +69,9 @@ CHECKED_KEPT: Final = 4096
 # A cancellation is sent to every process when its call does not run here: only for an id of
 # at most this many characters (ids clients send are short; a megabyte one would go everywhere).
 FORWARDED_ID_CHARS: Final = 256
+# How long a question's first reply is remembered, so a second one is dropped: past any
+# question's wait (its place lapses a minute after it).
+REPLY_CLAIM_S: Final = 600.0
 # Listening for other processes' news again after a store outage: first after this long, then
 # twice as long each time, up to the last. The last is the pace at which the store's pub/sub
 # connection is made again (store/redis/pubsub.py): a try while it is down fails at once, without
@@ -403,7 +406,18 @@ class SessionManager:
         return "s" + secrets.token_urlsafe(9)
 
     async def deliver(self, session_id: str, request_id: RequestKey, payload: Mapping[str, Any]) -> None:
-        """Hand a client's reply to the call waiting for it; a reply nobody waits for is dropped."""
+        """Hand a client's reply to the call waiting for it; a reply nobody waits for is dropped.
+
+        Only a question that waits now (its place held, `question`) is handed a reply, and only
+        the first: what the store passes on (and, shared, keeps a minute for a process whose
+        connection dropped) is bounded by the questions waiting, not by what a client sends."""
+        if not isinstance(request_id, str):
+            return  # our questions' ids are strings (`new_request_id`)
+        if not await self._store.holds_slot(_question_pool(session_id), request_id):
+            return
+        answered = f"answered/{session_id}/{request_id}"
+        if not await self._store.claim(answered, secrets.token_hex(8), REPLY_CLAIM_S):
+            return  # answered already
         await self._store.publish(_reply_topic(session_id, request_id), dumps(dict(payload)))
 
     @asynccontextmanager
@@ -414,7 +428,7 @@ class SessionManager:
         limits = self._limits
         caller = self.binding(holder.owner).hex()
         bounds = {  # pool -> (limit, the bound its refusal names)
-            f"questions/session/{session_id}": (limits.max_questions_per_session, "Limits.max_questions_per_session"),
+            _question_pool(session_id): (limits.max_questions_per_session, "Limits.max_questions_per_session"),
             f"questions/caller/{caller}": (limits.max_questions_per_caller, "Limits.max_questions_per_caller"),
         }
         for name, limit in shares("questions/all", limits.max_questions, holder.trust):
@@ -445,6 +459,11 @@ class SessionManager:
     def decode_reply(self, message: bytes) -> Mapping[str, Any]:
         reply = loads(message)
         return reply if isinstance(reply, dict) else {}
+
+
+def _question_pool(session_id: str) -> str:
+    """The pool of a session's questions waiting for their answer, each held by its id."""
+    return f"questions/session/{session_id}"
 
 
 def _ended_topic(session_id: str) -> str:

@@ -17,15 +17,17 @@ a connection that drops (a network blip, a proxy's idle timeout, Redis closing a
 its output buffer limit) would lose what was published until it is back: a client's answer to
 a question, a cancellation, a resource update. So a message is also kept, briefly, where a
 listener can read it again: `publish` is one script that appends it to its topic's log (a Redis
-stream of at most `KEEP_MESSAGES` entries that expires `KEEP_S` after the last one) and
-publishes it with the log's id for it (`lua/publish.lua`). Each listener remembers the id of the last message it
-was handed. When the connection comes back, the reader subscribes again and then reads each
-listened topic's log after the oldest of its listeners' ids, handing each listener what it has
-not had; live messages that arrive meanwhile are compared by id, so none is handed over twice.
-A listener that has had nothing yet reads from the moment it joined (on Redis's clock, as
-measured at each connection). What the logs cannot give back: messages older than `KEEP_S` or
-`KEEP_MESSAGES` on their topic when the connection returns (a reconnect takes at most
-`RETRY_CAP_S` once Redis answers again, and a silent death is noticed within two heartbeats).
+list of its last `KEEP_MESSAGES` messages that expires `KEEP_S` after the last one) and
+publishes it with its id there (`lua/publish.lua`): Redis's clock in ms and a sequence. Each
+listener remembers the id of the last message it was handed. When the connection comes back,
+the reader subscribes again and then reads each listened topic's log after the oldest of its
+listeners' ids, handing each listener what it has not had; live messages that arrive meanwhile
+are compared by id, so none is handed over twice. A listener that has had nothing yet reads
+from the moment it joined (on Redis's clock, as measured at each connection). What the logs
+cannot give back: messages older than `KEEP_S` or `KEEP_MESSAGES` on their topic when the
+connection returns (a reconnect takes at most `RETRY_CAP_S` once Redis answers again, and a
+silent death is noticed within two heartbeats), and a message larger than `KEEP_MAX_BYTES`,
+handed over live only (what a client sends must not fill Redis).
 
 On a Redis Cluster, every topic and its log are under one hash tag (`{topics}`), so they live
 on one node and the connection uses sharded pub/sub there (SSUBSCRIBE, SPUBLISH in the script);
@@ -70,19 +72,29 @@ CONFIRM_S: Final = 10.0
 RETRY_FIRST_S: Final = 0.05
 RETRY_CAP_S: Final = 2.0
 # What a topic's log keeps for a listener whose connection dropped: its last `KEEP_MESSAGES`
-# messages (about: Redis trims whole blocks), all of it gone `KEEP_S` after the last one came.
+# messages of at most `KEEP_MAX_BYTES` each, all of it gone `KEEP_S` after the last one came.
 # Long enough for a silent death (two heartbeats) and a reconnect's wait.
-KEEP_MESSAGES: Final = 4096
+KEEP_MESSAGES: Final = 1024
 KEEP_S: Final = 60.0
+KEEP_MAX_BYTES: Final = 64 * 1024
+# Attempts to connect that may fail before a subscription waiting for the connection fails too:
+# a connection dropped under load (Redis closing it, a reconnect cut short) is waited out,
+# a Redis that cannot be reached fails within a second.
+GIVE_UP_AFTER: Final = 3
 _HEARTBEAT: Final = b"heartbeat"
 _TAG: Final = "{topics}"  # the hash tag every topic and log share (one Cluster slot)
 
 MessageId = tuple[int, int]  # a log entry's id: milliseconds, then a sequence within them
 
 
-def parse_id(raw: bytes) -> MessageId:
-    ms, _, seq = raw.partition(b"-")
-    return int(ms), int(seq or b"0")
+def _entry(raw: bytes) -> tuple[MessageId, bytes | None] | None:
+    """A log entry or a published message, "<ms>-<seq> <message>": its id and message (`None`
+    for an entry that only holds an id, its message too large to keep); `None` when malformed."""
+    head, space, data = raw.partition(b" ")
+    ms, _, seq = head.partition(b"-")
+    if not (ms.isdigit() and seq.isdigit()):
+        return None
+    return (int(ms), int(seq)), data if space else None
 
 
 class _Listener:
@@ -139,8 +151,7 @@ class Topics:
         self._slack_ms = 0.0
         self._node_client: Any = None  # on a Cluster: a client of the node that has the topics
         self._node_name = ""
-        self._missed = False  # the client connected again by itself: the logs are read
-        self._reconnects: _Reconnects | None = None
+        self._reconnects = _Reconnects()  # kept: the client holds its callback by a weak reference
 
     def channel(self, topic: str) -> bytes:
         return f"{self._base}{topic}".encode()
@@ -154,7 +165,7 @@ class Topics:
         channel = self.channel(topic)
         keep_ms = int(KEEP_S * 1000)
         listening: int = await self._publish(
-            keys=[self._log(channel)], args=[channel, message, KEEP_MESSAGES, keep_ms, self._verb]
+            keys=[self._log(channel)], args=[channel, message, KEEP_MESSAGES, keep_ms, self._verb, KEEP_MAX_BYTES]
         )
         return listening
 
@@ -243,8 +254,10 @@ class Topics:
         pong: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
             async with self._writing:
-                if self._pubsub is None:  # a Redis that is gone fails at once, never waits
-                    raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
+                if self._pubsub is None:
+                    if self._attempt.is_set():  # Redis could not be reached: fails, never waits
+                        raise RedisConnectionError(f"the Redis pub/sub connection is down: {self._failure}")
+                    return False  # dropped a moment ago; the next connection is on its way
                 self._pongs[token] = pong
                 try:
                     await self._pubsub.ping(token)
@@ -257,11 +270,14 @@ class Topics:
             return True
         finally:
             self._pongs.pop(token, None)
+            if pong.done() and not pong.cancelled():
+                pong.exception()  # failed after its waiter left: seen, not reported as never retrieved
 
     async def _read(self) -> None:
         """Connect, hand every message to its topic's listeners, and connect again when the
         connection drops, for as long as the store lives."""
         wait = RETRY_FIRST_S
+        failures = 0  # attempts to connect that failed in a row
         while True:
             if self._attempt.is_set():
                 self._attempt = asyncio.Event()
@@ -269,9 +285,8 @@ class Topics:
             try:
                 await self._measure_clock()
                 pubsub = await self._connection()
-                # The client may connect again within a read (its retry) and subscribe again
-                # itself: what was published meanwhile is then read from the logs all the same.
-                self._reconnects = _Reconnects(self, pubsub.on_connect)  # kept: the client holds a weak reference
+                # The client would connect again within a read (its retry) while requests use the
+                # connection: refused, so the reader makes the next one, as for any drop.
                 pubsub.on_connect = self._reconnects.on_connect
                 async with self._writing:
                     # Its own topic keeps the connection subscribed even when nobody listens:
@@ -288,7 +303,7 @@ class Topics:
                 await self._replay()
                 if wait > RETRY_FIRST_S:
                     logger.info("The Redis pub/sub connection is back.")
-                wait = RETRY_FIRST_S
+                wait, failures = RETRY_FIRST_S, 0
                 await self._read_until_dropped(pubsub)
             except Exception as error:  # whatever broke the connection, the store needs another
                 if not isinstance(error, (RedisError, *errors_of(self._client))):
@@ -301,7 +316,9 @@ class Topics:
                     # subscription on its way waits for it rather than failing.
                     self._attempt = asyncio.Event()
                 else:
-                    self._attempt.set()  # Redis could not be reached: subscriptions fail at once
+                    failures += 1
+                    if failures >= GIVE_UP_AFTER:  # Redis cannot be reached: subscriptions fail
+                        self._attempt.set()
                 self._fail_waiting(error)
             finally:
                 self._pubsub = None
@@ -350,31 +367,25 @@ class Topics:
             return
         starts = [min(self._since(listener) for listener in listeners) for _, listeners in topics]
         pipe = self._client.pipeline(transaction=False)
-        for (channel, _), (ms, seq) in zip(topics, starts, strict=True):
-            pipe.xrange(self._log(channel), min=f"({ms}-{seq}", max="+", count=KEEP_MESSAGES)
+        for channel, _ in topics:
+            pipe.lrange(self._log(channel), 0, -1)
         logs = await pipe.execute(raise_on_error=False)
-        for (channel, listeners), entries in zip(topics, logs, strict=True):
+        for (channel, listeners), (ms, seq), entries in zip(topics, starts, logs, strict=True):
             if isinstance(entries, Exception):  # not a log (garbage in its key): nothing to give back
                 logger.warning("the log of topic %r cannot be read: %s", channel.decode(errors="replace"), entries)
                 continue
-            if len(entries) >= KEEP_MESSAGES:
+            read = [entry for entry in map(_entry, entries) if entry is not None]
+            kept = [entry for entry in read if entry[0] > (ms, seq)]
+            if len(entries) >= KEEP_MESSAGES and read and read[0][0] > (ms, seq):
                 logger.warning(
                     "topic %r may have lost messages while the pub/sub connection was down: its log is full",
                     channel.decode(errors="replace"),
                 )
-            for raw_id, fields in entries:
-                number, data = parse_id(raw_id), fields.get(b"m", b"")  # ids a stream gave: well formed
+            for number, data in kept:
+                if data is None:
+                    continue  # too large to keep: handed over live only
                 for listener in list(listeners):
                     listener.hand(number, data)
-
-    async def resubscribe_sharded(self) -> None:
-        """On a Cluster, the sharded subscriptions the client does not know of, again."""
-        if self._cluster and self._pubsub is not None:
-            await self._subscribe(self._pubsub, *self._listeners)
-
-    def missed(self) -> None:
-        """The connection was made again within a read: the reader reads the logs next."""
-        self._missed = True
 
     def _since(self, listener: _Listener) -> MessageId:
         if listener.since is not None:
@@ -389,9 +400,6 @@ class Topics:
         while True:
             message = await pubsub.get_message(timeout=HEARTBEAT_S)
             now = loop.time()
-            if self._missed:  # its subscriptions' confirmations are the first message after
-                self._missed = False
-                await self._replay()
             if message is not None:
                 heard, probed = now, False
                 self._deliver(message)
@@ -411,11 +419,10 @@ class Topics:
         elif kind in ("message", "smessage"):
             listeners = self._listeners.get(message["channel"])
             if listeners:
-                raw_id, _, data = message["data"].partition(b" ")
-                try:
-                    number = parse_id(raw_id)
-                except ValueError:  # not published by a store (no log id): dropped, the reader goes on
+                entry = _entry(message["data"])
+                if entry is None or entry[1] is None:  # not published by a store: dropped, the reader goes on
                     return
+                number, data = entry[0], entry[1]
                 for listener in list(listeners):
                     listener.hand(number, data)
 
@@ -441,17 +448,11 @@ class _Dropped(RedisConnectionError):
 
 
 class _Reconnects:
-    """Told when the client connects its pub/sub connection again by itself (its retry, within
-    a read): it has subscribed again, and the logs hold what was published meanwhile."""
-
-    def __init__(self, topics: Topics, resubscribe: Callable[[Any], Awaitable[None]]) -> None:
-        self._topics = topics
-        self._resubscribe = resubscribe
+    """What the client calls once it connected the pub/sub connection again by itself (its
+    retry, within a read): a refusal, so that the read fails and the reader connects anew."""
 
     async def on_connect(self, connection: Any) -> None:
-        await self._resubscribe(connection)
-        await self._topics.resubscribe_sharded()
-        self._topics.missed()
+        raise RedisConnectionError("the pub/sub connection dropped; the store connects again itself")
 
 
 def _node_client(cluster: Any, node: Any) -> Any:

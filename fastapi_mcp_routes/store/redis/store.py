@@ -160,6 +160,7 @@ class RedisStore:
         self._release = register(scripts.RELEASE)
         self._take_slots = register(scripts.TAKE_SLOTS)
         self._free_slots = register(scripts.FREE_SLOTS)
+        self._holds_slot = register(scripts.HOLDS_SLOT)
         self._start_stream = register(scripts.START_STREAM)
         self._append_event = register(scripts.APPEND_EVENT)
         self._complete_stream = register(scripts.COMPLETE_STREAM)
@@ -305,6 +306,9 @@ class RedisStore:
     async def free_slots(self, pools: Sequence[str], holder: str) -> None:
         if pools:
             await self._run(self._free_slots, self._keys.slots(pools), holder)
+
+    async def holds_slot(self, pool: str, holder: str) -> bool:
+        return bool(await self._run(self._holds_slot, self._keys.slots([pool]), holder))
 
     # -- resumable streams -----------------------------------------------------------------
 
