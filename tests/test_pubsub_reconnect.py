@@ -21,6 +21,7 @@ import redis.asyncio
 
 from fastapi_mcp_routes.store.redis import RedisStore
 from fastapi_mcp_routes.store.redis.pubsub import KEEP_MAX_BYTES, KEEP_S
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
 from tests.support.apps import notes_app
 from tests.support.cluster import RedisCluster
 from tests.support.deployments import SECRET, deployment_env
@@ -286,3 +287,45 @@ def test_a_question_takes_its_first_reply_and_a_second_is_dropped(redis_url: str
     with redis.Redis.from_url(redis_url) as client:
         [log] = list(client.scan_iter(match=f"{prefix}{{topics}}:log:reply/*"))
         assert client.llen(log) == 1  # the first reply only
+
+
+# How often a test kills the store's pub/sub connection: often enough that kills land while the
+# reader connects again, seldom enough that it does connect between them.
+KILL_EVERY_S = 0.05
+SUBSCRIPTIONS = 30
+
+
+async def test_a_subscription_waits_out_a_connection_killed_again_and_again_while_redis_is_up(redis_url: str) -> None:
+    # Redis is up all along; only the store's pub/sub connection is killed, again and again,
+    # so a kill may land while the reader is connecting again. A subscription made meanwhile
+    # must wait for the connection to come back, never fail as if Redis could not be reached
+    # (a question asked then would end in an error, though nothing was down).
+    prefix = f"test-{secrets.token_hex(4)}:"
+    store = RedisStore.from_url(redis_url, prefix=prefix)
+    killer = redis.asyncio.Redis.from_url(redis_url)
+    failures: list[str] = []
+    subscribed = 0
+
+    async def kill_again_and_again(stop: anyio.Event) -> None:
+        while not stop.is_set():
+            await killer.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            await anyio.sleep(KILL_EVERY_S)  # not synchronisation: how often the connection dies
+
+    try:
+        async with store.subscribe("warm-up"):
+            pass
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(kill_again_and_again, stop)
+            for number in range(SUBSCRIPTIONS):
+                try:
+                    async with store.subscribe(f"topic-{number}"):
+                        subscribed += 1
+                except StoreUnavailable as down:
+                    failures.append(down.reason)
+            stop.set()
+    finally:
+        await killer.aclose()
+        await store.aclose()
+    assert not failures, f"{len(failures)} of {SUBSCRIPTIONS} subscriptions failed with Redis up: {failures[:3]}"
+    assert subscribed == SUBSCRIPTIONS
