@@ -151,6 +151,7 @@ class Topics:
         self._slack_ms = 0.0
         self._node_client: Any = None  # on a Cluster: a client of the node that has the topics
         self._node_name = ""
+        self._errors: tuple[type[BaseException], ...] = (RedisError, *errors_of(client))
         self._reconnects = _Reconnects()  # kept: the client holds its callback by a weak reference
 
     def channel(self, topic: str) -> bytes:
@@ -205,7 +206,10 @@ class Topics:
             listener.since = max((other.since for other in listeners if other.since is not None), default=None)
             listeners.append(listener)
             if len(listeners) == 1 and self._pubsub is not None:
-                await self._subscribe(self._pubsub, channel)
+                # A connection that dropped meanwhile fails this; the next one subscribes to what
+                # is listened to, and `_confirmed` waits for it.
+                with contextlib.suppress(Exception):
+                    await self._subscribe(self._pubsub, channel)
         await self._confirmed()
         listener.confirmed = True
 
@@ -261,7 +265,7 @@ class Topics:
                 self._pongs[token] = pong
                 try:
                     await self._pubsub.ping(token)
-                except (OSError, RedisError):
+                except Exception:  # however the send failed, the reader makes the next connection
                     return False
             try:
                 await pong
@@ -297,6 +301,9 @@ class Topics:
                         await self._subscribe(pubsub, *self._listeners)
                     else:
                         await self._subscribe(pubsub, self._own, *self._listeners)
+                    # Nothing sent on it retries: a retry reconnects within the send, reading the
+                    # handshake while this reader reads (the reader makes the next connection).
+                    pubsub.connection.retry = _NoRetry()
                     self._pubsub, self._failure = pubsub, None
                     self._attempt.set()
                 # What was published while no connection listened (or before this one did).
@@ -306,7 +313,7 @@ class Topics:
                 wait, failures = RETRY_FIRST_S, 0
                 await self._read_until_dropped(pubsub)
             except Exception as error:  # whatever broke the connection, the store needs another
-                if not isinstance(error, (RedisError, *errors_of(self._client))):
+                if not isinstance(error, self._errors):
                     logger.exception("The Redis pub/sub reader failed; connecting again.")
                 elif wait == RETRY_FIRST_S:
                     logger.warning("The Redis pub/sub connection dropped (%s); connecting again.", error)
@@ -445,6 +452,19 @@ class Topics:
 
 class _Dropped(RedisConnectionError):
     """The connection dropped before Redis answered a PING on it."""
+
+
+class _NoRetry:
+    """The retry policy of the pub/sub connection: none (either client's `Retry` protocol)."""
+
+    async def call_with_retry(self, do: Callable[[], Awaitable[Any]], fail: Any, *_: Any, **__: Any) -> Any:
+        return await do()
+
+    def get_retries(self) -> int:
+        return 0
+
+    def update_supported_errors(self, *_: Any) -> None:
+        return None
 
 
 class _Reconnects:
