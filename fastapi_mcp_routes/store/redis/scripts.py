@@ -43,7 +43,7 @@ The layout, under the prefix (`P`):
     P{tasks}:task:<id>          string the record (JSON)
     Pclaim:<name>               hash   h holder, d end (ms)
     P{slots}:<pool>             zset   holder -> end (ms)
-    P{topics}:log:<topic>       stream a topic's last messages, kept a minute for a listener
+    P{topics}:log:<topic>       list   a topic's last messages, kept a minute for a listener
                                        whose pub/sub connection dropped (store/redis/pubsub.py);
                                        its channel is P{topics}:<topic>
 
