@@ -354,3 +354,23 @@ def test_a_reply_sent_while_its_process_cannot_reach_redis_is_answered_503(redis
     assert answer.status_code == 503, answer.text
     assert answer.headers["retry-after"]
     assert "store" in answer.json()["error"]["message"]
+
+
+def test_a_get_stream_that_ends_while_its_process_cannot_reach_redis_ends_cleanly(redis_url: str) -> None:
+    # An open GET stream ends when its process loses Redis (its session's end cannot be heard).
+    # What the stream held (its claim, its slots) cannot be given back then; they lapse on their
+    # own. The client must see its stream end as a stream ends, not the connection torn down
+    # mid-body by an exception (a traceback in the log).
+    with (
+        redis_link(redis_url) as link,
+        linked_pair(redis_url, link.url) as (_, second, _prefix),
+    ):
+        session = open_session(second)
+        with second.stream("GET", "/mcp", headers={**session, "accept": "text/event-stream"}) as listen:
+            assert listen.status_code == 200
+            link.cut()
+            try:
+                body = listen.read().decode()
+            except httpx.RemoteProtocolError as torn:
+                pytest.fail(f"the stream was torn down rather than ended: {torn}")
+    assert not body or body.endswith("\n"), body  # whole events or lines only

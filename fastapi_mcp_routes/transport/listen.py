@@ -127,7 +127,10 @@ class ListenStream(Response):
             # Before the end goes out: a client that sees its stream end can open another.
             if self._lease is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._lease.release()
+                    try:
+                        await self._lease.release()
+                    except StoreUnavailable as down:  # what it held lapses on its own
+                        logger.info("a stream's lease lapses rather than being given back: %s", down.reason)
         if store_down and not writer.opened:
             with contextlib.suppress(OSError), anyio.move_on_after(writer.stall_s):
                 await _store_down_answer(send)
