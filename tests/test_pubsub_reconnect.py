@@ -19,6 +19,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from fastapi_mcp_routes.store.base import MISSED
 from fastapi_mcp_routes.store.redis import RedisStore
 from fastapi_mcp_routes.store.redis.pubsub import KEEP_MAX_BYTES, KEEP_S
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
@@ -165,6 +166,26 @@ async def test_an_answer_given_to_another_process_while_the_askers_connection_is
     assert answer["result"]["structuredContent"]["content"] == COLOUR, answer
 
 
+async def test_an_answer_too_large_to_keep_given_while_the_askers_connection_is_cut_ends_the_call_at_once(
+    asker_behind_a_link: tuple[str, str, RedisLink],
+) -> None:
+    first, second, link = asker_behind_a_link
+    large = {"colour": "x" * (KEEP_MAX_BYTES + 1)}
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:
+        headers = await open_session_at(http, first, ELICITATION)
+        async with http.stream("POST", f"{first}/mcp", json=tool_call("ask", request_id=5), headers=headers) as call:
+            messages = messages_of(call)
+            question = await anext(messages)
+            link.cut()
+            reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": large}}
+            assert (await http.post(f"{second}/mcp", json=reply, headers=headers)).status_code == 202
+            link.restore()
+            with anyio.fail_after(WAIT_S):  # told at once, not after the question's 300 s
+                answer = await anext(messages)
+    assert answer["result"]["isError"] is True, answer
+    assert "too large to keep" in answer["result"]["content"][0]["text"], answer
+
+
 async def test_a_cancellation_given_to_another_process_while_the_runners_connection_is_cut_is_not_lost(
     asker_behind_a_link: tuple[str, str, RedisLink],
 ) -> None:
@@ -234,7 +255,7 @@ async def test_garbage_in_a_topics_log_or_channel_loses_nothing_else(redis_url: 
             await client.aclose()
 
 
-async def test_a_message_too_large_to_keep_is_handed_over_live_only(redis_url: str) -> None:
+async def test_a_message_too_large_to_keep_is_handed_over_live_and_missed_as_such(redis_url: str) -> None:
     large = b"x" * (KEEP_MAX_BYTES + 1)
     async with linked_stores(redis_url) as (listening, publishing, link):
         async with listening.subscribe("news", capacity=8) as inbox:
@@ -244,7 +265,7 @@ async def test_a_message_too_large_to_keep_is_handed_over_live_only(redis_url: s
             await publishing.publish("news", large)  # missed, and not kept: what a client sends must not fill Redis
             await publishing.publish("news", b"small")
             link.restore()
-            assert await read(inbox, 1) == [b"small"]
+            assert await read(inbox, 2) == [MISSED, b"small"]  # told it missed one, not left waiting
             await nothing_more(inbox)
         client = redis.asyncio.Redis.from_url(redis_url)
         try:

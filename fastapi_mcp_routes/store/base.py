@@ -30,6 +30,10 @@ from typing import Any, Final, Literal, Protocol
 Refusal = Literal["owner", "total"]
 # What a used token's value becomes: a second use can then be told from one never issued.
 USED: Final = b"\x00used"
+# Handed to a listener in place of a message it could not hear when published and that its store
+# could not keep for it (a shared store's connection that dropped meanwhile; a message too large
+# to keep): it learns at once that it missed one.
+MISSED: Final = b"\x00missed"
 # Messages a listener has not read yet, by default: a reply topic gets one message, a stream's
 # wake-up topic needs one waiting message to read everything kept since.
 INBOX_SIZE: Final = 16

@@ -34,6 +34,7 @@ from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.sealing.secret import Secret
 from fastapi_mcp_routes.server.sessions.ids import SealedSession, SessionIds, sealed_capabilities, sealed_client_info
 from fastapi_mcp_routes.store.base import (
+    MISSED,
     Holder,
     Inbox,
     SessionBounds,
@@ -69,9 +70,9 @@ CHECKED_KEPT: Final = 4096
 # A cancellation is sent to every process when its call does not run here: only for an id of
 # at most this many characters (ids clients send are short; a megabyte one would go everywhere).
 FORWARDED_ID_CHARS: Final = 256
-# How long a question's first reply is remembered, so a second one is dropped: past any
-# question's wait (its place lapses a minute after it).
-REPLY_CLAIM_S: Final = 600.0
+# How long a question's first reply is remembered, so a second one is dropped: as long as the
+# question's place may be held (its wait, and the minute after it).
+REPLY_CLAIM_S: Final = 360.0
 # Listening for other processes' news again after a store outage: first after this long, then
 # twice as long each time, up to the last. The last is the pace at which the store's pub/sub
 # connection is made again (store/redis/pubsub.py): a try while it is down fails at once, without
@@ -457,6 +458,11 @@ class SessionManager:
         return self._store.subscribe(_reply_topic(session_id, request_id))
 
     def decode_reply(self, message: bytes) -> Mapping[str, Any]:
+        if message == MISSED:
+            raise ToolContextError(
+                "the client's answer reached another process while this one was reconnecting to the "
+                "store, and was too large to keep for it; ask again"
+            )
         reply = loads(message)
         return reply if isinstance(reply, dict) else {}
 

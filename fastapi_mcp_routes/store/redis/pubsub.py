@@ -27,7 +27,8 @@ from the moment it joined (on Redis's clock, as measured at each connection). Wh
 cannot give back: messages older than `KEEP_S` or `KEEP_MESSAGES` on their topic when the
 connection returns (a reconnect takes at most `RETRY_CAP_S` once Redis answers again, and a
 silent death is noticed within two heartbeats), and a message larger than `KEEP_MAX_BYTES`,
-handed over live only (what a client sends must not fill Redis).
+handed over live only (what a client sends must not fill Redis): a listener that missed one is
+handed `MISSED` in its place, and learns so at once.
 
 On a Redis Cluster, every topic and its log are under one hash tag (`{topics}`), so they live
 on one node and the connection uses sharded pub/sub there (SSUBSCRIBE, SPUBLISH in the script);
@@ -56,7 +57,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from fastapi_mcp_routes.store.base import INBOX_SIZE
+from fastapi_mcp_routes.store.base import INBOX_SIZE, MISSED
 from fastapi_mcp_routes.store.redis import scripts
 from fastapi_mcp_routes.store.redis.connect import errors_of
 from fastapi_mcp_routes.wire.errors import StoreUnavailable
@@ -389,10 +390,9 @@ class Topics:
                     channel.decode(errors="replace"),
                 )
             for number, data in kept:
-                if data is None:
-                    continue  # too large to keep: handed over live only
                 for listener in list(listeners):
-                    listener.hand(number, data)
+                    # Too large to keep: the listener learns it missed one rather than waiting.
+                    listener.hand(number, MISSED if data is None else data)
 
     def _since(self, listener: _Listener) -> MessageId:
         if listener.since is not None:
