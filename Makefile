@@ -77,10 +77,11 @@ chromium:
 		{ apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 		{ echo "the tests need Chromium: apt install chromium, or set FASTAPI_MCP_ROUTES_CHROMIUM"; exit 1; }
 
-# The conformance runs and pytest run at once (scripts/test.sh): they share nothing, and the
-# machine's second core would otherwise wait. pytest's summary closes the output.
-test: lint typecheck imports redis-server redis-sentinel nginx chromium $(STAMP)
-	scripts/test.sh
+# pytest runs last so its summary closes the output. The conformance runs go first and alone:
+# beside pytest's workers a loaded machine delays a process's news of a session ended in another
+# long enough for the suite's session-lifecycle check to catch it (see the README's deployment
+# section: a DELETE reaches the other processes through the store's publish/subscribe).
+test: lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
 # `bench` extra installs uvicorn[standard] for the latter).
