@@ -377,7 +377,7 @@ class TaskRuns:
             self._runs.pop(task_id, None)
             if self.store.shared:
                 # A store out of reach (a failover) lets the lease lapse on its own; raised, it
-                # would end the task group every task of this process runs in (issue 31).
+                # would end the task group every task of this process runs in.
                 with (
                     anyio.CancelScope(shield=True),
                     anyio.move_on_after(self._lease_s / 2),
