@@ -153,7 +153,7 @@ class Topics:
         self._node_client: Any = None  # on a Cluster: a client of the node that has the topics
         self._node_name = ""
         self._errors: tuple[type[BaseException], ...] = (RedisError, *errors_of(client))
-        self._reconnects = _Reconnects()  # kept: the client holds its callback by a weak reference
+        self._reader_only = _ReaderReconnects()  # kept: the client holds its callback by a weak reference
 
     def channel(self, topic: str) -> bytes:
         return f"{self._base}{topic}".encode()
@@ -236,8 +236,8 @@ class Topics:
             await pubsub.subscribe(*channels)
         elif channels:
             # Sent as it is: valkey-py's pub/sub has no sharded subscribe of its own, and both
-            # clients hand over what comes of it (`smessage`); subscribed again on a reconnect
-            # by `_Reconnects`.
+            # clients hand over what comes of it (`smessage`). The reader subscribes a new
+            # connection to every topic listened to.
             await pubsub.execute_command("SSUBSCRIBE", *channels)
 
     async def _confirmed(self) -> None:
@@ -290,9 +290,7 @@ class Topics:
             try:
                 await self._measure_clock()
                 pubsub = await self._connection()
-                # The client would connect again within a read (its retry) while requests use the
-                # connection: refused, so the reader makes the next one, as for any drop.
-                pubsub.on_connect = self._reconnects.on_connect
+                pubsub.on_connect = self._reader_only.on_connect
                 async with self._writing:
                     # Its own topic keeps the connection subscribed even when nobody listens:
                     # redis-py then never checks its health inline, which would read a reply
@@ -302,9 +300,7 @@ class Topics:
                         await self._subscribe(pubsub, *self._listeners)
                     else:
                         await self._subscribe(pubsub, self._own, *self._listeners)
-                    # Nothing sent on it retries: a retry reconnects within the send, reading the
-                    # handshake while this reader reads (the reader makes the next connection).
-                    pubsub.connection.retry = _NoRetry()
+                    pubsub.connection.retry = self._reader_only
                     self._pubsub, self._failure = pubsub, None
                     self._attempt.set()
                 # What was published while no connection listened (or before this one did).
@@ -365,12 +361,10 @@ class Topics:
     async def _replay(self) -> None:
         """Hand each listener what its topic's log has after the last message it was handed
         (or after it joined): everything published while no connection listened for it."""
-        topics = list(self._listeners.items())
-        if not topics:
-            return
-        topics = [
-            (channel, owed) for channel, listeners in topics if (owed := [one for one in listeners if one.confirmed])
-        ]
+        owed = (
+            (channel, [one for one in listeners if one.confirmed]) for channel, listeners in self._listeners.items()
+        )
+        topics = [(channel, listeners) for channel, listeners in owed if listeners]
         if not topics:
             return
         starts = [min(self._since(listener) for listener in listeners) for _, listeners in topics]
@@ -454,8 +448,11 @@ class _Dropped(RedisConnectionError):
     """The connection dropped before Redis answered a PING on it."""
 
 
-class _NoRetry:
-    """The retry policy of the pub/sub connection: none (either client's `Retry` protocol)."""
+class _ReaderReconnects:
+    """The pub/sub connection is made again by the reader alone, under its lock: as the
+    connection's retry policy, none (a retry would reconnect within a send, reading the handshake
+    while the reader reads); as the client's callback once it connected again by itself (a send
+    on a dropped connection), a refusal."""
 
     async def call_with_retry(self, do: Callable[[], Awaitable[Any]], fail: Any, *_: Any, **__: Any) -> Any:
         return await do()
@@ -465,11 +462,6 @@ class _NoRetry:
 
     def update_supported_errors(self, *_: Any) -> None:
         return None
-
-
-class _Reconnects:
-    """What the client calls once it connected the pub/sub connection again by itself (its
-    retry, within a read): a refusal, so that the read fails and the reader connects anew."""
 
     async def on_connect(self, connection: Any) -> None:
         raise RedisConnectionError("the pub/sub connection dropped; the store connects again itself")
