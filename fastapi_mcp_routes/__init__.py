@@ -24,6 +24,7 @@ from fastapi_mcp_routes.tools.content import (
     resource_link,
     text_content,
 )
+from fastapi_mcp_routes.tools.credentials import Credentials
 from fastapi_mcp_routes.tools.marking import auth_guard, mcp_tool
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ContentResponse",
+    "Credentials",
     "ElicitationResult",
     "InputRequest",
     "JWTBearer",

@@ -91,6 +91,7 @@ class _Mounted:
             lists=endpoint.lists,
             listings=endpoint.listings,
             facts=_server_facts(endpoint),
+            forward_headers=endpoint.transport.forward_headers,
         )
         routes = add_explorer_routes(
             self.router, endpoint.app, options.path, about, self.guards, options.auth, origin_first

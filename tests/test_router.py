@@ -25,6 +25,7 @@ from tests.support.servers import serve
 def test_public_names_are_exactly_these() -> None:
     assert fastapi_mcp_routes.__all__ == [
         "ContentResponse",
+        "Credentials",
         "ElicitationResult",
         "InputRequest",
         "JWTBearer",

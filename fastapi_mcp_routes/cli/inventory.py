@@ -28,6 +28,7 @@ from typing import Any, Final
 from fastapi_mcp_routes.cli.endpoints import Endpoint
 from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.credentials import NoCredentials
 from fastapi_mcp_routes.tools.registry import ToolTable
 
 _DEFINITIONS_REF: Final = "#/$defs/"
@@ -100,7 +101,7 @@ def take_inventory(endpoint: Endpoint, table: ToolTable) -> Inventory:
 
     def hidden(access: Access | None) -> bool:
         # As the lists decide for a caller with no principal and no credential header.
-        return visible_only and access is not None and not access.shown_to(None, _no_credential)
+        return visible_only and access is not None and not access.shown_to(None, _no_credential, NoCredentials())
 
     sections = tuple(
         Section(

@@ -4,8 +4,9 @@ caller asking.
 A tool's definition does not say which route runs it, nor where that route is documented; the
 lists do not say how the server is configured. This document does, for the tools, resources,
 templates and prompts the lists show this caller, and no others: each entry passes the lists'
-own rule (`Lists.shown_to`) for the request's principal and headers, so it tells a caller
-nothing of what the lists hide from it. It is served behind the endpoint's guards (the Origin
+own rule (`Lists.viewer`) for the request's principal and the headers a route would inherit of
+it (the credentials its `visible` predicates read), so it tells a caller nothing of what the
+lists hide from it. It is served behind the endpoint's guards (the Origin
 check, `auth=`, `dependencies=`), as the endpoint is.
 """
 
@@ -21,7 +22,7 @@ from starlette.requests import Request
 from fastapi_mcp_routes.explorer.facts import ServerFacts
 from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.server.listing import Lists
-from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.wire import constants as c
@@ -36,29 +37,33 @@ class About:
     """Builds the explorer's JSON for one request."""
 
     def __init__(
-        self, *, app: FastAPI, registry: ToolRegistry, lists: Lists, listings: Sequence[Listing], facts: ServerFacts
+        self,
+        *,
+        app: FastAPI,
+        registry: ToolRegistry,
+        lists: Lists,
+        listings: Sequence[Listing],
+        facts: ServerFacts,
+        forward_headers: frozenset[bytes],
     ) -> None:
         self._app = app
+        self._forward_headers = forward_headers
         self._listings = tuple(listings)
         self._registry = registry
         self._lists = lists
         self._facts = facts
 
-    def document(self, request: Request) -> dict[str, Any]:
+    async def document(self, request: Request) -> dict[str, Any]:
         """The server's options, and the routes behind what the lists show this caller."""
         principal = request.scope.get(c.PRINCIPAL_SCOPE_KEY)
-        headers = request.scope["headers"]
-
-        def shown(access: Access | None) -> bool:
-            return self._lists.shown_to(access, principal, headers)
-
+        viewer = self._lists.viewer(principal, caller_from_scope(request.scope, self._forward_headers))
         table = self._registry.table()
         docs = self._docs_url(request)
         route = _RouteLinks(self._operations(), docs)
         document: dict[str, Any] = {**self._facts.as_json(), "docs": docs}
         completed: set[tuple[str, str]] = set()
         for listing in self._listings:
-            shown_entries = [entry for entry in listing.entries(table) if shown(entry.access)]
+            shown_entries = [entry for entry in listing.entries(table) if await viewer.sees(entry.access)]
             document[listing.key] = [_entry(listing, entry, route(entry.route)) for entry in shown_entries]
             # A completion names its prompt or template: listed only with what it completes.
             if listing.completed_as is not None:

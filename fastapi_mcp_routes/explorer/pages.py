@@ -138,7 +138,7 @@ def add_explorer_routes(
 
     async def plain_about(request: Request) -> Response:
         check_origin(request)
-        return JSONResponse(about.document(request), headers=_PRIVATE)
+        return JSONResponse(await about.document(request), headers=_PRIVATE)
 
     return ExplorerRoutes(router.routes[-1], plain_about)
 
@@ -151,14 +151,14 @@ def _about_endpoint(
     if auth is None:
 
         async def about_anyone(request: Request) -> Response:
-            return JSONResponse(about.document(request), headers=_PRIVATE)
+            return JSONResponse(await about.document(request), headers=_PRIVATE)
 
         return about_anyone
     principal_of = auth if isinstance(auth, params.Depends) else Depends(auth)
 
     async def about_caller(request: Request, principal: Any = principal_of) -> Response:
         request.scope[c.PRINCIPAL_SCOPE_KEY] = principal
-        return JSONResponse(about.document(request), headers=_PRIVATE)
+        return JSONResponse(await about.document(request), headers=_PRIVATE)
 
     return about_caller
 

@@ -209,7 +209,7 @@ class Dispatcher:
 
     def _list_of(self, listing: Listing) -> Callable[[Request, ClientChannel], Awaitable[Result]]:
         async def answer(request: Request, channel: ClientChannel) -> Result:
-            return self._lists.page(listing, request.params.get("cursor"), channel)
+            return await self._lists.page(listing, request.params.get("cursor"), channel)
 
         return answer
 

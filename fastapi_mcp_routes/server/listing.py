@@ -4,7 +4,8 @@ caller-dependent list, what this caller sees.
 
 Visibility is never authorization: a list may hide what a caller
 statically cannot use, by side-effect-free checks only, and a hidden tool's guards still
-refuse its calls.
+refuse its calls. A `Viewer` decides for one caller and one request, so the security schemes
+its `visible` predicates read the caller's credentials with run once for the whole list.
 
 Listeners learn that a list changed from the registry's generations, through a `ChangeFeed`:
 nothing announces a route added at runtime, so one waiter looks at the route table every
@@ -13,13 +14,15 @@ nothing announces a route added at runtime, so one waiter looks at the route tab
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from fastapi_mcp_routes.server.changes import ChangeFeed
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.features import ListChange, Listed, Listing
 from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.credentials import SchemeReads
+from fastapi_mcp_routes.tools.invoke import Caller
 from fastapi_mcp_routes.tools.paging import decode_cursor
 from fastapi_mcp_routes.tools.registry import ToolRegistry, ToolTable
 from fastapi_mcp_routes.wire.errors import InvalidParams
@@ -69,14 +72,15 @@ class Lists:
         """The generations, once a list has changed since `seen`."""
         return await self._changes.after(seen)
 
-    def page(self, listing: Listing, cursor: object, channel: ClientChannel) -> Result:
+    async def page(self, listing: Listing, cursor: object, channel: ClientChannel) -> Result:
         table = self._registry.table()
         self._changes.note(self._generations(table))  # a change seen here reaches listeners at once
         entries, restricted = self._entries(listing, table)
         if self._visible_only and restricted:
             if cursor is not None:
                 raise InvalidParams("Invalid params: the cursor is not one this server issued.")
-            return {listing.key: [entry.definition for entry in entries if self.shows(entry.access, channel)]}
+            viewer = self.viewer(channel.principal, channel.caller)
+            return {listing.key: [entry.definition for entry in entries if await viewer.sees(entry.access)]}
         pages = listing.pages(table)
         if cursor is None:
             return pages[0]
@@ -85,21 +89,11 @@ class Lists:
             raise InvalidParams("Invalid params: the cursor is not one this server issued.")
         return pages[index]
 
-    def shows(self, access: Access | None, channel: ClientChannel) -> bool:
-        """Whether lists show this caller what `access` guards."""
-        return self.shown_to(access, channel.principal, channel.caller.headers)
-
-    def shown_to(self, access: Access | None, principal: Any, headers: Iterable[tuple[bytes, bytes]]) -> bool:
-        """Whether lists show what `access` guards to a caller with this principal (what the
-        endpoint's `auth` returned, or None) and these request headers (lower-case names): the
-        one rule for the lists and for whatever else tells a caller what it may see."""
-        if access is None or not self._visible_only:
-            return True
-
-        def presents_credential() -> bool:
-            return any(name in self._credential_headers for name, _ in headers)
-
-        return access.shown_to(principal, presents_credential)
+    def viewer(self, principal: Any, caller: Caller) -> Viewer:
+        """What lists show one caller, with this principal (what the endpoint's `auth`
+        returned, or None) and this request (what a route would inherit of it): the one rule
+        for the lists and for whatever else tells a caller what it may see."""
+        return Viewer(principal, caller, self._credential_headers, self._visible_only)
 
     def _generations(self, table: ToolTable) -> Generations:
         return tuple(change.generation(table) for change in self._watched)
@@ -111,3 +105,32 @@ class Lists:
             read = (table, entries, any(entry.access is not None for entry in entries))
             self._read[listing.method] = read
         return read[1], read[2]
+
+
+class Viewer:
+    """One caller's view of the lists, for one request."""
+
+    __slots__ = ("_caller", "_credential_headers", "_credentials", "_principal", "_visible_only")
+
+    def __init__(
+        self, principal: Any, caller: Caller, credential_headers: frozenset[bytes], visible_only: bool
+    ) -> None:
+        self._principal = principal
+        self._caller = caller
+        self._credential_headers = credential_headers
+        self._visible_only = visible_only
+        self._credentials: SchemeReads | None = None
+
+    async def sees(self, access: Access | None) -> bool:
+        """Whether lists show this caller what `access` guards."""
+        if access is None or not self._visible_only:
+            return True
+        if self._credentials is None:
+            self._credentials = SchemeReads(self._caller)
+        credentials = self._credentials
+        return await credentials.settled(
+            lambda: access.shown_to(self._principal, self._presents_credential, credentials)
+        )
+
+    def _presents_credential(self) -> bool:
+        return any(name in self._credential_headers for name, _ in self._caller.headers)

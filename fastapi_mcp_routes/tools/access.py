@@ -5,15 +5,15 @@ Two readers need it, and need different strengths of it:
   allowed to be wrong, since visibility is never authorization: every call still runs every
   guard of its route. A route behind any security scheme, `JWTBearer` or `@auth_guard` "needs
   auth"; the `Security` scopes such a scheme is handed (its own, or asked of a dependency above
-  it) and a `visible` predicate narrow it further.
+  it) and a `visible` predicate narrow it further (given the caller's principal, and where it
+  takes them the caller's credentials as the app's pure schemes read them: tools/credentials.py).
 - the confirmation gate must not ask a user to approve a call its route will refuse, nor hand
   such a caller a token; and it must never let a call run unconfirmed. That needs certainty,
   which those facts do not give: a scheme with `auto_error=False` or an `@auth_guard` may let
   an anonymous caller in, a `Cookie` may carry the credential, the scopes of the endpoint's
   principal need not be those of the token the route reads, and `visible` is no guard at all.
   So the gate asks the route's `guards` instead (server/confirmation/guards.py): the schemes whose refusal
-  is a pure function of the request, FastAPI's own security classes (exactly those: a subclass
-  may read the request otherwise) and `JWTBearer`, each with the scopes FastAPI hands it.
+  is a pure function of the request (`PURE_SCHEMES`), each with the scopes FastAPI hands it.
 """
 
 from __future__ import annotations
@@ -21,46 +21,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from fastapi.security import (
-    APIKeyCookie,
-    APIKeyHeader,
-    APIKeyQuery,
-    HTTPBasic,
-    HTTPBearer,
-    HTTPDigest,
-    OAuth2,
-    OAuth2AuthorizationCodeBearer,
-    OAuth2PasswordBearer,
-    OpenIdConnect,
-)
 from fastapi.security.base import SecurityBase
-from fastapi.security.http import HTTPBase
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer
+from fastapi_mcp_routes.tools.credentials import PURE_SCHEMES, Credentials
 from fastapi_mcp_routes.tools.marking import is_auth_guard
+from fastapi_mcp_routes.tools.visibility import Visibility, read_visible
 
 logger = logging.getLogger("fastapi_mcp_routes")
-
-# Schemes that read only the request and, with auto_error (their default), raise 401 or 403
-# when it lacks what they read: calling one has no effect but its answer.
-_PURE_SCHEMES: Final = frozenset(
-    {
-        APIKeyCookie,
-        APIKeyHeader,
-        APIKeyQuery,
-        HTTPBase,
-        HTTPBasic,
-        HTTPBearer,
-        HTTPDigest,
-        JWTBearer,
-        OAuth2,
-        OAuth2AuthorizationCodeBearer,
-        OAuth2PasswordBearer,
-        OpenIdConnect,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +48,16 @@ class Access:
 
     needs_auth: bool  # a security scheme, a JWTBearer or a dependency marked as auth
     scopes: frozenset[str]  # Security(..., scopes=[...]) anywhere in its dependencies
-    visible: Callable[[Any], bool] | None  # mcp_tool(visible=...)
+    visible: Visibility | None  # mcp_tool(visible=...)
     guards: tuple[Guard, ...] = ()  # in the order FastAPI runs them
 
-    def shown_to(self, principal: Any, presents_credential: Callable[[], bool]) -> bool:
+    def shown_to(self, principal: Any, presents_credential: Callable[[], bool], credentials: Credentials) -> bool:
         """Whether `tools/list` shows the tool to this caller: a hint, never a refusal.
-        `presents_credential` is asked only when the answer depends on it."""
+        `presents_credential` is asked only when the answer depends on it; `credentials` are
+        looked up only by a `visible` predicate that takes them."""
         if self.visible is not None:
             try:
-                return bool(self.visible(principal))
+                return self.visible.shows(principal, credentials)
             except Exception:
                 logger.exception("a tool's visible predicate failed; the tool is not listed")
                 return False
@@ -100,9 +71,9 @@ class Access:
         return held is None or self.scopes <= set(held)
 
 
-def access_of(route: Any, visible: Callable[[Any], bool] | None) -> Access | None:
+def access_of(route: Any, visible: Callable[..., Any] | None) -> Access | None:
     """The route's access facts, from its dependency tree and the author's `visible`
-    predicate; `None` when anyone may see it."""
+    predicate (checked when the route was marked); `None` when anyone may see it."""
     needs_auth = False
     scopes: set[str] = set()
     guards: list[Guard] = []
@@ -116,13 +87,13 @@ def access_of(route: Any, visible: Callable[[Any], bool] | None) -> Access | Non
             # Its own scopes and those of the dependencies it sits under: FastAPI's documented
             # pattern asks `Security(current_user, scopes=[...])` of a function reading the scheme.
             scopes.update(_security_scopes(node))
-        if type(call) in _PURE_SCHEMES:
+        if type(call) in PURE_SCHEMES:
             guards.append(Guard(call, _security_scopes(node), above))
         below = (*above, call) if call is not None else above
         pending.extend((child, below) for child in reversed(node.dependencies))
     if not needs_auth and visible is None:
         return None
-    return Access(needs_auth, frozenset(scopes), visible, _unique(guards))
+    return Access(needs_auth, frozenset(scopes), read_visible(visible, route.path, "route"), _unique(guards))
 
 
 def _security_scopes(node: Any) -> tuple[str, ...]:

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final, TypeVar
 
+from fastapi_mcp_routes.tools.visibility import Visible, read_visible
+
 # The attribute `mcp_tool` sets on the endpoint function. An attribute (not a registry) is what
 # lets the decorator sit above or below `@app.get`: both see the same function object.
 ENDPOINT_ATTRIBUTE: Final = "__mcp_tool__"
@@ -32,9 +34,10 @@ class ToolOptions:
     idempotent: bool | None = None
     open_world: bool | None = None
     meta: Mapping[str, Any] | None = None
-    # A pure predicate of the caller's principal: whether tools/list shows the tool. Never
-    # authorization: a hidden tool called by name still runs every guard of its route.
-    visible: Callable[[Any], bool] | None = None
+    # A pure predicate of the caller's principal (and its credentials, where it takes them):
+    # whether tools/list shows the tool. Never authorization: a hidden tool called by name
+    # still runs every guard of its route.
+    visible: Visible | None = None
     # Whether a call must be confirmed before it runs; `None` follows the endpoint's
     # `require_confirmation_for_mutations` for tools that are not read-only.
     confirm: bool | None = None
@@ -67,8 +70,7 @@ class ToolOptions:
             raise ValueError(f"{where}: MCP tool option 'meta' must be a mapping, got {self.meta!r}")
         if self.task not in TASK_MODES:
             raise ValueError(f"{where}: MCP tool option 'task' must be one of {TASK_MODES!r}, got {self.task!r}")
-        if self.visible is not None and not callable(self.visible):
-            raise ValueError(f"{where}: MCP tool option 'visible' must be a predicate, got {self.visible!r}")
+        read_visible(self.visible, where, "tool")
 
 
 def mcp_tool(
@@ -81,7 +83,7 @@ def mcp_tool(
     idempotent: bool | None = None,
     open_world: bool | None = None,
     meta: Mapping[str, Any] | None = None,
-    visible: Callable[[Any], bool] | None = None,
+    visible: Visible | None = None,
     confirm: bool | None = None,
     task: str = "never",
     stream: bool | None = None,
@@ -96,8 +98,10 @@ def mcp_tool(
         read_only, destructive, idempotent, open_world: override the annotation hints that
             are otherwise derived from the HTTP method.
         meta: extra `_meta` entries published with the tool.
-        visible: a pure predicate of the caller's principal deciding whether `tools/list`
-            shows the tool (with `list_visible_only`); it never authorizes a call.
+        visible: a pure predicate deciding whether `tools/list` shows the tool (with
+            `list_visible_only`): `visible(principal)`, or `visible(principal, credentials)`
+            where `credentials[scheme]` is what one of the app's security schemes reads from
+            the caller (`Credentials`); it never authorizes a call.
         confirm: `True` makes every call wait for confirmation, `False` never; by default
             tools that are not read-only wait when `require_confirmation_for_mutations` is on.
         task: `"optional"` lets a call run as a task the client polls, when the client declared

@@ -113,6 +113,11 @@ class StreamableHTTPEndpoint:
         self.senders = Senders(deployment.store, self.keep_alive.interval_s)
         self._store_down_logged = -math.inf
 
+    @property
+    def forward_headers(self) -> frozenset[bytes]:
+        """The header names a route's request inherits from its caller."""
+        return self._config.forward_headers
+
     async def __call__(self, request: Request) -> Response:
         try:
             headers: Headers = field_table(request.scope["headers"])

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, TypeVar
 
 from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
+from fastapi_mcp_routes.tools.visibility import Visible, read_visible
 
 RESOURCE_ATTRIBUTE: Final = "__mcp_resource__"
 PROMPT_ATTRIBUTE: Final = "__mcp_prompt__"
@@ -43,7 +44,7 @@ class ResourceOptions:
     priority: float | None = None
     last_modified: str | None = None  # ISO 8601, as the annotation carries it
     meta: Mapping[str, Any] | None = None
-    visible: Callable[[Any], bool] | None = None  # as `mcp_tool(visible=...)`: never authorization
+    visible: Visible | None = None  # as `mcp_tool(visible=...)`: never authorization
 
     def __post_init__(self) -> None:
         if isinstance(self.audience, list):  # as `openapi_extra` and callers write it
@@ -78,7 +79,7 @@ class PromptOptions:
     title: str | None = None
     description: str | None = None
     meta: Mapping[str, Any] | None = None
-    visible: Callable[[Any], bool] | None = None
+    visible: Visible | None = None
 
     def check(self, where: str) -> None:
         _strings(self, ("name", "title", "description"), where, "prompt")
@@ -114,7 +115,7 @@ def mcp_resource(
     priority: float | None = None,
     last_modified: str | None = None,
     meta: Mapping[str, Any] | None = None,
-    visible: Callable[[Any], bool] | None = None,
+    visible: Visible | None = None,
 ) -> Callable[[_F], _F]:
     """Mark a GET route as an MCP resource: `resources/read` of `uri` runs the route.
 
@@ -129,7 +130,8 @@ def mcp_resource(
         size: the size in bytes, when known in advance.
         audience, priority, last_modified: the resource's annotations.
         meta: extra `_meta` entries published with it.
-        visible: a pure predicate of the caller's principal deciding whether lists show it.
+        visible: a pure predicate of the caller's principal (and credentials, where it takes
+            them, as `mcp_tool`'s) deciding whether lists show it.
     """
     options = ResourceOptions(
         uri,
@@ -154,7 +156,7 @@ def mcp_prompt(
     title: str | None = None,
     description: str | None = None,
     meta: Mapping[str, Any] | None = None,
-    visible: Callable[[Any], bool] | None = None,
+    visible: Visible | None = None,
 ) -> Callable[[_F], _F]:
     """Mark a route as an MCP prompt: `prompts/get` runs it with the prompt's arguments.
 
@@ -166,7 +168,8 @@ def mcp_prompt(
         name: defaults to the route's name (the function name).
         title, description: default to the route's summary and description (or docstring).
         meta: extra `_meta` entries published with it.
-        visible: a pure predicate of the caller's principal deciding whether lists show it.
+        visible: a pure predicate of the caller's principal (and credentials, where it takes
+            them, as `mcp_tool`'s) deciding whether lists show it.
     """
     options = PromptOptions(name, title, description, _copied(meta), visible)
     options.check("mcp_prompt()")
@@ -264,5 +267,4 @@ def _strings(options: object, keys: tuple[str, ...], where: str, kind: str) -> N
 def _common(meta: object, visible: object, where: str, kind: str) -> None:
     if meta is not None and not isinstance(meta, Mapping):
         raise ValueError(f"{where}: MCP {kind} option 'meta' must be a mapping, got {meta!r}")
-    if visible is not None and not callable(visible):
-        raise ValueError(f"{where}: MCP {kind} option 'visible' must be a predicate, got {visible!r}")
+    read_visible(visible, where, kind)
