@@ -6,8 +6,8 @@ lists do not say how the server is configured. This document does, for the tools
 templates and prompts the lists show this caller, and no others: each entry passes the lists'
 own rule (`Lists.viewer`) for the request's principal and the headers a route would inherit of
 it (the credentials its `visible` predicates read), so it tells a caller nothing of what the
-lists hide from it. It is served behind the endpoint's guards (the Origin
-check, `auth=`, `dependencies=`), as the endpoint is.
+lists hide from it. It is served behind the endpoint's guards (the Origin check, `auth=`,
+`dependencies=`), as the endpoint is.
 """
 
 from __future__ import annotations
