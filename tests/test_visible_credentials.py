@@ -6,9 +6,14 @@ looks it up, never a dependency above or beside it; a hidden tool's guards still
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +26,7 @@ from mcp import types
 from fastapi_mcp_routes import Credentials, JWTBearer, Principal, mcp_prompt, mcp_resource, mcp_routes, mcp_tool
 from tests.support.jsonrpc import open_session, result_of, rpc
 from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC, token
+from tests.support.machine import ROOT
 from tests.support.sdk import mcp_client
 from tests.support.servers import serve
 from tests.support.stateless import post_stateless
@@ -423,3 +429,42 @@ def test_the_one_parameter_form_still_gets_only_the_principal() -> None:
     assert seen[0] == (None,)
     assert seen[1][0] is None
     assert isinstance(seen[1][1], Credentials)
+
+
+# -- the README's example, served and listed by the command line -------------------------------
+
+README_EXAMPLE = "**Per API key or token, without `auth=`.**"
+
+
+def readme_example() -> str:
+    """The README's key A / key B example, as a reader copies it."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```python\n", text.index(README_EXAMPLE)) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readmes_key_example_shows_key_a_reports_and_key_b_invoices() -> None:
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    exec(compile(readme_example(), "README.md", "exec"), namespace)
+    with TestClient(namespace["app"]) as client:
+        assert listed_names(client, KEY_A) == ["reports"]
+        assert listed_names(client, KEY_B) == ["invoices"]
+        assert listed_names(client, {}) == []
+
+
+@pytest.mark.processes
+def test_the_command_line_lists_a_tool_shown_by_key_as_hidden_from_anonymous_callers(tmp_path: Path) -> None:
+    (tmp_path / "keyed.py").write_text(readme_example())
+    done = subprocess.run(
+        [sys.executable, "-m", "fastapi_mcp_routes", "list", "keyed:app", "--app-dir", str(tmp_path), "--json"],
+        cwd=ROOT,
+        env={**os.environ, "FASTAPI_MCP_ROUTES_SECRET": "", "FASTAPI_MCP_ROUTES_REDIS_URL": ""},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    hidden = {entry["tool"]["name"]: entry["hiddenFromAnonymous"] for entry in json.loads(done.stdout)["tools"]}
+    assert hidden == {"reports": True, "invoices": True}
