@@ -10,12 +10,12 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import pytest
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from mcp import types
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from fastapi_mcp_routes import ToolCalls, mcp_routes, mcp_tool
 from fastapi_mcp_routes.server.confirmation.validation import invalid
@@ -37,6 +37,15 @@ CAPABLE = {"elicitation": {}}  # a client that can ask its user
 class Shelf(BaseModel):
     label: str = Field(min_length=1)
     aisle: int = Field(ge=1)
+
+
+class Crate(BaseModel):
+    label: str
+
+    @field_validator("label")
+    @classmethod
+    def crash(cls, label: str) -> str:
+        raise RuntimeError("a validator that fails otherwise than by refusing")
 
 
 def page_size(size: int = Query(10, ge=1, le=50)) -> int:
@@ -71,6 +80,18 @@ def add_routes(app: FastAPI) -> None:
     def locked(shelf: Shelf) -> dict[str, str]:
         stock.runs.append("locked")
         return {"label": shelf.label}
+
+    @mcp_tool()
+    @app.post("/signs")
+    def paint_sign(text: Annotated[str, Form(min_length=2)]) -> dict[str, str]:
+        stock.runs.append("paint_sign")
+        return {"text": text}
+
+    @mcp_tool()
+    @app.post("/crates")
+    def pack_crate(crate: Crate) -> dict[str, str]:
+        stock.runs.append("pack_crate")
+        return {"label": crate.label}
 
     @mcp_tool(confirm=False)
     @app.post("/open")
@@ -171,6 +192,23 @@ def test_a_dependencys_constrained_query_parameter_is_validated_too(base_url: st
     )
 
     assert asked["resultType"] == "input_required"
+
+
+def test_a_form_body_is_read_as_the_route_reads_it(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        refused = stateless(http, "paint_sign", {"text": "x"})
+        pending = stateless(http, "paint_sign", {"text": "open"})
+    assert refused["content"][0]["text"].startswith(
+        "HTTP 422: invalid arguments: 'text': String should have at least 2"
+    )
+    assert pending_of(pending)["plan"]["arguments"] == {"text": "open"}
+
+
+def test_a_validator_that_crashes_leaves_the_call_to_the_route(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        result = stateless(http, "pack_crate", {"label": "fragile"})
+    assert pending_of(result)["pending"] is True  # confirmed as before; the route answers after
+    assert stock.runs == []
 
 
 def test_a_guards_refusal_comes_before_validation_as_in_fastapi(base_url: str) -> None:

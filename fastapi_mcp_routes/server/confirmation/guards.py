@@ -6,7 +6,9 @@ and anonymous callers could fill the token store with tokens for calls they can 
 So before anyone is asked, the route's `guards` (tools/access.py: the schemes whose refusal is
 a pure function of the request) are run on the request the route would get, in the order
 FastAPI runs them. The first refusal is answered as the route answers it, through the app's
-own exception handler, and nothing else runs: no question, no token, no route.
+own exception handler, and nothing else runs: no question, no token, no route. A caller they
+let through has the request validated next (server/confirmation/validation.py), as FastAPI
+solves a route's security before it reports validation errors.
 
 Why not skip the gate and let the route itself refuse: its guards would see the request only
 after the app's middleware, and the path might reach an earlier route (`/items/mine` declared

@@ -19,6 +19,7 @@ requires, such as a header the caller did not send.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ from fastapi_mcp_routes.server.confirmation.guards import handled
 from fastapi_mcp_routes.tools.invoke import Caller, CapturedResponse, build_request, call_app
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.request_models import Fields, RequestModels
+
+logger = logging.getLogger("fastapi_mcp_routes")
 
 
 async def invalid(app: FastAPI, tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> CapturedResponse | None:
@@ -53,8 +56,14 @@ async def invalid(app: FastAPI, tool: Tool, arguments: Mapping[str, Any], caller
         return {"type": "http.request", "body": body, "more_body": False}
 
     request = Request(scope, receive)
-    received = await _body(request, body, models)
-    errors = await _errors(request, received, models, app.dependency_overrides)
+    try:
+        received = await _body(request, body, models)
+        errors = await _errors(request, received, models, app.dependency_overrides)
+    except Exception:
+        # Not a refusal we can answer for the route (a validator that crashed): the gate goes
+        # on, and the route decides once the call is confirmed.
+        logger.exception("a route's request models failed before its call was confirmed")
+        return None
     if not errors:
         return None
     refused = RequestValidationError(errors, body=None if received is PydanticUndefined else received)
