@@ -83,6 +83,8 @@ def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
         # Not the route's argument: everything else binds to the arguments without it.
         arguments = dict(arguments)
         token = arguments.pop(TOKEN_ARGUMENT)
+        if token == "":  # what a strict client sends for none: its converter made the token required
+            token = None
     window: dict[str, Any] | None = None
     if tool.stream:
         window = {name: arguments[name] for name in STREAM_ARGUMENTS if name in arguments}
