@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import pytest
-from fastapi import Depends, FastAPI, Form, Query, Request
+from fastapi import Depends, FastAPI, Form, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
@@ -50,6 +50,14 @@ class Crate(BaseModel):
 
 def page_size(size: int = Query(10, ge=1, le=50)) -> int:
     return size
+
+
+def shelf_of(shelf: Shelf) -> Shelf:
+    return shelf
+
+
+class Lid(BaseModel):
+    size: int = Field(ge=1)
 
 
 class Stock:
@@ -92,6 +100,18 @@ def add_routes(app: FastAPI) -> None:
     def pack_crate(crate: Crate) -> dict[str, str]:
         stock.runs.append("pack_crate")
         return {"label": crate.label}
+
+    @mcp_tool()
+    @app.post("/moves")
+    def move_crate(shelf: Annotated[Shelf, Depends(shelf_of)], lid: Lid) -> dict[str, str]:
+        stock.runs.append("move_crate")
+        return {"label": shelf.label}
+
+    @mcp_tool()
+    @app.post("/lights")
+    def dim_lights(x_aisle: Annotated[int, Header(ge=1)]) -> dict[str, int]:
+        stock.runs.append("dim_lights")
+        return {"aisle": x_aisle}
 
     @mcp_tool(confirm=False)
     @app.post("/open")
@@ -204,11 +224,33 @@ def test_a_form_body_is_read_as_the_route_reads_it(base_url: str) -> None:
     assert pending_of(pending)["plan"]["arguments"] == {"text": "open"}
 
 
+def test_body_parameters_of_a_dependency_and_the_route_are_read_from_one_body(base_url: str) -> None:
+    body = {"shelf": {"label": "", "aisle": 2}, "lid": {"size": 0}}
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        refused = stateless(http, "move_crate", body)
+        pending = stateless(http, "move_crate", {"shelf": {"label": "top", "aisle": 2}, "lid": {"size": 1}})
+        rest = http.post("/moves", json=body)
+    assert rest.status_code == 422
+    # The dependency's parameter first, then the route's, each a key of the one body.
+    assert [error["loc"] for error in rest.json()["detail"]] == [["body", "shelf", "label"], ["body", "lid", "size"]]
+    assert refused["content"][0]["text"].startswith("HTTP 422: invalid arguments: 'shelf.label': ")
+    assert "; 'lid.size': " in refused["content"][0]["text"]
+    assert pending_of(pending)["pending"] is True
+
+
 def test_a_validator_that_crashes_leaves_the_call_to_the_route(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
         result = stateless(http, "pack_crate", {"label": "fragile"})
     assert pending_of(result)["pending"] is True  # confirmed as before; the route answers after
     assert stock.runs == []
+
+
+def test_a_header_parameter_is_validated_too(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        refused = stateless(http, "dim_lights", {"x-aisle": 0})
+        pending = stateless(http, "dim_lights", {"x-aisle": 4})
+    assert refused["content"][0]["text"].startswith("HTTP 422: invalid arguments: 'x-aisle': Input should be greater")
+    assert pending_of(pending)["pending"] is True
 
 
 def test_a_guards_refusal_comes_before_validation_as_in_fastapi(base_url: str) -> None:
