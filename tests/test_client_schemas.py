@@ -22,7 +22,9 @@ from typing import Any, Final
 
 import anyio
 import pytest
+from agents import FunctionTool
 from agents.mcp import MCPServerStreamableHttp, MCPUtil
+from agents.tool_context import ToolContext
 from pydantic_ai import RunContext
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models import ModelRequestParameters
@@ -170,6 +172,40 @@ async def test_openai_agents_converts_every_tool_and_the_non_recursive_ones_stri
     assert set(converted) == set(served.tools)
     strict = {name for name, function in converted.items() if function.strict_json_schema}
     assert strict == strict_expected(served)
+
+
+@pytest.mark.parametrize("none", ["", None], ids=["empty", "null"])
+async def test_a_strict_openai_agents_tool_completes_the_token_flow(none: str | None) -> None:
+    """A strict model must send every argument, `confirmationToken` too: its first call sends
+    none (an empty string, or null), gets the plan and token, and runs the route with them."""
+    title = f"Strict {none!r}"
+    notes = example_app.main.store.notes
+    with serve(example_app.main.app) as url, anyio.fail_after(WAIT_S):
+        params: Any = {"url": f"{url}/mcp", "headers": HEADERS, "timeout": WAIT_S}
+        async with MCPServerStreamableHttp(params, name="example") as server:
+            [tool] = [tool for tool in await server.list_tools() if tool.name == "create_note"]
+            function = MCPUtil.to_function_tool(tool, server, convert_schemas_to_strict=True)
+            schema = function.params_json_schema
+            assert function.strict_json_schema
+            assert set(schema["required"]) == set(schema["properties"]) >= {"confirmationToken"}
+            arguments = {"title": title, "body": "", "tags": [], "priority": "normal"}
+            pending = await invoke(function, {**arguments, "confirmationToken": none})
+            assert pending.startswith("Not run yet"), pending
+            assert [note for note in notes.values() if note.title == title] == []
+            token = json.loads(pending.rsplit("\n", 1)[1])["token"]  # the plan on the answer's last line
+            done = await invoke(function, {**arguments, "confirmationToken": token})
+    assert json.loads(done)["title"] == title
+    assert len([note for note in notes.values() if note.title == title]) == 1
+
+
+async def invoke(function: FunctionTool, arguments: dict[str, Any]) -> str:
+    """The tool's answer to one call, as an agent run hands the model its text."""
+    raw = json.dumps(arguments)
+    context = ToolContext(context=None, tool_name=function.name, tool_call_id="call", tool_arguments=raw)
+    output = await function.on_invoke_tool(context, raw)
+    text = output["text"] if isinstance(output, dict) else output
+    assert isinstance(text, str), output
+    return text
 
 
 # -- pydantic-ai -------------------------------------------------------------------------------

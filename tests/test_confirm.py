@@ -225,6 +225,10 @@ def test_gated_tools_declare_the_token_argument_and_keep_the_routes_output_schem
     gated = {name for name, tool in tools.items() if "confirmationToken" in tool["inputSchema"]["properties"]}
     assert gated == {"place_order", "survey", "export"}  # not the GET, not confirm=False
     assert "confirmationToken" not in tools["place_order"]["inputSchema"].get("required", [])
+    # Nullable: a strict converter makes it required, and a strict model then sends null for none.
+    token = tools["place_order"]["inputSchema"]["properties"]["confirmationToken"]
+    assert token["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert "null or an empty string" in token["description"]
     # The pending answer is an isError result, so the outputSchema is the route's own, as if
     # the tool were not gated: clients that type results get the route's type.
     ungated = ToolRegistry(make_app(), frozenset(), confirm_mutations=False).table().by_name["place_order"]
@@ -256,6 +260,17 @@ def test_a_first_call_runs_nothing_and_returns_the_plan_and_a_token(base_url: st
     assert isinstance(pending["token"], str)
     assert pending["plan"] == {"method": "POST", "path": "/shops/north/orders", "arguments": ORDER}
     assert "confirmationToken" in result["content"][0]["text"]
+
+
+@pytest.mark.parametrize("none", ["", None], ids=["empty", "null"])
+def test_an_empty_or_null_token_is_no_token(base_url: str, none: str | None) -> None:
+    with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
+        pending = pending_of(stateless(http, "place_order", {**ORDER, "confirmationToken": none}))
+        asked = stateless(http, "place_order", {**ORDER, "confirmationToken": none}, CAPABLE)
+        done = stateless(http, "place_order", {**ORDER, "confirmationToken": pending["token"]})
+    assert asked["resultType"] == "input_required"
+    assert done["structuredContent"]["shop"] == "north"
+    assert len(ledger.orders) == 1
 
 
 def test_the_token_runs_the_call_once(base_url: str) -> None:

@@ -13,6 +13,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from example_app.auth import mint
 from example_app.main import API_KEY, app
+from fastapi_mcp_routes.tools.confirmation import PENDING_META_KEY
 from tests.support.confirmation import sdk_pending_of
 from tests.support.sdk import mcp_client
 from tests.support.servers import serve
@@ -149,8 +150,10 @@ async def test_the_protected_resource_metadata_names_the_issuer(base_url: str) -
 async def test_invalid_arguments_come_back_as_an_error_result_naming_the_field(base_url: str) -> None:
     with anyio.fail_after(WAIT_S):
         async with mcp_client(base_url, {"x-api-key": API_KEY}) as client:
-            result = await confirmed_call(client, "create_note", {"title": "", "priority": "urgent"})
+            # Refused by the route's model before any confirmation: no plan, no token.
+            result = await client.call_tool("create_note", {"title": "", "priority": "urgent"})
     assert result.is_error
+    assert result.meta is None or PENDING_META_KEY not in result.meta
     text = result.content[0].text
     assert "'title'" in text
     assert "'priority'" in text

@@ -23,6 +23,7 @@ from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, T
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.confirmation.guards import refusal
+from fastapi_mcp_routes.server.confirmation.validation import invalid
 from fastapi_mcp_routes.server.running import Ended, Finished, run_call
 from fastapi_mcp_routes.server.sealing.request_state import arguments_sha256
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns, needs_tasks
@@ -82,6 +83,8 @@ def parse_call(params: Mapping[str, Any], registry: ToolRegistry) -> ParsedCall:
         # Not the route's argument: everything else binds to the arguments without it.
         arguments = dict(arguments)
         token = arguments.pop(TOKEN_ARGUMENT)
+        if token == "":  # what a strict client sends for none: its converter made the token required
+            token = None
     window: dict[str, Any] | None = None
     if tool.stream:
         window = {name: arguments[name] for name in STREAM_ARGUMENTS if name in arguments}
@@ -211,13 +214,17 @@ class ToolCallPipeline:
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
         Arguments that cannot make a request at all fail here, before anyone is asked, and so
-        does a caller the route's guards refuse (server/confirmation/guards.py), who is neither asked nor
-        handed a token."""
+        does a caller the route's guards refuse (server/confirmation/guards.py), then a request its
+        models refuse (server/confirmation/validation.py), as FastAPI orders them: neither is asked
+        nor handed a token."""
         tool = parsed.tool
         path = planned_path(tool, parsed.arguments)
         offered = Offered(parsed.token, given.confirmation_state, given.confirmation_answer)
         if offered.token is None and offered.state is None:  # nobody asked, no token issued yet
-            refused = await refusal(self._app, tool, parsed.arguments, call.channel.caller)
+            caller = call.channel.caller
+            refused = await refusal(self._app, tool, parsed.arguments, caller)
+            if refused is None:
+                refused = await invalid(self._app, tool, parsed.arguments, caller)
             if refused is not None:
                 return Ran(tool_result(tool, refused), "error", refused.status)
         digest = arguments_sha256(parsed.arguments)

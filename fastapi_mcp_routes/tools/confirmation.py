@@ -9,13 +9,17 @@ from typing import Any, Final
 
 from fastapi_mcp_routes.wire.constants import RESERVED_KEY_PREFIX
 
-# The argument a gated tool's inputSchema declares for the token.
+# The argument a gated tool's inputSchema declares for the token. Optional, and nullable as
+# pydantic writes an optional string: strict converters (OpenAI's strict tool calls) make every
+# argument required, and a strict model then sends null, or "" where only a string is allowed;
+# the server reads both as no token.
 TOKEN_ARGUMENT: Final = "confirmationToken"
 TOKEN_PROPERTY: Final[Mapping[str, Any]] = {
-    "type": "string",
+    "anyOf": [{"type": "string"}, {"type": "null"}],
     "description": (
-        "Leave out on the first call: this tool changes data, so that call only returns a plan and "
-        "a token. Pass the token here, with the same arguments, to run it."
+        "Leave out, or send null or an empty string, on the first call: this tool changes data, so "
+        "that call only returns a plan and a token. Pass the token here, with the same arguments, "
+        "to run it."
     ),
 }
 # Where a pending call's answer carries its plan and token for programs, beside the text the

@@ -16,6 +16,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from fastapi_mcp_routes.tools.access import Access
+from fastapi_mcp_routes.tools.request_models import RequestModels
 from fastapi_mcp_routes.tools.schema import ToolSchema
 from fastapi_mcp_routes.tools.urls import UrlArguments
 from fastapi_mcp_routes.wire import constants as c
@@ -43,6 +44,7 @@ class Tool:
     header_params: tuple[tuple[str, str, str], ...] = ()
     access: Access | None = None  # None: anyone sees it in tools/list
     confirm: bool = False  # a call runs only once confirmed (the `confirmationToken` argument)
+    models: RequestModels | None = None  # a gated tool's request fields, validated before it is asked
     urls: UrlArguments | None = None  # where its arguments hold URLs; None: it takes none
     task: str = "never"  # whether a call may run as a task (tools/marking.py, TASK_MODES)
     stream: bool = False  # a call samples the route's streamed response (tools/streams.py)
@@ -78,7 +80,7 @@ def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:
 
 def recipe(route: Any, method: str, name: str, schema: ToolSchema, where: str, **extra: Any) -> Tool:
     """How to call `route` with `method`; `extra` are the tool-only fields (`definition`,
-    `access`, `confirm`, `urls`, `task`, `stream`)."""
+    `access`, `confirm`, `models`, `urls`, `task`, `stream`)."""
     return Tool(
         name=name,
         method=method,

@@ -37,6 +37,7 @@ from fastapi_mcp_routes.tools.inline import INLINED_SCHEMA_LIMIT, inline_models
 from fastapi_mcp_routes.tools.marking import ToolOptions, read_tool_options
 from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, recipe, route_description
+from fastapi_mcp_routes.tools.request_models import request_models
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
 from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Streamed, WindowBounds, output_schema, stream_of
 from fastapi_mcp_routes.tools.urls import url_arguments
@@ -368,6 +369,7 @@ def _tool(
         definition=definition,
         access=access_of(route, options.visible),
         confirm=confirm,
+        models=request_models(route) if confirm else None,
         urls=url_arguments(schema.input_schema),
         task=options.task,
         stream=streamed is not None,

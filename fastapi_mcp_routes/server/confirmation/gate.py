@@ -295,7 +295,7 @@ class ConfirmationGate:
                     gated.offered.token, gated.caller, gated.tool, gated.digest, "model", gated.holder
                 )
             except Refused as refused:
-                retry = f"Call the tool again without {TOKEN_ARGUMENT} to get a new plan and token."
+                retry = f"Call the tool again without {TOKEN_ARGUMENT} (or with it empty) to get a new plan and token."
                 return Held(_refusal(f"{refused} {retry}"), "not_confirmed")
             return Confirmed(self._clock() + self._ttl_s)
         if gated.call.channel.cannot_ask(_CONFIRMATION) is None:

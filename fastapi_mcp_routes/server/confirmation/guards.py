@@ -6,7 +6,9 @@ and anonymous callers could fill the token store with tokens for calls they can 
 So before anyone is asked, the route's `guards` (tools/access.py: the schemes whose refusal is
 a pure function of the request) are run on the request the route would get, in the order
 FastAPI runs them. The first refusal is answered as the route answers it, through the app's
-own exception handler, and nothing else runs: no question, no token, no route.
+own exception handler, and nothing else runs: no question, no token, no route. A caller they
+let through has the request validated next (server/confirmation/validation.py), as FastAPI
+solves a route's security before it reports validation errors.
 
 Why not skip the gate and let the route itself refuse: its guards would see the request only
 after the app's middleware, and the path might reach an earlier route (`/items/mine` declared
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI
@@ -40,6 +42,9 @@ from fastapi_mcp_routes.tools.recipe import Tool
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
+# An exception handler as Starlette takes one: sync or async, returning a response.
+Handler = Callable[[Request, Any], Any]
+
 
 async def refusal(app: FastAPI, tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> CapturedResponse | None:
     """The route's answer to this call when one of its guards refuses the caller (its 401 or
@@ -52,7 +57,7 @@ async def refusal(app: FastAPI, tool: Tool, arguments: Mapping[str, Any], caller
     refused = await first_refusal(guards, request, app.dependency_overrides)
     if refused is None:
         return None
-    return await call_app(await _handled(app, request, refused), scope, b"")
+    return await call_app(await handled(app, request, refused, http_exception_handler), scope, b"")
 
 
 async def first_refusal(
@@ -82,19 +87,19 @@ def _overridden(guard: Guard, overrides: Mapping[Any, Any]) -> bool:
         return True
 
 
-async def _handled(app: FastAPI, request: Request, refused: HTTPException) -> Response:
-    """The response the app's exception handler makes of a refusal, looked up as Starlette
-    does: by status code, then by exception class."""
+async def handled(app: FastAPI, request: Request, error: Exception, default: Handler) -> Response:
+    """The response the app's exception handler makes of `error`, looked up as Starlette does:
+    by status code, then by exception class; `default` where the app has none."""
     handlers = app.exception_handlers
-    handler = handlers.get(refused.status_code)
+    handler = handlers.get(error.status_code) if isinstance(error, HTTPException) else None
     if handler is None:
-        handler = next((handlers[cls] for cls in type(refused).__mro__ if cls in handlers), http_exception_handler)
+        handler = next((handlers[cls] for cls in type(error).__mro__ if cls in handlers), default)
     if inspect.iscoroutinefunction(handler):
-        response = await handler(request, refused)
+        response = await handler(request, error)
     else:
-        response = await run_in_threadpool(handler, request, refused)  # as Starlette runs it
+        response = await run_in_threadpool(handler, request, error)  # as Starlette runs it
     if inspect.isawaitable(response):  # an object whose __call__ is a coroutine function
         response = await response
     if not isinstance(response, Response):
-        raise TypeError(f"the app's exception handler for HTTP {refused.status_code} returned {response!r}")
+        raise TypeError(f"the app's exception handler for {type(error).__name__} returned {response!r}")
     return response
