@@ -4,6 +4,7 @@ started (or in a batch) the result or the error carries it instead; lists name t
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import pytest
@@ -22,10 +23,12 @@ from fastapi_mcp_routes import (
     mcp_tool,
 )
 from fastapi_mcp_routes.wire.challenge import CHALLENGE_META_KEY, SCOPES_META_KEY, challenge, scope_tokens
+from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from tests.support.jsonrpc import HEADERS, JSON_ONLY, open_session, rpc, tool_call
 from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC, token
 from tests.support.sse import sse_messages
-from tests.support.stateless import post_stateless
+from tests.support.stateless import post_stateless, stateless_meta
+from tests.support.waits import WAIT_S
 
 METADATA = "http://testserver/.well-known/oauth-protected-resource/mcp"
 DESCRIPTION = 'error_description="The access token lacks a scope this request needs."'
@@ -109,8 +112,8 @@ def make_app(*, endpoint_auth: bool = True) -> FastAPI:
     return app
 
 
-def reader(**changes: Any) -> dict[str, str]:
-    return {"authorization": f"Bearer {token(scope='notes:read', **changes)}"}
+def reader(scope: str = "notes:read") -> dict[str, str]:
+    return {"authorization": f"Bearer {token(scope=scope)}"}
 
 
 def test_a_session_call_refused_for_a_scope_is_answered_403_with_the_challenge() -> None:
@@ -272,3 +275,73 @@ def test_scopes_that_cannot_be_named_in_a_challenge_are_left_out(scopes: list[st
     assert scope_tokens([*scopes, "ok:read"]) == ("ok:read",)
     unquotable = challenge(["ok:read"], 'http://x/"evil')
     assert unquotable == f'Bearer error="insufficient_scope", scope="ok:read", {DESCRIPTION}'
+
+
+def test_a_call_that_became_a_task_ends_with_its_error_result_carrying_the_challenge() -> None:
+    app = make_app()
+
+    async def as_task(ctx: ToolContext = Depends()) -> None:  # noqa: B008
+        await ctx.start_task()
+
+    @mcp_tool(task="optional")
+    @app.get("/notes/archive", dependencies=[Depends(as_task)])
+    def archive(principal: Writer) -> dict[str, str]:
+        """Archives the notes, as a task."""
+        return {"by": principal.subject}
+
+    @mcp_tool(task="required")
+    @app.get("/notes/export")
+    def export(principal: Writer) -> dict[str, str]:
+        """Exports the notes, always as a task."""
+        return {"by": principal.subject}
+
+    tasks = stateless_meta({"extensions": {TASKS_EXTENSION: {}}})
+    with TestClient(app) as client:
+        # Refused before it became a task: the request's own answer, 403.
+        refused = post_stateless(
+            client, "tools/call", {"name": "export", "arguments": {}}, meta=tasks, headers=reader()
+        )
+        assert refused.status_code == 403
+        assert refused.headers["www-authenticate"] == WRITE_CHALLENGE
+        # Refused once a task: the CreateTaskResult went out first, so the task's result says it.
+        params = {"name": "archive", "arguments": {}}
+        created = post_stateless(client, "tools/call", params, meta=tasks, headers=reader())
+        assert created.status_code == 200, created.text
+        task_id = created.json()["result"]["taskId"]
+        named = {**reader(), "mcp-name": task_id}
+        deadline = time.monotonic() + WAIT_S  # polled, as a client of a task does
+        while (task := task_of(client, task_id, tasks, named))["status"] == "working":
+            assert time.monotonic() < deadline, task
+            time.sleep(0.05)
+    assert task["status"] == "completed"
+    assert task["result"]["isError"] is True
+    challenge = task["result"]["_meta"][CHALLENGE_META_KEY]
+    assert challenge == {
+        "wwwAuthenticate": f'Bearer error="insufficient_scope", scope="notes:write", {DESCRIPTION}',
+        "scopes": ["notes:write"],
+    }
+
+
+def task_of(client: TestClient, task_id: str, meta: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    task: dict[str, Any] = post_stateless(client, "tasks/get", {"taskId": task_id}, meta=meta, headers=headers).json()
+    return task["result"]
+
+
+def test_the_challenge_names_a_jwt_bearers_required_scopes_with_the_routes() -> None:
+    app = FastAPI()
+    strict = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, required_scopes=["notes:use"])
+    app.include_router(mcp_routes(app))
+
+    @mcp_tool()
+    @app.get("/strict")
+    def strict_notes(principal: Principal = Security(strict, scopes=["notes:list"])) -> dict[str, str]:  # noqa: B008
+        """Needs notes:use and notes:list."""
+        return {"by": principal.subject}
+
+    with TestClient(app) as client:
+        response = post_stateless(
+            client, "tools/call", {"name": "strict_notes", "arguments": {}}, headers=reader(scope="notes:use")
+        )
+    assert response.status_code == 403
+    assert 'scope="notes:list notes:use"' in response.headers["www-authenticate"]
+    assert "resource_metadata" not in response.headers["www-authenticate"]  # the endpoint serves none

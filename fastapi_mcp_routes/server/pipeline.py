@@ -145,7 +145,8 @@ class ToolCallPipeline:
                     ran = await self._tasks.start(call, channel, parsed.tool, work, task_ended)
                 else:
                     ran = await self.run(parsed, given, call)
-                    stepped_up(parsed.tool, ran, request, channel)
+                # Also a call refused before it became a task; a task's own result keeps the challenge.
+                stepped_up(parsed.tool, ran, request, channel)
                 return ran.result
         except InsufficientScope:
             raise  # audited as the route answered it
