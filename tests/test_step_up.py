@@ -17,6 +17,7 @@ from fastapi_mcp_routes import (
     Principal,
     ProtectedResource,
     ToolContext,
+    mcp_completion,
     mcp_prompt,
     mcp_resource,
     mcp_routes,
@@ -36,6 +37,7 @@ WRITE_CHALLENGE = (
     f'Bearer error="insufficient_scope", scope="notes:write", resource_metadata="{METADATA}", {DESCRIPTION}'
 )
 INSUFFICIENT_SCOPE = -32030
+TOPIC = {"name": "topic", "value": "no"}
 BEARER = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC)
 Writer = Annotated[Principal, Security(BEARER, scopes=["notes:write"])]
 Reader = Annotated[Principal, Security(BEARER, scopes=["notes:read"])]
@@ -108,6 +110,11 @@ def make_app(*, endpoint_auth: bool = True) -> FastAPI:
     def draft(principal: Writer, topic: str = "x") -> str:
         """A prompt that needs notes:write."""
         return f"Draft about {topic}"
+
+    @mcp_completion(prompt="draft", argument="topic")
+    @app.get("/complete/topic")
+    def complete_topic(principal: Writer, value: str) -> list[str]:
+        return [value + "s"]
 
     return app
 
@@ -204,12 +211,13 @@ def test_a_batch_with_a_refused_call_answers_every_entry_and_carries_the_challen
     assert read["result"]["structuredContent"] == {"by": "alice"}
 
 
-def test_a_resource_read_and_a_prompt_refused_for_a_scope_are_answered_403() -> None:
+def test_a_resource_read_a_prompt_and_a_completion_refused_for_a_scope_are_answered_403() -> None:
     with TestClient(make_app()) as client:
         session = open_session(client, headers=reader())
         for message in (
             rpc("resources/read", {"uri": "notes://secret"}, 3),
             rpc("prompts/get", {"name": "draft", "arguments": {"topic": "t"}}, 3),
+            rpc("completion/complete", {"ref": {"type": "ref/prompt", "name": "draft"}, "argument": TOPIC}, 3),
         ):
             response = client.post("/mcp", json=message, headers=session)
             assert response.status_code == 403, response.text
