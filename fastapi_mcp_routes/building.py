@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI, params
 
+from fastapi_mcp_routes.auth.jwt import WELL_KNOWN_RESOURCE
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
 from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
 from fastapi_mcp_routes.server.audit import log_tool_call
@@ -49,6 +50,7 @@ from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.streams import WindowBounds
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint, TransportConfig
 from fastapi_mcp_routes.transport.origin import OriginPolicy
+from fastapi_mcp_routes.transport.step_up import StepUp
 from fastapi_mcp_routes.transport.writes import ResourceWrites
 from fastapi_mcp_routes.wire import constants as c
 
@@ -236,6 +238,8 @@ def _transport_config(options: EndpointOptions, credentials: frozenset[str]) -> 
         # so the Cookie header changes within a session without the caller changing.
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
         max_stream_seconds=options.streaming.max_stream_seconds,
+        # The step-up challenge names the endpoint's RFC 9728 metadata where it serves one.
+        step_up=StepUp(WELL_KNOWN_RESOURCE + options.path if options.protected_resource is not None else None),
     )
 
 

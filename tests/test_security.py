@@ -182,12 +182,11 @@ def hidden_tool_called_by_name(peer: Peer) -> None:
     alice = peer.open()  # scope notes:read, not admin
     listing = peer.http.post("/mcp", json=rpc("tools/list"), headers=alice).json()
     assert "admin_report" not in {tool["name"] for tool in listing["result"]["tools"]}
-    refused = peer.call(alice, "admin_report", {})
-    assert refused["isError"] is True
-    text = refused["content"][0]["text"]
-    assert text.startswith("HTTP 403")
-    assert "Secret numbers" not in text
-    assert "42" not in text
+    refused = peer.http.post("/mcp", json=tool_call("admin_report"), headers=alice)
+    assert refused.status_code == 403  # the step-up challenge, and nothing of the route's answer
+    assert "insufficient_scope" in refused.headers["www-authenticate"]
+    assert "Secret numbers" not in refused.text
+    assert "42" not in refused.text
 
 
 def argument_named_like_a_credential_header(peer: Peer) -> None:

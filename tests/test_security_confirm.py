@@ -228,8 +228,13 @@ def principal_lacking_the_routes_scope(peer: Peer) -> None:
     reader = bearer_of(scope="notes:read")
     rest = peer.http.post("/posts", params={"title": "hi"}, headers={"authorization": reader})
     assert rest.json()["detail"] == "Refused here: The token lacks a required scope."  # the app's own handler
-    asked = peer.stateless("publish", {"title": "hi"}, asks=True, authorization=reader)
-    assert_refused_without_asking(asked, "HTTP 403: Refused here: The token lacks a required scope.")
+    params = {"name": "publish", "arguments": {"title": "hi"}}
+    meta = stateless_meta({"elicitation": {}})
+    asked = post_stateless(peer.http, "tools/call", params, meta=meta, headers={"authorization": reader})
+    # A step-up challenge the client can act on, before anyone is asked: no plan, no token.
+    assert asked.status_code == 403
+    assert 'scope="posts:write"' in asked.headers["www-authenticate"]
+    assert "result" not in asked.json()
     writer = bearer_of(scope="posts:write")
     token_ = pending_token(peer.stateless("publish", {"title": "hi"}, authorization=writer))
     done = peer.stateless("publish", {"title": "hi", "confirmationToken": token_}, authorization=writer)

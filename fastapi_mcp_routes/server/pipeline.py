@@ -36,6 +36,7 @@ from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold, build_reques
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
+from fastapi_mcp_routes.tools.scopes import refused_scopes
 from fastapi_mcp_routes.tools.streams import (
     STREAM_ARGUMENTS,
     Window,
@@ -45,7 +46,8 @@ from fastapi_mcp_routes.tools.streams import (
     read_window,
     window_result,
 )
-from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolError
+from fastapi_mcp_routes.wire.challenge import with_challenge
+from fastapi_mcp_routes.wire.errors import InsufficientScope, InvalidParams, McpError, ToolError
 from fastapi_mcp_routes.wire.failures import tool_failure
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
@@ -146,7 +148,11 @@ class ToolCallPipeline:
                     ran = await self._tasks.start(call, channel, parsed.tool, work, task_ended)
                 else:
                     ran = await self.run(parsed, given, call)
+                # Also a call refused before it became a task; a task's own result keeps the challenge.
+                stepped_up(parsed.tool, ran, request, channel)
                 return ran.result
+        except InsufficientScope:
+            raise  # audited as the route answered it
         except McpError:
             if ran is not None:
                 ran = Ran({}, "refused")
@@ -193,8 +199,7 @@ class ToolCallPipeline:
                 return response
             if isinstance(response, WindowRead):
                 return Ran(window_result(response), "ok", 200)
-            result = tool_result(parsed.tool, response, parsed.arguments)
-            return Ran(result, "error" if result.get("isError") else "ok", response.status)
+            return route_ran(parsed.tool, response, parsed.arguments)
         if isinstance(ended, InputRequired):
             return Ran(ended.result, "confirmation_required" if confirming else "input_required")
         # The call raised, or its route's response outgrew the cap.
@@ -226,7 +231,7 @@ class ToolCallPipeline:
             if refused is None:
                 refused = await invalid(self._app, tool, parsed.arguments, caller)
             if refused is not None:
-                return Ran(tool_result(tool, refused), "error", refused.status)
+                return route_ran(tool, refused)
         digest = arguments_sha256(parsed.arguments)
         gated = GatedCall(tool.name, tool.method, path, parsed.arguments, digest, offered, call)
         verdict = await self._gate.check(gated)
@@ -304,6 +309,25 @@ class ToolCallPipeline:
             *(ids or ()),
         )
         await report(self._on_tool_call, event)
+
+
+def route_ran(tool: Tool, response: CapturedResponse, arguments: Mapping[str, Any] | None = None) -> Ran:
+    """How a call the route answered ended; a refusal for a missing scope carries the step-up
+    challenge in its `_meta` (wire/challenge.py), what a task's result or a streamed answer keeps."""
+    result = tool_result(tool, response, arguments)
+    if response.status == 403:
+        scopes = refused_scopes(tool, response)
+        if scopes is not None:
+            return Ran(with_challenge(result, scopes), "refused", 403)
+    return Ran(result, "error" if result.get("isError") else "ok", response.status)
+
+
+def stepped_up(tool: Tool, ran: Ran, request: Request, channel: ClientChannel) -> None:
+    """Raises `InsufficientScope` for a call its route refused for a missing scope, so that the
+    transport answers HTTP 403 with the challenge where it still can, else this result."""
+    if ran.status == 403 and ran.outcome == "refused":
+        shaped = channel.shape(request.method, ran.result, True)  # a tool result is never pre-encoded
+        raise InsufficientScope(tool.scopes, shaped if isinstance(shaped, Mapping) else None)
 
 
 _CONTAINERS: Final = (dict, list)  # what nests in a decoded JSON value

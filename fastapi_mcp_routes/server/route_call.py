@@ -23,7 +23,8 @@ from fastapi_mcp_routes.server.threads import ThreadShares
 from fastapi_mcp_routes.tools.catalog.results import RouteFailed, UnusableResponse, check_status
 from fastapi_mcp_routes.tools.invoke import CapturedResponse, invoke
 from fastapi_mcp_routes.tools.recipe import Tool
-from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ToolContextError, ToolError
+from fastapi_mcp_routes.tools.scopes import refused_scopes
+from fastapi_mcp_routes.wire.errors import InsufficientScope, InvalidParams, McpError, ToolContextError, ToolError
 from fastapi_mcp_routes.wire.failures import internal_error
 from fastapi_mcp_routes.wire.jsonrpc import Request
 
@@ -71,6 +72,10 @@ class RouteRunner:
         if isinstance(ended, Halted):  # the response outgrew the cap
             raise McpError(str(ended.error))
         response = ended.value
+        if response.status == 403:
+            scopes = refused_scopes(call, response)
+            if scopes is not None:  # the transport answers HTTP 403 with the step-up challenge
+                raise InsufficientScope(scopes)
         try:
             check_status(call, response)
         except RouteFailed as failed:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from fastapi_mcp_routes.tools.access import Access
 from fastapi_mcp_routes.tools.request_models import RequestModels
 from fastapi_mcp_routes.tools.schema import ToolSchema
+from fastapi_mcp_routes.tools.scopes import route_scopes
 from fastapi_mcp_routes.tools.urls import UrlArguments
 from fastapi_mcp_routes.wire import constants as c
 
@@ -49,6 +50,7 @@ class Tool:
     task: str = "never"  # whether a call may run as a task (tools/marking.py, TASK_MODES)
     stream: bool = False  # a call samples the route's streamed response (tools/streams.py)
     threaded: bool = False  # a `def` route: FastAPI runs it in the thread pool (server/threads.py)
+    scopes: tuple[str, ...] = ()  # what its route's schemes ask for, named by a step-up (tools/scopes.py)
 
 
 def _header_params(properties: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], ...]:
@@ -80,7 +82,9 @@ def _path_parts(path_format: str) -> tuple[tuple[str, str, str | None], ...]:
 
 def recipe(route: Any, method: str, name: str, schema: ToolSchema, where: str, **extra: Any) -> Tool:
     """How to call `route` with `method`; `extra` are the tool-only fields (`definition`,
-    `access`, `confirm`, `models`, `urls`, `task`, `stream`)."""
+    `access`, `confirm`, `models`, `urls`, `task`, `stream`; `scopes` where already read)."""
+    if "scopes" not in extra:
+        extra["scopes"] = route_scopes(route)
     return Tool(
         name=name,
         method=method,

@@ -39,6 +39,7 @@ from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, recipe, route_description
 from fastapi_mcp_routes.tools.request_models import request_models
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
+from fastapi_mcp_routes.tools.scopes import route_scopes, with_scopes
 from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Streamed, WindowBounds, output_schema, stream_of
 from fastapi_mcp_routes.tools.urls import url_arguments
 from fastapi_mcp_routes.wire import constants as c
@@ -360,6 +361,8 @@ def _tool(
     definition["annotations"] = annotations
     if options.meta:
         definition["_meta"] = dict(options.meta)
+    scopes = route_scopes(route)
+    with_scopes(definition, scopes)
     return recipe(
         route,
         entry.method,
@@ -373,6 +376,7 @@ def _tool(
         urls=url_arguments(schema.input_schema),
         task=options.task,
         stream=streamed is not None,
+        scopes=scopes,
     )
 
 

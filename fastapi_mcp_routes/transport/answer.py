@@ -18,8 +18,16 @@ from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S, Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
-from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
-from fastapi_mcp_routes.wire.errors import InvalidRequest, McpError, NeedsSharedStore, ServerBusy, StoreUnavailable
+from fastapi_mcp_routes.transport.response_stream import Header, KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.step_up import FORBIDDEN, StepUp
+from fastapi_mcp_routes.wire.errors import (
+    InsufficientScope,
+    InvalidRequest,
+    McpError,
+    NeedsSharedStore,
+    ServerBusy,
+    StoreUnavailable,
+)
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.jsonrpc import (
     Message,
@@ -53,6 +61,7 @@ class SessionAnswer(Response):
         max_open_s: float | None,
         max_batch_answer_bytes: int,
         budget: AnswerBudget,
+        step_up: StepUp,
     ) -> None:
         # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
         # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
@@ -66,6 +75,11 @@ class SessionAnswer(Response):
         self._logs = logs
         self._max_batch_answer_bytes = max_batch_answer_bytes
         self._budget = budget
+        self._step_up = step_up
+        # The one request was refused for a scope the token lacks: answered 403 with the challenge.
+        self._forbidden: tuple[Header, ...] | None = None
+        self._scope: Scope = {}
+        self._stream: ResponseStream | None = None
         # A cancelled request is answered with an error when an empty SSE stream would not do:
         # a POST with a request is never 202, and this client reads no SSE.
         self._answer_cancelled = not accepts.sse
@@ -88,6 +102,7 @@ class SessionAnswer(Response):
             listener=channel,
             watch_now=False,  # watched once a call that samples asks (`ClientChannel.hung_up`)
         )
+        self._scope, self._stream = scope, stream
         channel.answer_stream = stream  # watched for a disconnect once a call that samples asks
         # Messages about a call go on its stream only when the client reads SSE.
         if self._accepts.sse and not parsed.batch:
@@ -103,6 +118,8 @@ class SessionAnswer(Response):
                 body = await self._answer(parsed.messages[0], parsed.ids[0])
                 if self._busy is not None:  # 429 or 503 where nothing of the answer went out yet
                     await stream.finish(body, answered_request=True, status=self._busy.status, headers=_BUSY_HEADERS)
+                elif self._forbidden is not None:
+                    await stream.finish(body, answered_request=True, status=FORBIDDEN, headers=self._forbidden)
                 elif self._store_down:
                     await stream.finish(body, answered_request=False, status=503, headers=_STORE_DOWN_HEADERS)
                 else:
@@ -167,7 +184,18 @@ class SessionAnswer(Response):
         except Exception as exc:
             if isinstance(exc, ServerBusy) and not self._parsed.batch:
                 self._busy = exc  # in a batch, the refused request's error is its answer
+            if isinstance(exc, InsufficientScope):
+                return self._refused_scope(entry.id, exc)
             return error_answer(entry.id, exc, answer_cancelled=self._answer_cancelled)
+
+    def _refused_scope(self, request_id: RequestId, refused: InsufficientScope) -> bytes:
+        """HTTP 403 with the challenge while nothing of the answer went out; in a batch, whose
+        other answers a client's retry would run again, or once streamed, the answer says it."""
+        stream = self._stream
+        if self._parsed.batch or stream is None or stream.streaming:
+            return self._step_up.in_answer(request_id, refused, self._scope)
+        self._forbidden = self._step_up.headers(refused, self._scope)
+        return encode_error(request_id, refused)
 
 
 def _array(bodies: list[bytes]) -> bytes | None:

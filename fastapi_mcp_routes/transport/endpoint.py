@@ -13,7 +13,7 @@ import logging
 import math
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from fastapi import HTTPException
@@ -52,6 +52,7 @@ from fastapi_mcp_routes.transport.stateless import (
     listen_filter,
     subscription,
 )
+from fastapi_mcp_routes.transport.step_up import StepUp
 from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
@@ -81,6 +82,7 @@ class TransportConfig:
     forward_headers: frozenset[bytes]  # lower-case header names the route inherits
     credential_headers: frozenset[bytes]  # what a session is bound to
     max_stream_seconds: float | None = None  # end resumable POST streams after this long
+    step_up: StepUp = field(default_factory=StepUp)  # how a refusal for a missing scope is answered
 
 
 class StreamableHTTPEndpoint:
@@ -230,6 +232,7 @@ class StreamableHTTPEndpoint:
             max_open_s=config.max_stream_seconds,
             max_batch_answer_bytes=limits.max_batch_answer_bytes,
             budget=self._budget,
+            step_up=config.step_up,
         )
 
     async def _post_stateless(self, request: Request, posted: Posted, holder: Holder) -> Response:
@@ -281,6 +284,7 @@ class StreamableHTTPEndpoint:
             sse=accepts.sse,
             json=accepts.json,
             keep_alive=self.keep_alive,
+            step_up=self._config.step_up,
         )
 
     async def _notification(self, notification: Notification, channel: SessionChannel) -> Response:

@@ -141,6 +141,11 @@ class ResponseStream:
                 self._wake.cancel()
             self._wake = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start_helpers)
 
+    @property
+    def streaming(self) -> bool:
+        """Whether the answer became an SSE stream: its status is sent, 200."""
+        return self._streaming
+
     async def __aenter__(self) -> ResponseStream:
         return self
 

@@ -27,14 +27,15 @@ from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import uri_digest
 from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
-from fastapi_mcp_routes.transport.response_stream import KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.response_stream import Header, KeepAlive, ResponseStream
 from fastapi_mcp_routes.transport.sse import sse_event
+from fastapi_mcp_routes.transport.step_up import FORBIDDEN, StepUp
 from fastapi_mcp_routes.transport.stream_slots import Slots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import InvalidParams, McpError, ServerBusy, StoreUnavailable
+from fastapi_mcp_routes.wire.errors import InsufficientScope, InvalidParams, McpError, ServerBusy, StoreUnavailable
 from fastapi_mcp_routes.wire.failures import error_answer
 from fastapi_mcp_routes.wire.json import dumps
-from fastapi_mcp_routes.wire.jsonrpc import Request, encode_result
+from fastapi_mcp_routes.wire.jsonrpc import Request, encode_error, encode_result
 
 SUBSCRIBE: Final = "subscriptions/listen"
 TASK_STATUS: Final = "notifications/tasks"
@@ -53,6 +54,7 @@ class StatelessAnswer(Response):
         sse: bool,
         json: bool,
         keep_alive: KeepAlive,
+        step_up: StepUp,
     ) -> None:
         # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
         # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
@@ -63,6 +65,7 @@ class StatelessAnswer(Response):
         self._channel = channel
         self._sse = sse
         self._json = json
+        self._step_up = step_up
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         channel = self._channel
@@ -70,31 +73,40 @@ class StatelessAnswer(Response):
         stream = ResponseStream(send, self._sse, self._json, self._keep_alive, receive=receive, listener=channel)
         async with stream:
             channel.emit = stream.emit if self._sse else None
-            answer = await self._answer(channel)
+            answer = await self._answer(channel, scope, stream)
             if answer is not None:
-                body, status, retry_s = answer
-                # A store out of reach, or too many calls running: a retry shortly after may cure it.
-                retry = ((b"retry-after", str(retry_s).encode()),) if retry_s else ()
-                await stream.finish(body, answered_request=True, status=status, headers=retry)
+                body, status, headers = answer
+                await stream.finish(body, answered_request=True, status=status, headers=headers)
         if answer is not None and self.background is not None:
             await self.background()
 
-    async def _answer(self, channel: StatelessChannel) -> tuple[bytes, int, int | None] | None:
-        """The body, its HTTP status, and the Retry-After seconds, if any."""
+    async def _answer(
+        self, channel: StatelessChannel, scope: Scope, stream: ResponseStream
+    ) -> tuple[bytes, int, tuple[Header, ...]] | None:
+        """The body, its HTTP status, and the headers that go with the status."""
         request = self._request
         try:
-            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200, None
+            return encode_result(request.id, await self._dispatcher.request(request, channel)), 200, ()
+        except InsufficientScope as refused:
+            if stream.streaming:  # the status went out with the stream: the answer says it
+                return self._step_up.in_answer(request.id, refused, scope), 200, ()
+            return encode_error(request.id, refused), FORBIDDEN, self._step_up.headers(refused, scope)
         except Exception as exc:
             body = error_answer(request.id, exc)
             # An error with its own HTTP status in this revision (-32601 is 404, ...; the shared
             # store out of reach, 503; too many calls running, 429 or 503).
             if body is None:
                 return None
+            # A store out of reach, or too many calls running: a retry shortly after may cure it.
             if isinstance(exc, StoreUnavailable):
-                return body, 503, STORE_RETRY_AFTER_S
+                return body, 503, _retry_after(STORE_RETRY_AFTER_S)
             if isinstance(exc, ServerBusy):
-                return body, exc.status, BUSY_RETRY_AFTER_S
-            return body, status_for(exc) if isinstance(exc, McpError) else 200, None
+                return body, exc.status, _retry_after(BUSY_RETRY_AFTER_S)
+            return body, status_for(exc) if isinstance(exc, McpError) else 200, ()
+
+
+def _retry_after(seconds: int) -> tuple[Header, ...]:
+    return ((b"retry-after", str(seconds).encode()),)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,9 @@ RESOURCE_NOT_FOUND: Final = -32002
 # in JSON-RPC's implementation-defined server-error range, clear of the codes MCP and its SDKs
 # use (-32000 to -32002, -32020 to -32022, -32042), and ending as HTTP's 429 does.
 SERVER_BUSY: Final = -32029
+# A request a route refused for a scope the token lacks, answered HTTP 403 with the step-up
+# challenge; MCP names no code for it, so one beside SERVER_BUSY in the same range.
+INSUFFICIENT_SCOPE: Final = -32030
 
 # Tool names: 1-128 characters of [A-Za-z0-9_.-] (spec 2025-11-25, server/tools "Tool Names").
 TOOL_NAME_PATTERN: Final = r"[A-Za-z0-9_.\-]{1,128}"

@@ -10,6 +10,8 @@ McpError                  a JSON-RPC error object: `code`, `message`, optional `
 │   └── InvalidRequestState  (in server/request_state) a requestState not ours or not fresh
 ├── ServerBusy            -32029, a call past a bound on running calls: answered 429
 │                         (per session or caller) or 503 (in all) where nothing was sent
+├── InsufficientScope     -32030, a route refused the token for a missing scope: answered
+│                         403 with the step-up challenge where nothing was sent
 ├── RequestCancelled      -32800, the client cancelled the request, and the POST must
 │                         still be answered (a client that reads no SSE)
 ├── HeaderMismatch        -32020, routing headers disagree with the body (2026-07-28)
@@ -31,6 +33,7 @@ Which error becomes which answer is decided in one module, `wire/failures.py`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi_mcp_routes.wire import constants as c
@@ -92,6 +95,23 @@ class ServerBusy(McpError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class InsufficientScope(McpError):
+    """A route refused the caller's token for a scope it lacks. Answered HTTP 403 with the
+    step-up challenge naming `scopes` (wire/challenge.py) where nothing of the answer went out
+    yet; else, for a tool call, its `isError` `result` carries the challenge instead."""
+
+    code = c.INSUFFICIENT_SCOPE
+
+    def __init__(self, scopes: tuple[str, ...], result: Mapping[str, Any] | None = None) -> None:
+        super().__init__(
+            f"Forbidden: the access token lacks a scope this request needs; authorize again with "
+            f"the scopes {' '.join(scopes)!r}.",
+            {"status": 403, "scopes": list(scopes)},
+        )
+        self.scopes = scopes
+        self.result = result
 
 
 class StoreUnavailable(McpError):

@@ -23,6 +23,7 @@ from fastapi_mcp_routes.tools.catalog.uri_template import UriTemplate
 from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, route_description
 from fastapi_mcp_routes.tools.schema import BodyMode
+from fastapi_mcp_routes.tools.scopes import with_scopes
 from fastapi_mcp_routes.wire import constants as c
 from fastapi_mcp_routes.wire.errors import ToolError
 from fastapi_mcp_routes.wire.json import RawJSON
@@ -225,6 +226,7 @@ def _resource(mark: FeatureMark, options: ResourceOptions) -> Resource:
         definition["annotations"] = annotations
     if options.meta:
         definition["_meta"] = dict(options.meta)
+    with_scopes(definition, call.scopes)
     path_variables = all(arguments[name].location == "path" for name in template.variables)
     access = access_of(route, options.visible)
     return Resource(
@@ -266,6 +268,7 @@ def _prompt(mark: FeatureMark, options: PromptOptions) -> Prompt:
         definition["arguments"] = arguments
     if options.meta:
         definition["_meta"] = dict(options.meta)
+    with_scopes(definition, call.scopes)
     return Prompt(name, call, definition, access_of(route, options.visible), _choices(call, tuple(properties)))
 
 
