@@ -71,7 +71,8 @@ def mcp_routes(
         tool_calls: `ToolCalls(...)`: confirming mutations, the server URLs a call may pass,
             and the hook that hears of each call.
         list_visible_only: the lists hide what a caller statically cannot use (routes needing
-            a principal or scopes it lacks, `visible=...` saying no); calls still run every guard.
+            a credential the caller does not present, `visible=...` saying no); scopes a token
+            lacks hide nothing (its client may step up); calls still run every guard.
         explorer: serve the MCP explorer at `{path}/explorer` and link it from the OpenAPI
             description: `None` where the app serves its docs, `True` always, `False` never.
         telemetry: `Telemetry(...)`: what the endpoint reports to OpenTelemetry when the app

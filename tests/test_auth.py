@@ -115,13 +115,15 @@ def listed(client: TestClient, subject: str, scope: str) -> list[str]:
     return [tool["name"] for tool in tools]
 
 
-def test_tools_list_hides_what_the_principal_statically_cannot_use() -> None:
+def test_tools_list_shows_a_principal_what_it_may_step_up_to_and_hides_what_visible_says() -> None:
     with TestClient(scoped_app()) as client:
-        assert listed(client, "alice", "notes:read") == ["alice_only", "open_to_all", "read"]
+        # alice lacks notes:admin: the tool is listed all the same, its scopes named, so that
+        # her client may authorize again for them once the call is refused (the step-up).
+        assert listed(client, "alice", "notes:read") == ["admin", "alice_only", "open_to_all", "read"]
         assert listed(client, "bob", "notes:read notes:admin") == ["admin", "open_to_all", "read"]
 
 
-def test_scopes_declared_above_the_scheme_hide_the_tool_as_the_schemes_own_do() -> None:
+def test_scopes_declared_above_the_scheme_are_named_as_the_schemes_own_are() -> None:
     # FastAPI's documented pattern: the route asks Security(current_user, scopes=[...]) of a
     # function that reads the scheme, so the scopes are the function's, not the scheme's.
     app = FastAPI()
@@ -144,12 +146,15 @@ def test_scopes_declared_above_the_scheme_hide_the_tool_as_the_schemes_own_do() 
         return {"open": "yes"}
 
     with TestClient(app) as client:
-        assert listed(client, "alice", "notes:read") == ["open_to_all"]
-        assert listed(client, "bob", "notes:read notes:admin") == ["open_to_all", "report"]
-        # What the explorer's JSON names follows the same rule.
         credential = {"authorization": f"Bearer {token(scope='notes:read')}"}
+        session = open_session(client, headers=credential)
+        tools = {tool["name"]: tool for tool in result_of(client, rpc("tools/list"), session)["tools"]}
+        # What the explorer's JSON names follows the same rule.
         about = client.get("/mcp/explorer/about", headers=credential).json()
-    assert [tool["name"] for tool in about["tools"]] == ["open_to_all"]
+    assert sorted(tools) == ["open_to_all", "report"]
+    assert tools["report"]["_meta"]["fastapi-mcp-routes/scopes"] == ["notes:admin"]
+    assert "_meta" not in tools["open_to_all"] or "fastapi-mcp-routes/scopes" not in tools["open_to_all"]["_meta"]
+    assert [tool["name"] for tool in about["tools"]] == ["open_to_all", "report"]
 
 
 def test_a_hidden_tool_called_by_name_is_refused_by_its_own_guard() -> None:
@@ -165,7 +170,7 @@ def test_a_filtered_list_is_private_to_the_cache_in_the_stateless_revision() -> 
     with TestClient(scoped_app()) as client:
         result = post_stateless(client, "tools/list", headers=credential).json()["result"]
     assert result["cacheScope"] == "private"
-    assert [tool["name"] for tool in result["tools"]] == ["alice_only", "open_to_all", "read"]
+    assert [tool["name"] for tool in result["tools"]] == ["admin", "alice_only", "open_to_all", "read"]
 
 
 def test_a_route_behind_a_marked_auth_guard_is_listed_only_for_callers_with_a_credential() -> None:

@@ -4,9 +4,11 @@ Two readers need it, and need different strengths of it:
 - `tools/list` may hide a tool its caller statically cannot use (`Access.shown_to`): a hint,
   allowed to be wrong, since visibility is never authorization: every call still runs every
   guard of its route. A route behind any security scheme, `JWTBearer` or `@auth_guard` "needs
-  auth"; the `Security` scopes such a scheme is handed (its own, or asked of a dependency above
-  it) and a `visible` predicate narrow it further (given the caller's principal, and where it
-  takes them the caller's credentials as the app's pure schemes read them: tools/credentials.py).
+  auth" and is hidden from a caller with none; a `visible` predicate narrows it further (given
+  the caller's principal, and where it takes them the caller's credentials as the app's pure
+  schemes read them: tools/credentials.py). Scopes the caller's token lacks do not hide a tool:
+  its client can authorize again for them when the call is refused (the step-up challenge), and
+  the list names them in the entry's `_meta` (tools/scopes.py).
 - the confirmation gate must not ask a user to approve a call its route will refuse, nor hand
   such a caller a token; and it must never let a call run unconfirmed. That needs certainty,
   which those facts do not give: a scheme with `auto_error=False` or an `@auth_guard` may let
@@ -67,8 +69,9 @@ class Access:
             # Without auth=, no principal is known: a caller that presents no credential at
             # all statically cannot use a tool that needs one.
             return presents_credential()
-        held = getattr(principal, "scopes", None)
-        return held is None or self.scopes <= set(held)
+        # A principal lacking the route's scopes still sees it: the call's 403 names them, and
+        # its client may step up (authorize again for them) and retry.
+        return True
 
 
 def access_of(route: Any, visible: Callable[..., Any] | None) -> Access | None:
