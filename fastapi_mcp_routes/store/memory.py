@@ -299,7 +299,7 @@ class MemoryStore:
         if held is not None and held[0] == holder:
             del self._claims[name]
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool:
+    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
         now = self._clock()
         once = self._once
         while once and next(iter(once.values())) <= now:
@@ -312,7 +312,7 @@ class MemoryStore:
             for lapsed in [key for key, end in once.items() if end <= now]:
                 del once[lapsed]
             if len(once) >= max_kept:
-                raise StoreFull
+                return None
         once.pop(name, None)  # a lapsed name is kept anew, at the back
         once[name] = now + ttl_s
         return True

@@ -297,11 +297,9 @@ class RedisStore:
     async def release(self, name: str, holder: str) -> None:
         await self._run(self._release, [self._keys.claim(name)], holder)
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool:
+    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
         kept = await self._run(self._claim_once, self._keys.once(), name, _ms(ttl_s), max_kept)
-        if kept < 0:
-            raise StoreFull
-        return bool(kept)
+        return None if kept < 0 else bool(kept)
 
     # -- slots -----------------------------------------------------------------------------
 
