@@ -126,6 +126,37 @@ class Proof:
     ath: str | None
 
 
+def proof_policy(
+    mode: str,
+    store: OnceStore | None,
+    algorithms: Iterable[str],
+    max_age_s: float,
+    leeway_s: float,
+    max_proofs: int,
+) -> ProofPolicy | None:
+    """What `JWTBearer(dpop=...)` checks of proofs, its options checked; `None` when `mode` is off."""
+    if mode not in DPOP_MODES:
+        raise ValueError(f"JWTBearer's dpop must be one of {', '.join(map(repr, DPOP_MODES))}, got {mode!r}")
+    chosen = tuple(algorithms)
+    if not chosen or any(algorithm not in ASYMMETRIC for algorithm in chosen):
+        raise ValueError(
+            f"JWTBearer's dpop_algorithms must name asymmetric algorithms ({', '.join(ASYMMETRIC)}),"
+            f" got {list(chosen)!r}"
+        )
+    if not max_age_s > 0:
+        raise ValueError(f"JWTBearer's dpop_max_age_s must be a positive number of seconds, got {max_age_s!r}")
+    if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
+        raise ValueError(f"JWTBearer's dpop_max_proofs must be a positive whole number, got {max_proofs!r}")
+    if mode == "off":
+        return None
+    if store is None or not callable(getattr(store, "claim_once", None)):
+        raise ValueError(
+            f"JWTBearer(dpop={mode!r}) needs dpop_store=, where proofs' jti are kept once: the store given to"
+            f" mcp_routes(store=...), a MemoryStore() for one process or a RedisStore for several; got {store!r}"
+        )
+    return ProofPolicy(chosen, float(max_age_s), float(leeway_s), max_proofs, store)
+
+
 class ProofSource:
     """The HTTP request that carried a proof: what it is checked against, once per request."""
 
@@ -169,21 +200,24 @@ def _source_of(scope: Scope) -> ProofSource:
     return ProofSource(scope["method"], str(url), values, time.time())
 
 
-async def verify(source: ProofSource, policy: ProofPolicy, token: str) -> Proof:
-    """The request's proof, checked for this policy and the access token it comes with;
-    `ProofRefused` when it is not good, `ProofsFull` when its jti cannot be kept now."""
+async def verify(source: ProofSource, policy: ProofPolicy, token: str, jkt: str) -> Proof:
+    """The request's proof, checked for this policy and for the access token it comes with,
+    bound to the key whose thumbprint is `jkt`; `ProofRefused` when it is not good, `ProofsFull`
+    when its jti cannot be kept now. Only a proof by the key a valid token names keeps a jti."""
     async with source.lock:
         proof = source.proof
         if proof is None:
             proof = source.proof = parse_proof(_only_value(source.values))
         _check_request(proof, source, policy)
+        if proof.ath is None:
+            raise ProofRefused("the proof has no ath")
+        if proof.ath != access_token_hash(token):
+            raise ProofRefused("the proof's ath is not the access token's hash")
+        if proof.thumbprint != jkt:
+            raise ProofRefused("the proof is signed by another key than the token's cnf.jkt", ERROR_INVALID_TOKEN)
         if not source.claimed:
             await _claim(proof, policy)
             source.claimed = True
-    if proof.ath is None:
-        raise ProofRefused("the proof has no ath")
-    if proof.ath != access_token_hash(token):
-        raise ProofRefused("the proof's ath is not the access token's hash")
     return proof
 
 
@@ -224,11 +258,10 @@ async def _claim(proof: Proof, policy: ProofPolicy) -> None:
 
 
 def parse_proof(value: str) -> Proof:
-    """A proof whose size, header and key are sound and whose signature its own key verifies."""
+    """A proof (its size checked already) whose header and key are sound and whose signature
+    its own key verifies."""
     import jwt  # PyJWT: imported on first use, as auth/jwt.py does
 
-    if len(value) > MAX_PROOF_CHARS:
-        raise ProofRefused(f"the proof is longer than {MAX_PROOF_CHARS} characters")
     segments = value.split(".")
     if len(segments) != 3 or not all(_BASE64URL.fullmatch(segment) for segment in segments):
         raise ProofRefused("the proof is not a compact JWS")

@@ -7,11 +7,18 @@ Usable as `mcp_routes(auth=...)` and as an ordinary route dependency, also throu
 for another resource is refused (spec 2025-11-25, basic/authorization "Token Audience Binding").
 Failures are 401 with `WWW-Authenticate: Bearer resource_metadata="..."` (RFC 9728), or 403
 `insufficient_scope` when scopes are missing.
+
+With `dpop="allowed"` or `"required"`, tokens bound to a client's key (`cnf.jkt`) come as
+`Authorization: DPoP <token>` with a proof of that key for the request (RFC 9449; auth/dpop.py
+checks the proof). "required" refuses any other token; "allowed" takes a token without `cnf`
+as a bearer token too, but never a bound one without its proof. Their refusals challenge with
+`DPoP ... algs="..."` (beside `Bearer` under "allowed").
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,11 +30,35 @@ from fastapi import HTTPException
 from fastapi.security import SecurityScopes
 from starlette.requests import Request
 
+from fastapi_mcp_routes.auth.dpop import (
+    DEFAULT_MAX_PROOFS,
+    DEFAULT_PROOF_ALGORITHMS,
+    DEFAULT_PROOF_MAX_AGE_S,
+    ERROR_INVALID_PROOF,
+    ERROR_INVALID_TOKEN,
+    SCHEME_DPOP,
+    DpopMode,
+    OnceStore,
+    ProofPolicy,
+    ProofRefused,
+    ProofsFull,
+    bound_thumbprint,
+    challenge_algorithms,
+    proof_policy,
+    proof_source,
+    verify,
+)
+from fastapi_mcp_routes.wire.errors import StoreUnavailable
+
+logger = logging.getLogger("fastapi_mcp_routes")
+
 WELL_KNOWN_RESOURCE: Final = "/.well-known/oauth-protected-resource"
 _HMAC: Final = frozenset({"HS256", "HS384", "HS512"})
 # An unknown `kid` refreshes the JWKS at most this often, so forged kids cannot hammer the issuer.
 JWKS_REFRESH_S: Final = 60.0
 JWKS_TIMEOUT_S: Final = 5.0
+# How soon a client refused because the proofs' store is full or unreachable may try again.
+PROOFS_RETRY_AFTER_S: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +93,14 @@ class JWTBearer:
             by default the server's `/.well-known/oauth-protected-resource`.
         jwks_refresh_s: the least time between two fetches of `jwks_url`, so tokens with
             made-up key ids cannot make the server hammer its issuer.
+        dpop: `"off"` (bearer tokens only), `"allowed"` (DPoP-bound tokens with their proof,
+            and unbound bearer tokens) or `"required"` (DPoP-bound tokens with their proof only).
+        dpop_store: where proofs' `jti` are kept once, needed unless `dpop` is off: the store
+            given to `mcp_routes(store=...)`, so a replay is refused by every process sharing it.
+        dpop_algorithms: the asymmetric algorithms a proof may be signed with.
+        dpop_max_age_s: how old a proof's `iat` may be; it may be `leeway_s` ahead of the clock.
+        dpop_max_proofs: the most proofs' `jti` kept at once in `dpop_store`; past it, new
+            proofs are refused with 503 until older ones lapse, never a kept one forgotten.
     """
 
     def __init__(
@@ -77,6 +116,11 @@ class JWTBearer:
         leeway_s: float = 30.0,
         resource_metadata_url: str | None = None,
         jwks_refresh_s: float = JWKS_REFRESH_S,
+        dpop: DpopMode = "off",
+        dpop_store: OnceStore | None = None,
+        dpop_algorithms: Sequence[str] = DEFAULT_PROOF_ALGORITHMS,
+        dpop_max_age_s: float = DEFAULT_PROOF_MAX_AGE_S,
+        dpop_max_proofs: int = DEFAULT_MAX_PROOFS,
     ) -> None:
         if sum(source is not None for source in (key, jwks, jwks_url)) != 1:
             raise ValueError("JWTBearer needs exactly one of key, jwks or jwks_url")
@@ -88,6 +132,8 @@ class JWTBearer:
         if jwks_refresh_s < 0:
             raise ValueError(f"jwks_refresh_s must be zero or more seconds, got {jwks_refresh_s!r}")
         self.jwks_refresh_s = jwks_refresh_s
+        self.dpop = dpop
+        self._proofs = proof_policy(dpop, dpop_store, dpop_algorithms, dpop_max_age_s, leeway_s, dpop_max_proofs)
         self.issuer = issuer
         self.audience = audience
         self.algorithms = tuple(allowed)
@@ -101,10 +147,15 @@ class JWTBearer:
 
     async def __call__(self, request: Request, security_scopes: SecurityScopes) -> Principal:
         wanted = self.required_scopes | set(security_scopes.scopes)
-        token = _bearer_token(request)
-        if token is None:
-            raise self._unauthorized(request, wanted, error=None)
+        scheme, token = _credentials(request)
+        if token is None or scheme not in self._schemes:
+            # A token of a scheme not taken is named invalid where DPoP is on, so a client
+            # holding a bearer token learns that it needs a bound one.
+            error = None if token is None or self._proofs is None else ERROR_INVALID_TOKEN
+            raise self._unauthorized(request, wanted, error=error)
         principal = await self._verify(token, request, wanted)
+        if self._proofs is not None:
+            await self._bind(self._proofs, principal, scheme, token, request, wanted)
         missing = wanted - principal.scopes
         if missing:
             raise HTTPException(
@@ -179,8 +230,47 @@ class JWTBearer:
         if isinstance(document, dict) and isinstance(document.get("keys"), list):
             self._jwks = document
 
+    @property
+    def _schemes(self) -> tuple[str, ...]:
+        """The `Authorization` schemes taken (lower case)."""
+        if self.dpop == "off":
+            return (_BEARER,)
+        return (SCHEME_DPOP,) if self.dpop == "required" else (_BEARER, SCHEME_DPOP)
+
+    async def _bind(
+        self,
+        proofs: ProofPolicy,
+        principal: Principal,
+        scheme: str,
+        token: str,
+        request: Request,
+        wanted: set[str] | frozenset[str],
+    ) -> None:
+        """Refuse a verified token whose binding to the client's key (RFC 9449 section 6.1)
+        the request does not prove: a bound token as a bearer token (no downgrade), an unbound
+        one under the DPoP scheme, or a proof that is not good."""
+        try:
+            jkt = bound_thumbprint(principal.claims)
+            if scheme == _BEARER:
+                if jkt is not None:
+                    raise ProofRefused("a DPoP-bound token came as a bearer token", ERROR_INVALID_TOKEN)
+                return
+            if jkt is None:
+                raise ProofRefused("a token bound to no key came with the DPoP scheme", ERROR_INVALID_TOKEN)
+            await verify(proof_source(request.scope), proofs, token, jkt)
+        except ProofRefused as refused:
+            logger.debug("DPoP refused: %s", refused)
+            raise self._unauthorized(request, wanted, error=refused.error) from None
+        except (ProofsFull, StoreUnavailable):
+            logger.warning("a DPoP proof could not be remembered: its store is full or unreachable")
+            raise HTTPException(
+                503,
+                "DPoP proofs cannot be checked now; try again shortly.",
+                {"Retry-After": str(PROOFS_RETRY_AFTER_S)},
+            ) from None
+
     def _unauthorized(self, request: Request, wanted: set[str] | frozenset[str], error: str | None) -> HTTPException:
-        message = "A valid bearer token is required." if error is None else "The bearer token is not valid."
+        message = _REFUSALS.get(error, "The access token is not valid.")
         return HTTPException(401, message, {"WWW-Authenticate": self._challenge(request, wanted, error)})
 
     def _challenge(self, request: Request, wanted: set[str] | frozenset[str], error: str | None) -> str:
@@ -188,14 +278,35 @@ class JWTBearer:
         parts = [f'resource_metadata="{url}"']
         if wanted:
             parts.append(f'scope="{" ".join(sorted(wanted))}"')
-        if error is not None:
-            parts.append(f'error="{error}"')
-        return "Bearer " + ", ".join(parts)
+        if self._proofs is None:
+            return "Bearer " + ", ".join([*parts, *_error(error)])
+        # The error goes with the scheme the request used (RFC 9449 section 7.1); under
+        # "allowed" both schemes are offered, Bearer first.
+        used_bearer = _credentials(request)[0] == _BEARER and self.dpop == "allowed"
+        algs = f'algs="{challenge_algorithms(self._proofs.algorithms)}"'
+        challenge = "DPoP " + ", ".join([*parts, *_error(None if used_bearer else error), algs])
+        if self.dpop == "allowed":
+            challenge = "Bearer " + ", ".join([*parts, *_error(error if used_bearer else None)]) + ", " + challenge
+        return challenge
 
 
-def _bearer_token(request: Request) -> str | None:
+_BEARER: Final = "bearer"
+# What a refusal says, by its error: short, and never an echo of what was sent.
+_REFUSALS: Final[dict[str | None, str]] = {
+    None: "A valid access token is required.",
+    "invalid_token": "The access token is not valid.",
+    ERROR_INVALID_PROOF: "The DPoP proof is not valid.",
+}
+
+
+def _error(error: str | None) -> list[str]:
+    return [] if error is None else [f'error="{error}"']
+
+
+def _credentials(request: Request) -> tuple[str, str | None]:
+    """The `Authorization` scheme (lower case) and its token, if any."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    return scheme.lower(), token.strip() or None
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:

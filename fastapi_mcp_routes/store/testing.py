@@ -361,7 +361,8 @@ class StoreContract:
             async with anyio.create_task_group() as group:
                 for _ in range(8):
                     group.start_soon(claim)
-        assert firsts.count(True) == 1 and firsts.count(False) == 7
+        assert firsts.count(True) == 1
+        assert firsts.count(False) == 7
 
     async def test_slots_are_taken_in_every_pool_or_none_and_lapse_unless_renewed(self, new_store: MakeStore) -> None:
         clock = Clock()
