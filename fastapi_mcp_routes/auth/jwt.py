@@ -2,11 +2,14 @@
 
 Usable as `mcp_routes(auth=...)` and as an ordinary route dependency, also through
 `Security(jwt_bearer, scopes=[...])`. The token must be signed with an allowed algorithm
-(never `none`, never an HMAC algorithm against an RSA or EC public key), be within its
-`exp`/`nbf` window (with leeway), and be issued by the issuer for this audience: a token issued
-for another resource is refused (spec 2025-11-25, basic/authorization "Token Audience Binding").
-Failures are 401 with `WWW-Authenticate: Bearer resource_metadata="..."` (RFC 9728), or 403
-`insufficient_scope` when scopes are missing.
+(never `none`, never an HMAC algorithm against a public key, always a key of the algorithm's
+type), be within its `exp`/`nbf` window (with leeway), and be issued by the issuer for this
+audience: a token issued for another resource is refused (spec 2025-11-25,
+basic/authorization "Token Audience Binding"). Failures are 401 with
+`WWW-Authenticate: Bearer resource_metadata="..."` (RFC 9728), or 403 `insufficient_scope` when
+scopes are missing. Tokens are verified by PyJWT (`auth/tokens.py`) with the keys of
+`auth/keys.py`; both are imported when the first `JWTBearer` is made, so an app without one
+does not pay for PyJWT and its crypto backend at startup.
 
 With `dpop="allowed"` or `"required"`, tokens bound to a client's key (`cnf.jkt`) come as
 `Authorization: DPoP <token>` with a proof of that key for the request (RFC 9449; auth/dpop.py
@@ -17,15 +20,11 @@ as a bearer token too, but never a bound one without its proof. Their refusals c
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import anyio
 from fastapi import HTTPException
 from fastapi.security import SecurityScopes
 from starlette.requests import Request
@@ -52,8 +51,10 @@ from fastapi_mcp_routes.wire.errors import StoreUnavailable
 
 logger = logging.getLogger("fastapi_mcp_routes")
 
+if TYPE_CHECKING:
+    from fastapi_mcp_routes.auth.keys import KeySource
+
 WELL_KNOWN_RESOURCE: Final = "/.well-known/oauth-protected-resource"
-_HMAC: Final = frozenset({"HS256", "HS384", "HS512"})
 # An unknown `kid` refreshes the JWKS at most this often, so forged kids cannot hammer the issuer.
 JWKS_REFRESH_S: Final = 60.0
 JWKS_TIMEOUT_S: Final = 5.0
@@ -82,7 +83,8 @@ class JWTBearer:
     Args:
         issuer: the expected `iss`.
         audience: the expected `aud`: this resource's identifier.
-        key: a PEM public key, or a JWK (a dict), for issuers with one key.
+        key: a PEM public key (or certificate), or a JWK (a dict), for issuers with one key;
+            an HMAC secret is a JWK of type `oct`.
         jwks: a JWKS document (`{"keys": [...]}`), keys picked by `kid`.
         jwks_url: where to fetch the JWKS; cached, refreshed on an unknown `kid` at most
             once every `jwks_refresh_s` seconds.
@@ -93,6 +95,8 @@ class JWTBearer:
             by default the server's `/.well-known/oauth-protected-resource`.
         jwks_refresh_s: the least time between two fetches of `jwks_url`, so tokens with
             made-up key ids cannot make the server hammer its issuer.
+        jwks_timeout_s: how long a fetch of `jwks_url` may take; tokens waiting for it are
+            refused after that.
         dpop: `"off"` (bearer tokens only), `"allowed"` (DPoP-bound tokens with their proof,
             and unbound bearer tokens) or `"required"` (DPoP-bound tokens with their proof only).
         dpop_store: where proofs' `jti` are kept once, needed unless `dpop` is off: the store
@@ -116,21 +120,29 @@ class JWTBearer:
         leeway_s: float = 30.0,
         resource_metadata_url: str | None = None,
         jwks_refresh_s: float = JWKS_REFRESH_S,
+        jwks_timeout_s: float = JWKS_TIMEOUT_S,
         dpop: DpopMode = "off",
         dpop_store: OnceStore | None = None,
         dpop_algorithms: Sequence[str] = DEFAULT_PROOF_ALGORITHMS,
         dpop_max_age_s: float = DEFAULT_PROOF_MAX_AGE_S,
         dpop_max_proofs: int = DEFAULT_MAX_PROOFS,
     ) -> None:
+        from fastapi_mcp_routes.auth.keys import FAMILIES, source_of
+
         if sum(source is not None for source in (key, jwks, jwks_url)) != 1:
             raise ValueError("JWTBearer needs exactly one of key, jwks or jwks_url")
-        allowed = [a for a in algorithms if a.lower() != "none"]
+        allowed = [a for a in algorithms if a in FAMILIES]
         if not allowed or len(allowed) != len(algorithms):
-            raise ValueError(f"algorithms must name real signature algorithms, never 'none'; got {list(algorithms)!r}")
+            raise ValueError(
+                f"algorithms must name JWS signature algorithms ({', '.join(FAMILIES)}), never 'none';"
+                f" got {list(algorithms)!r}"
+            )
         if leeway_s < 0:
             raise ValueError(f"leeway_s must be zero or more seconds, got {leeway_s!r}")
         if jwks_refresh_s < 0:
             raise ValueError(f"jwks_refresh_s must be zero or more seconds, got {jwks_refresh_s!r}")
+        if not jwks_timeout_s > 0:
+            raise ValueError(f"jwks_timeout_s must be a positive number of seconds, got {jwks_timeout_s!r}")
         self.jwks_refresh_s = jwks_refresh_s
         self.dpop = dpop
         self._proofs = proof_policy(dpop, dpop_store, dpop_algorithms, dpop_max_age_s, leeway_s, dpop_max_proofs)
@@ -140,10 +152,7 @@ class JWTBearer:
         self.required_scopes = frozenset(required_scopes)
         self.leeway_s = leeway_s
         self.resource_metadata_url = resource_metadata_url
-        self._key = key
-        self._jwks = dict(jwks) if jwks is not None else None
-        self._jwks_url = jwks_url
-        self._fetched_at = float("-inf")
+        self._keys: KeySource = source_of(key, jwks, jwks_url, self.algorithms, jwks_timeout_s)
 
     async def __call__(self, request: Request, security_scopes: SecurityScopes) -> Principal:
         wanted = self.required_scopes | set(security_scopes.scopes)
@@ -166,69 +175,17 @@ class JWTBearer:
         return principal
 
     async def _verify(self, token: str, request: Request, wanted: set[str] | frozenset[str]) -> Principal:
-        # Imported on first use: python-jose and its crypto backend take tens of milliseconds
-        # to import, which an app that never verifies a JWT should not pay at startup.
-        from jose import JWTError, jwt
+        from fastapi_mcp_routes.auth import tokens
 
         try:
-            header = jwt.get_unverified_header(token)
-            algorithm = header.get("alg")
-            if algorithm not in self.algorithms:
-                raise JWTError(f"algorithm {algorithm!r} is not allowed")
-            key = await self._key_for(header.get("kid"), algorithm)
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=[algorithm],
-                audience=self.audience,
-                issuer=self.issuer,
-                options={"leeway": self.leeway_s, "require_exp": True, "require_sub": True},
-            )
-        except (JWTError, KeyError, ValueError, TypeError):
+            header = tokens.read_header(token, self.algorithms)
+            key = await self._keys.key_for(header.kid, header.algorithm, self.jwks_refresh_s)
+            if key is None:
+                raise tokens.NoKeyError("no key of this token's kid fits its algorithm")
+            claims = tokens.verified_claims(token, key, header.algorithm, self.issuer, self.audience, self.leeway_s)
+        except tokens.REFUSALS:
             raise self._unauthorized(request, wanted, error="invalid_token") from None
         return Principal(str(claims["sub"]), _scopes(claims), claims)
-
-    async def _key_for(self, kid: object, algorithm: str) -> Any:
-        from jose import JWTError, jwk
-
-        if self._key is not None:
-            key = jwk.construct(self._key, algorithm)
-        else:
-            found = self._find(kid)
-            if (
-                found is None
-                and self._jwks_url is not None
-                and time.monotonic() - self._fetched_at > self.jwks_refresh_s
-            ):
-                await self._fetch()
-                found = self._find(kid)
-            if found is None:
-                raise JWTError("no key for this token's kid")
-            key = jwk.construct(found, algorithm)
-        if algorithm in _HMAC and not _is_secret(key):
-            raise JWTError("an HMAC algorithm cannot be verified with a public key")
-        return key
-
-    def _find(self, kid: object) -> Mapping[str, Any] | None:
-        keys = (self._jwks or {}).get("keys", [])
-        return next((k for k in keys if isinstance(k, Mapping) and k.get("kid") == kid), None)
-
-    async def _fetch(self) -> None:
-        url = self._jwks_url
-        if url is None:
-            return
-        self._fetched_at = time.monotonic()
-
-        def get() -> Any:
-            with urllib.request.urlopen(url, timeout=JWKS_TIMEOUT_S) as response:
-                return json.load(response)
-
-        try:
-            document = await anyio.to_thread.run_sync(get)
-        except (OSError, ValueError):
-            return  # keep the keys we had; tokens needing new ones are refused
-        if isinstance(document, dict) and isinstance(document.get("keys"), list):
-            self._jwks = document
 
     @property
     def _schemes(self) -> tuple[str, ...]:
@@ -317,8 +274,3 @@ def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
     if isinstance(scp, list):
         return frozenset(str(s) for s in scp)
     return frozenset(scp.split()) if isinstance(scp, str) else frozenset()
-
-
-def _is_secret(key: Any) -> bool:
-    """Whether a constructed key is a shared secret (an HMAC key), not a public key."""
-    return type(key).__name__.endswith("HMACKey")
