@@ -227,7 +227,10 @@ class JWTBearer:
             ) from None
 
     def _unauthorized(self, request: Request, wanted: set[str] | frozenset[str], error: str | None) -> HTTPException:
-        message = _REFUSALS.get(error, "The access token is not valid.")
+        if self._proofs is None:
+            message = "A valid bearer token is required." if error is None else "The bearer token is not valid."
+        else:
+            message = _REFUSALS.get(error, "The access token is not valid.")
         return HTTPException(401, message, {"WWW-Authenticate": self._challenge(request, wanted, error)})
 
     def _challenge(self, request: Request, wanted: set[str] | frozenset[str], error: str | None) -> str:
@@ -248,7 +251,7 @@ class JWTBearer:
 
 
 _BEARER: Final = "bearer"
-# What a refusal says, by its error: short, and never an echo of what was sent.
+# What a refusal says where DPoP is on, by its error: short, and never an echo of what was sent.
 _REFUSALS: Final[dict[str | None, str]] = {
     None: "A valid access token is required.",
     "invalid_token": "The access token is not valid.",
