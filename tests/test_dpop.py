@@ -26,6 +26,7 @@ from fastapi_mcp_routes.store import MemoryStore
 from tests.support.dpop import EDDSA, ES256, OTHER, ClientKey, DpopAuth, hmac_proof, issued, proof, unsigned_proof
 from tests.support.jsonrpc import HEADERS, initialize, rpc, tool_call
 from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC
+from tests.support.machine import free_port
 from tests.support.processes import serve_processes
 from tests.support.servers import serve
 from tests.support.stateless import STATELESS_VERSION
@@ -263,6 +264,17 @@ def test_past_the_bound_of_kept_proofs_new_ones_are_refused_and_kept_ones_stay_r
         assert full.status_code == 503
         assert full.headers["retry-after"] == "5"
         assert_challenged(test_client.get("/me", headers=first), "invalid_dpop_proof")  # never forgotten early
+
+
+def test_a_proof_that_cannot_be_remembered_is_refused_with_503_not_a_crash() -> None:
+    from fastapi_mcp_routes import RedisStore
+
+    gone = RedisStore.from_url(f"redis://127.0.0.1:{free_port()}/0")  # nobody listens there
+    with TestClient(rest_app(bearer(dpop_store=gone))) as test_client:
+        refused = test_client.get("/me", headers=dpop_headers(ES256, BOUND))
+    anyio.run(gone.aclose)
+    assert refused.status_code == 503
+    assert refused.json() == {"detail": "DPoP proofs cannot be checked now; try again shortly."}
 
 
 # -- across processes ---------------------------------------------------------------------------
