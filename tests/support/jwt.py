@@ -92,6 +92,15 @@ def hmac_signed(secret: bytes, header: dict[str, Any], payload: dict[str, Any]) 
     return f"{signing_input}.{segment(signature)}"
 
 
+def signed_by_hand(private: str, header: dict[str, Any], payload: dict[str, Any], ecdsa: bool = False) -> str:
+    """A token signed with `private` (RSA, or ECDSA on any curve) and SHA-256 whatever its header
+    says: headers PyJWT would not write, ES256 on the wrong curve."""
+    signing_input = f"{segment(header)}.{segment(payload)}"
+    key: Any = serialization.load_pem_private_key(private.encode(), password=None)
+    algorithm = ECAlgorithm(ECAlgorithm.SHA256) if ecdsa else RSAAlgorithm(RSAAlgorithm.SHA256)
+    return f"{signing_input}.{segment(algorithm.sign(signing_input.encode(), key))}"
+
+
 def hs256_with_public_key(public: str = PUBLIC) -> str:
     """The classic confusion attack: HMAC-sign with the public key's PEM as the secret."""
     return hmac_signed(public.encode(), {"alg": "HS256", "typ": "JWT", "kid": "k1"}, claims(sub="mallory"))
