@@ -14,7 +14,7 @@ from typing import Any, Final
 import anyio
 import httpx
 import pytest
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Security
 from fastapi.testclient import TestClient
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
@@ -180,6 +180,21 @@ def test_a_bearer_token_where_dpop_is_required_is_refused(client: TestClient) ->
     assert_challenged(client.get("/me", headers={"authorization": f"Bearer {BOUND}"}), "invalid_token")
     # An unbound token under the DPoP scheme, even with a proof: nothing binds it to the key.
     assert_challenged(client.get("/me", headers=dpop_headers(ES256, unbound)), "invalid_token")
+
+
+def test_a_missing_scope_is_a_403_challenged_with_the_dpop_scheme() -> None:
+    guard = bearer()
+    app = FastAPI()
+
+    @app.get("/admin")
+    def admin(principal: Principal = Security(guard, scopes=["notes:admin"])) -> dict[str, Any]:  # noqa: B008
+        return {"sub": principal.subject}
+
+    with TestClient(app) as test_client:
+        response = test_client.get("/admin", headers=dpop_headers(ES256, BOUND, url="http://testserver/admin"))
+    assert response.status_code == 403
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith(f'DPoP {METADATA}, scope="notes:admin", error="insufficient_scope", algs="'), challenge
 
 
 def test_no_credentials_are_challenged_without_an_error(client: TestClient) -> None:
