@@ -65,7 +65,7 @@ ASYMMETRIC: Final = {
     "EdDSA": ("OKP", "Ed25519"),
 }
 DEFAULT_PROOF_ALGORITHMS: Final = ("ES256", "EdDSA", "PS256", "RS256")
-# A proof is a header and a few claims with a public key: an RSA-4096 key makes it about 1.5 KB.
+# A proof is a header and a few claims with a public key: an RSA-4096 key makes it about 2 KB.
 MAX_PROOF_CHARS: Final = 4 * 1024
 MAX_JTI_CHARS: Final = 256
 # RFC 9449 section 11.1: a short window limits how long a proof's jti must be remembered.
