@@ -258,9 +258,9 @@ def test_dpop_options_are_checked_when_the_bearer_is_made() -> None:
 def test_an_algorithm_left_out_is_refused() -> None:
     with TestClient(rest_app(bearer(dpop_algorithms=["ES256"]))) as test_client:
         eddsa = issued(EDDSA.jkt)
-        assert_challenged_algs = test_client.get("/me", headers=dpop_headers(EDDSA, eddsa))
-        assert assert_challenged_algs.status_code == 401
-        assert 'algs="ES256"' in assert_challenged_algs.headers["www-authenticate"]
+        refused = test_client.get("/me", headers=dpop_headers(EDDSA, eddsa))
+        assert refused.status_code == 401
+        assert 'algs="ES256"' in refused.headers["www-authenticate"]
 
 
 def test_a_window_of_its_own_refuses_older_proofs() -> None:
