@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from jose import jwt
 
 ISSUER: Final = os.environ.get("NOTES_JWT_ISSUER", "http://127.0.0.1:8000/demo-issuer")
 # The token must be issued for this resource: the example's MCP endpoint.

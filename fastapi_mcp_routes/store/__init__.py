@@ -10,7 +10,8 @@ Writing a store backend
 `Store` is one protocol per concern, implemented by one object:
 
 - `SessionStore`: sessions, bounded per owner and in all, forgotten once idle;
-- `ClaimStore`: names with at most one holder at a time, lapsing unless renewed;
+- `ClaimStore`: names with at most one holder at a time, lapsing unless renewed, and names
+  claimed once within a time to live, bounded in all (`claim_once`);
 - `SlotStore`: bounded counts of things held open, taken in several pools at once;
 - `StreamLogStore`: the events of resumable streams, bounded in events and bytes;
 - `TokenLedger`: single-use tokens, each used at most once;

@@ -220,7 +220,8 @@ class SessionStore(Shared, Protocol):
 
 
 class ClaimStore(Shared, Protocol):
-    """Claims: at most one holder of a name (one GET stream per session, one sender per stream)."""
+    """Claims: at most one holder of a name (one GET stream per session, one sender per stream),
+    and names claimed once only (a DPoP proof's `jti`)."""
 
     async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take `name` for `holder` if nobody else holds it, or renew the holder's own claim;
@@ -229,6 +230,12 @@ class ClaimStore(Shared, Protocol):
 
     async def release(self, name: str, holder: str) -> None:
         """Give `name` up, if `holder` still holds it."""
+        ...
+
+    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
+        """Keep `name` for `ttl_s` unless it is kept already: `True` the first time, `False`
+        while it is kept, `None` when `max_kept` live names are kept: a newcomer is refused,
+        never a kept name let go (that would let its name be used again)."""
         ...
 
 

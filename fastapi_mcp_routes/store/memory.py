@@ -200,6 +200,7 @@ class MemoryStore:
         self._session_ranks: Ranks[str] = Ranks()  # ranked by last use
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._claims: dict[str, tuple[str, float]] = {}
+        self._once: OrderedDict[str, float] = OrderedDict()  # name -> expiry, in the order kept
         self._streams: dict[str, _Streams] = {}
         self._log_size = 0  # bytes of every kept event
         # Finished streams by their session's trust, in the order they finished.
@@ -297,6 +298,24 @@ class MemoryStore:
         held = self._claims.get(name)
         if held is not None and held[0] == holder:
             del self._claims[name]
+
+    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
+        now = self._clock()
+        once = self._once
+        while once and next(iter(once.values())) <= now:
+            once.popitem(last=False)
+        expires = once.get(name)
+        if expires is not None and expires > now:
+            return False
+        if len(once) >= max_kept:
+            # Names kept longer may sit in front of lapsed ones: count only the live before refusing.
+            for lapsed in [key for key, end in once.items() if end <= now]:
+                del once[lapsed]
+            if len(once) >= max_kept:
+                return None
+        once.pop(name, None)  # a lapsed name is kept anew, at the back
+        once[name] = now + ttl_s
+        return True
 
     # -- slots -----------------------------------------------------------------------------
 

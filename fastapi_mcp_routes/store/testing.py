@@ -329,6 +329,41 @@ class StoreContract:
             assert await store.claim("listen/a1", "first", 10) is True
             assert await store.claim("listen/a1", "second", 10) is False
 
+    async def test_a_name_claimed_once_is_refused_again_until_it_lapses(self, new_store: MakeStore) -> None:
+        clock = Clock()
+        store = new_store(clock)
+        assert await store.claim_once("jti/a", 10, 5) is True
+        assert await store.claim_once("jti/a", 10, 5) is False
+        assert await store.claim_once("jti/b", 10, 5) is True
+        clock.now += 11
+        assert await store.claim_once("jti/a", 10, 5) is True
+
+    async def test_past_the_bound_a_new_name_is_refused_and_no_kept_name_is_let_go(self, new_store: MakeStore) -> None:
+        clock = Clock()
+        store = new_store(clock)
+        assert await store.claim_once("jti/a", 10, 2) is True
+        clock.now += 5
+        assert await store.claim_once("jti/b", 10, 2) is True
+        assert await store.claim_once("jti/c", 10, 2) is None
+        assert await store.claim_once("jti/a", 10, 2) is False  # still kept: still refused
+        clock.now += 6  # the first has lapsed: room for one
+        assert await store.claim_once("jti/c", 10, 2) is True
+        assert await store.claim_once("jti/b", 10, 2) is False
+
+    async def test_of_concurrent_claims_of_one_name_exactly_one_is_first(self, new_store: MakeStore) -> None:
+        store = new_store()
+        firsts: list[bool | None] = []
+
+        async def claim() -> None:
+            firsts.append(await store.claim_once("jti/same", 10, 100))
+
+        with anyio.fail_after(WAIT_S):
+            async with anyio.create_task_group() as group:
+                for _ in range(8):
+                    group.start_soon(claim)
+        assert firsts.count(True) == 1
+        assert firsts.count(False) == 7
+
     async def test_slots_are_taken_in_every_pool_or_none_and_lapse_unless_renewed(self, new_store: MakeStore) -> None:
         clock = Clock()
         store = new_store(clock)

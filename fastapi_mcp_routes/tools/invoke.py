@@ -17,6 +17,7 @@ from urllib.parse import quote, quote_plus, urlencode
 import anyio
 from starlette.types import ASGIApp, Message, Scope
 
+from fastapi_mcp_routes.auth.dpop import DPOP_SCOPE_KEY, ProofSource, carried_source
 from fastapi_mcp_routes.options import DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.telemetry.current import carried
 from fastapi_mcp_routes.tools.recipe import Tool
@@ -66,6 +67,8 @@ class Caller:
     root_path: str
     http_version: str
     state: dict[str, Any] | None
+    # The HTTP request a DPoP proof came with: the route checks the proof against it, once.
+    proof: ProofSource | None = None
 
 
 @dataclass(slots=True)
@@ -94,6 +97,7 @@ def caller_from_scope(scope: Scope, forward_headers: frozenset[bytes]) -> Caller
         root_path=scope.get("root_path", ""),
         http_version=scope.get("http_version", "1.1"),
         state=scope.get("state"),
+        proof=carried_source(scope),
     )
 
 
@@ -175,6 +179,8 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
     if caller.state is not None:
         # Lifespan state is shallow-copied per request, as servers do.
         scope["state"] = dict(caller.state)
+    if caller.proof is not None:
+        scope[DPOP_SCOPE_KEY] = caller.proof
     return scope, body
 
 

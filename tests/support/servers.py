@@ -66,3 +66,34 @@ def serve(app: ASGIApp, *, send_buffer_bytes: int | None = None) -> Iterator[str
         thread.join(START_TIMEOUT_S)
         for listener in sockets or ():
             listener.close()
+
+
+@contextmanager
+def never_answering() -> Iterator[tuple[str, threading.Event]]:
+    """A TCP listener that accepts connections and never answers them; yields its base URL and
+    an event set at its first connection. The connections close when the block ends."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = threading.Event()
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # the listener closed
+            held.append(connection)
+            accepted.set()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
+    finally:
+        done.set()
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (Linux)
+        listener.close()
+        for connection in held:
+            connection.close()
+        thread.join(START_TIMEOUT_S)

@@ -42,6 +42,7 @@ The layout, under the prefix (`P`):
     P{tasks}:owner:<hex>        zset   id -> seq of its making
     P{tasks}:task:<id>          string the record (JSON)
     Pclaim:<name>               hash   h holder, d end (ms)
+    P{once}                     zset   name -> its end (ms), names claimed once (`claim_once`)
     P{slots}:<pool>             zset   holder -> end (ms)
     P{topics}:log:<topic>       list   a topic's last messages, kept a minute for a listener
                                        whose pub/sub connection dropped (store/redis/pubsub.py);
@@ -88,6 +89,7 @@ READ_STREAM: Final = _script("read_stream", "sessions")
 FORGET_STREAM: Final = _script("forget_stream", "sessions")
 CLAIM: Final = _script("claim")
 RELEASE: Final = _script("release")
+CLAIM_ONCE: Final = _script("claim_once")
 TAKE_SLOTS: Final = _script("take_slots")
 FREE_SLOTS: Final = _script("free_slots")
 HOLDS_SLOT: Final = _script("holds_slot")
@@ -169,6 +171,10 @@ class Keys:
     def claim(self, name: str) -> str:
         """A claim's key: one key, so it needs no hash tag."""
         return f"{self.prefix}claim:{name}"
+
+    def once(self) -> list[str]:
+        """The set of names claimed once: one key, under a hash tag of its own."""
+        return [f"{self.prefix}{{once}}"]
 
     def slots(self, pools: Iterable[str]) -> list[str]:
         """The pools' keys: one hash tag, so a script takes a slot in several at once."""

@@ -158,6 +158,7 @@ class RedisStore:
         self._close_session = register(scripts.CLOSE_SESSION)
         self._claim = register(scripts.CLAIM)
         self._release = register(scripts.RELEASE)
+        self._claim_once = register(scripts.CLAIM_ONCE)
         self._take_slots = register(scripts.TAKE_SLOTS)
         self._free_slots = register(scripts.FREE_SLOTS)
         self._holds_slot = register(scripts.HOLDS_SLOT)
@@ -295,6 +296,10 @@ class RedisStore:
 
     async def release(self, name: str, holder: str) -> None:
         await self._run(self._release, [self._keys.claim(name)], holder)
+
+    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
+        kept = await self._run(self._claim_once, self._keys.once(), name, _ms(ttl_s), max_kept)
+        return None if kept < 0 else bool(kept)
 
     # -- slots -----------------------------------------------------------------------------
 
