@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes soak clean
+.PHONY: run token test lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -109,6 +109,11 @@ bench-capacity: $(STAMP) redis-server
 # and resources/read against REST GET of the same route.
 bench-writes: $(STAMP)
 	$(BIN)/python benchmarks/rest_writes.py
+
+# An authenticated call, REST and tool call, with the PyJWT JWTBearer and the python-jose one it
+# replaced, side by side (installs python-jose into .tools/bench/jose/ first, never into .venv).
+bench-jwt: $(STAMP)
+	$(BIN)/python benchmarks/jwt_auth.py
 
 # The security review's attacks against the default bounds, each on a fresh server: what the
 # server holds, what the attacker gets, what a legitimate client sees meanwhile.

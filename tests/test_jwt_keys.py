@@ -121,6 +121,22 @@ async def test_unknown_kids_one_after_another_make_one_fetch_per_refresh_interva
         assert jwks.fetches == 2
 
 
+async def test_a_caller_that_leaves_during_a_fetch_does_not_waste_it(issuer: tuple[Issuer, str]) -> None:
+    jwks, url = issuer
+    bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, jwks_url=url, jwks_refresh_s=3600)
+    jwks.held.clear()
+    async with connected(guarded(bearer)) as http:
+        with anyio.fail_after(WAIT_S):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(me, http, token(kid="k1"))
+                assert await anyio.to_thread.run_sync(jwks.started.wait, WAIT_S)
+                tasks.cancel_scope.cancel()  # the caller goes away while the JWKS is on its way
+                jwks.held.set()
+        # The fetch finished for the next caller, within the interval that allows no other.
+        assert await me(http, token(kid="k1")) == 200
+        assert jwks.fetches == 1
+
+
 def _oversized_keys() -> list[dict[str, Any]]:
     filler = public_jwk("filler")
     return [public_jwk("k1")] + [filler] * (2 * MAX_JWKS_BYTES // len(str(filler)))

@@ -161,7 +161,9 @@ class FetchedKeys(KeySource):
         self._fetched_at = time.monotonic()
         self.fetches += 1
         try:
-            ring = await self._fetch()
+            # Shielded: a caller that leaves must not waste the fetch its interval allows.
+            with anyio.CancelScope(shield=True):
+                ring = await self._fetch()
             if ring is not None:
                 self.ring = ring
         finally:
