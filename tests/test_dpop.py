@@ -439,3 +439,32 @@ def test_a_proof_for_the_route_itself_does_not_pass_for_an_mcp_request() -> None
         sent = {**headers, "accept": "application/json", "dpop": aimed_at_route}
         answer = test_client.post("/mcp", json=tool_call("read_note", {"note": "n1"}), headers=sent).json()
     assert answer["result"]["isError"] is True
+
+
+def test_a_missing_scope_at_a_tool_call_is_a_403_step_up_challenged_with_the_dpop_scheme() -> None:
+    # A client holding a bound token must ask for a bound one with the scope: the endpoint's
+    # step-up challenge speaks the scheme the request used.
+    guard = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="required", dpop_store=MemoryStore())
+    app = FastAPI()
+    app.include_router(mcp_routes(app, auth=guard))
+
+    @mcp_tool()
+    @app.get("/notes/{note}/history")
+    def history(note: str, principal: Principal = Security(guard, scopes=["notes:history"])) -> dict[str, Any]:  # noqa: B008
+        return {"note": note}
+
+    token = issued(ES256.jkt)  # scope notes:read only
+
+    def sent(headers: dict[str, str]) -> dict[str, str]:
+        return {**headers, "dpop": proof(ES256, "POST", "http://testserver/mcp", token)}
+
+    with TestClient(app) as test_client:
+        headers = {**HEADERS, "mcp-protocol-version": "2025-11-25", "authorization": f"DPoP {token}"}
+        opened = test_client.post("/mcp", json=initialize(), headers=sent(headers))
+        headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        answer = test_client.post("/mcp", json=tool_call("history", {"note": "n1"}), headers=sent(headers))
+    assert answer.status_code == 403, answer.text
+    challenge = answer.headers["www-authenticate"]
+    assert challenge.startswith("DPoP "), challenge
+    assert 'error="insufficient_scope"' in challenge and 'scope="notes:history"' in challenge
+    assert answer.json()["error"]["data"]["scopes"] == ["notes:history"]

@@ -2,8 +2,8 @@
 
 Where nothing of the answer went out yet, the POST is answered HTTP 403 with
 `WWW-Authenticate: Bearer error="insufficient_scope", scope="...", resource_metadata="..."` and
-a JSON-RPC error naming the scopes in its `data`, so the client can authorize again with them
-and retry (spec 2025-11-25, basic/authorization "Scope Challenge Handling"). Once the answer is
+a JSON-RPC error naming the scopes in its `data` (the `DPoP` scheme in place of `Bearer` for a
+caller that sent a DPoP-bound token), so the client can authorize again with them and retry (spec 2025-11-25, basic/authorization "Scope Challenge Handling"). Once the answer is
 a stream that has started (progress, a question, a keep-alive), or within a batch whose other
 answers must not be lost to a retry, the status is no longer the call's alone: a tool call's
 `isError` result carries the challenge in its `_meta`, and other requests get the error.
@@ -17,7 +17,7 @@ from typing import Final
 from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
-from fastapi_mcp_routes.wire.challenge import HEADER_WWW_AUTHENTICATE, challenge, with_challenge
+from fastapi_mcp_routes.wire.challenge import HEADER_WWW_AUTHENTICATE, challenge, scheme_of, with_challenge
 from fastapi_mcp_routes.wire.errors import InsufficientScope
 from fastapi_mcp_routes.wire.jsonrpc import RequestId, encode_error, encode_result
 
@@ -45,11 +45,17 @@ class StepUp:
 
     def headers(self, refused: InsufficientScope, scope: Scope) -> tuple[Header, ...]:
         """The challenge of an HTTP 403."""
-        return ((_WWW_AUTHENTICATE, challenge(refused.scopes, self.metadata_url(scope)).encode()),)
+        value = challenge(refused.scopes, self.metadata_url(scope), _scheme(scope))
+        return ((_WWW_AUTHENTICATE, value.encode()),)
 
     def in_answer(self, request_id: RequestId, refused: InsufficientScope, scope: Scope) -> bytes:
         """The answer where HTTP 403 can no longer be sent: a tool call's `isError` result with
         the challenge in its `_meta`, else the error, whose `data` names the scopes."""
         if refused.result is None:
             return encode_error(request_id, refused)
-        return encode_result(request_id, with_challenge(refused.result, refused.scopes, self.metadata_url(scope)))
+        answer = with_challenge(refused.result, refused.scopes, self.metadata_url(scope), _scheme(scope))
+        return encode_result(request_id, answer)
+
+
+def _scheme(scope: Scope) -> str:
+    return scheme_of(HTTPConnection(scope).headers.get("authorization"))

@@ -28,6 +28,8 @@ _SCOPE_TOKEN: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 _QUOTABLE: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,2048}")
 # `error="insufficient_scope"` (or unquoted) among a Bearer challenge's parameters.
 _ASKS_SCOPE: Final = re.compile(r'(?:^|[\s,])error\s*=\s*"?insufficient_scope"?(?:$|[\s,])', re.IGNORECASE)
+# The `Authorization` schemes whose refusal for a scope is a step-up (lower case).
+_TOKEN_SCHEMES: Final = frozenset({"bearer", "dpop"})
 DESCRIPTION: Final = "The access token lacks a scope this request needs."
 
 
@@ -37,27 +39,35 @@ def scope_tokens(scopes: Iterable[str]) -> tuple[str, ...]:
 
 
 def refuses_for_scope(www_authenticate: str | None) -> bool:
-    """Whether a route's `WWW-Authenticate` is a Bearer challenge for a missing scope."""
+    """Whether a route's `WWW-Authenticate` is a Bearer or DPoP (RFC 9449 section 7.1)
+    challenge for a missing scope."""
     if not www_authenticate:
         return False
     scheme, _, parameters = www_authenticate.strip().partition(" ")
-    return scheme.lower() == "bearer" and _ASKS_SCOPE.search(parameters) is not None
+    return scheme.lower() in _TOKEN_SCHEMES and _ASKS_SCOPE.search(parameters) is not None
 
 
-def challenge(scopes: Iterable[str], resource_metadata: str | None = None) -> str:
+def scheme_of(authorization: str | None) -> str:
+    """The scheme a step-up challenges with: `DPoP` for a caller that sent a DPoP-bound token
+    (its new token must be bound too), else `Bearer`."""
+    used = (authorization or "").strip().partition(" ")[0].lower()
+    return "DPoP" if used == "dpop" else "Bearer"
+
+
+def challenge(scopes: Iterable[str], resource_metadata: str | None = None, scheme: str = "Bearer") -> str:
     """The `WWW-Authenticate` value of a step-up: the scopes, and the RFC 9728 metadata URL when
-    one is known and fits a quoted string."""
+    one is known and fits a quoted string; `scheme` is `Bearer` or `DPoP` (`scheme_of`)."""
     parts = [f'error="{INSUFFICIENT_SCOPE}"', f'scope="{" ".join(scope_tokens(scopes))}"']
     if resource_metadata is not None and _QUOTABLE.fullmatch(resource_metadata):
         parts.append(f'resource_metadata="{resource_metadata}"')
     parts.append(f'error_description="{DESCRIPTION}"')
-    return "Bearer " + ", ".join(parts)
+    return ("DPoP " if scheme == "DPoP" else "Bearer ") + ", ".join(parts)
 
 
 def with_challenge(
-    result: Mapping[str, Any], scopes: Iterable[str], resource_metadata: str | None = None
+    result: Mapping[str, Any], scopes: Iterable[str], resource_metadata: str | None = None, scheme: str = "Bearer"
 ) -> dict[str, Any]:
     """A tool result carrying the step-up challenge in its `_meta`, for where HTTP cannot."""
     named = scope_tokens(scopes)
-    meta = {"wwwAuthenticate": challenge(named, resource_metadata), "scopes": list(named)}
+    meta = {"wwwAuthenticate": challenge(named, resource_metadata, scheme), "scopes": list(named)}
     return {**result, "_meta": {**result.get("_meta", {}), CHALLENGE_META_KEY: meta}}
