@@ -466,5 +466,6 @@ def test_a_missing_scope_at_a_tool_call_is_a_403_step_up_challenged_with_the_dpo
     assert answer.status_code == 403, answer.text
     challenge = answer.headers["www-authenticate"]
     assert challenge.startswith("DPoP "), challenge
-    assert 'error="insufficient_scope"' in challenge and 'scope="notes:history"' in challenge
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="notes:history"' in challenge
     assert answer.json()["error"]["data"]["scopes"] == ["notes:history"]

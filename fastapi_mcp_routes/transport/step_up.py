@@ -3,8 +3,9 @@
 Where nothing of the answer went out yet, the POST is answered HTTP 403 with
 `WWW-Authenticate: Bearer error="insufficient_scope", scope="...", resource_metadata="..."` and
 a JSON-RPC error naming the scopes in its `data` (the `DPoP` scheme in place of `Bearer` for a
-caller that sent a DPoP-bound token), so the client can authorize again with them and retry (spec 2025-11-25, basic/authorization "Scope Challenge Handling"). Once the answer is
-a stream that has started (progress, a question, a keep-alive), or within a batch whose other
+caller that sent a DPoP-bound token), so the client can authorize again with them and retry
+(spec 2025-11-25, basic/authorization "Scope Challenge Handling"). Once the answer is a stream
+that has started (progress, a question, a keep-alive), or within a batch whose other
 answers must not be lost to a retry, the status is no longer the call's alone: a tool call's
 `isError` result carries the challenge in its `_meta`, and other requests get the error.
 """
