@@ -178,10 +178,12 @@ def jwt(bad: str) -> Callable[[Peer], None]:
     return attack
 
 
-def hidden_tool_called_by_name(peer: Peer) -> None:
+def tool_needing_a_scope_the_token_lacks(peer: Peer) -> None:
     alice = peer.open()  # scope notes:read, not admin
     listing = peer.http.post("/mcp", json=rpc("tools/list"), headers=alice).json()
-    assert "admin_report" not in {tool["name"] for tool in listing["result"]["tools"]}
+    # Listed, with the scopes it needs, so that alice's client knows what it may step up to.
+    tools = {tool["name"]: tool for tool in listing["result"]["tools"]}
+    assert tools["admin_report"]["_meta"]["fastapi-mcp-routes/scopes"] == ["admin"]
     refused = peer.http.post("/mcp", json=tool_call("admin_report"), headers=alice)
     assert refused.status_code == 403  # the step-up challenge, and nothing of the route's answer
     assert "insufficient_scope" in refused.headers["www-authenticate"]
@@ -236,7 +238,10 @@ ROWS: list[tuple[str, Callable[[Peer], None]]] = [
     ("JWT expired -> 401", jwt(token(exp=int(time.time()) - 3600))),
     ("JWT HS256-signed with the RSA public key -> 401", jwt(hs256_with_public_key())),
     ("JWT with an unknown kid -> 401", jwt(token(kid="k9"))),
-    ("hidden tool called by name -> refused by its guard", hidden_tool_called_by_name),
+    (
+        "a tool needing a scope the token lacks -> listed with it, called: 403 step-up",
+        tool_needing_a_scope_the_token_lacks,
+    ),
     ("argument named like a credential header -> not the caller's credential", argument_named_like_a_credential_header),
     ("oversized body -> 413", oversized_body),
     ("deeply nested JSON -> parse error, no crash", deeply_nested_json),

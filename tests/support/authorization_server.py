@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse
-from jose import jwt
+import jwt
 
 from tests.support.jwt import PRIVATE, public_jwk
 
