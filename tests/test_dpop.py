@@ -29,7 +29,7 @@ from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC
 from tests.support.machine import free_port
 from tests.support.processes import serve_processes
 from tests.support.servers import serve
-from tests.support.stateless import STATELESS_VERSION
+from tests.support.stateless import STATELESS_VERSION, post_stateless
 from tests.support.waits import WAIT_S
 
 ME: Final = "http://testserver/me"
@@ -469,3 +469,32 @@ def test_a_missing_scope_at_a_tool_call_is_a_403_step_up_challenged_with_the_dpo
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="notes:history"' in challenge
     assert answer.json()["error"]["data"]["scopes"] == ["notes:history"]
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", STATELESS_VERSION])
+def test_a_visible_predicate_reads_a_dpop_bound_principal_from_the_proof_of_the_list_request(version: str) -> None:
+    store = KeptProofs()
+    guard = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="required", dpop_store=store)
+    app = FastAPI()
+    app.include_router(mcp_routes(app))
+
+    @mcp_tool(visible=lambda principal, credentials: credentials.get(guard) is not None)
+    @app.get("/mine")
+    def mine(principal: Principal = Depends(guard)) -> dict[str, Any]:  # noqa: B008
+        return {"subject": principal.subject}
+
+    token = issued(ES256.jkt)
+    headers = {**HEADERS, "mcp-protocol-version": version, "authorization": f"DPoP {token}"}
+
+    def sent() -> dict[str, str]:
+        return {**headers, "dpop": proof(ES256, "POST", "http://testserver/mcp", token)}
+
+    with TestClient(app) as test_client:
+        if version != STATELESS_VERSION:
+            opened = test_client.post("/mcp", json=initialize(), headers=sent())
+            headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+            listing = test_client.post("/mcp", json=rpc("tools/list"), headers=sent()).json()
+        else:
+            listing = post_stateless(test_client, "tools/list", headers=sent()).json()
+    assert [tool["name"] for tool in listing["result"]["tools"]] == ["mine"]
+    assert len(store.asked) == 1  # the list request's proof, checked against it once
