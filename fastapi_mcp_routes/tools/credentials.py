@@ -45,6 +45,7 @@ from fastapi.security.http import HTTPBase
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from fastapi_mcp_routes.auth.dpop import DPOP_SCOPE_KEY
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 
 if TYPE_CHECKING:  # tools/invoke.py reaches this module through the marks it reads
@@ -200,8 +201,9 @@ def _check_pure(scheme: object) -> None:
 
 def _scope(caller: Caller) -> dict[str, Any]:
     """A request as a route would get it from this caller, with no arguments: the schemes read
-    only its headers, and a `JWTBearer` the server's address for its challenge."""
-    return {
+    only its headers, a `JWTBearer` the server's address for its challenge, and a DPoP-bound
+    one the proof of the list's own HTTP request, as a route called as a tool does."""
+    scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
         "http_version": caller.http_version,
@@ -216,3 +218,6 @@ def _scope(caller: Caller) -> dict[str, Any]:
         "server": caller.server,
         "extensions": {},
     }
+    if caller.proof is not None:
+        scope[DPOP_SCOPE_KEY] = caller.proof
+    return scope
