@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from fastapi_mcp_routes.auth.keys import MAX_JWKS_BYTES
 from tests.support.jwt import AUDIENCE, ISSUER, PRIVATE, PUBLIC, public_jwk, secret_jwk, token
-from tests.support.servers import connected, never_answering, serve
+from tests.support.servers import answering_with, connected, never_answering, serve
 from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
@@ -181,6 +181,24 @@ async def test_a_jwks_that_is_not_a_key_set_keeps_no_keys() -> None:
         bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, jwks_url=f"{url}/jwks")
         async with connected(guarded(bearer)) as http:
             assert await me(http, token(kid="k1")) == 401
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"not HTTP at all\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{",
+        b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n" + b"X: a\r\n" * 200 + b"\r\n",
+    ],
+    ids=["no status line", "a chunked body cut short", "a header line too long", "too many headers"],
+)
+async def test_a_jwks_url_answering_what_is_not_http_refuses_the_token_without_a_crash(answer: bytes) -> None:
+    with answering_with(answer) as url:
+        bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, jwks_url=f"{url}/jwks")
+        async with connected(guarded(bearer)) as http:
+            assert await me(http, token(kid="k1")) == 401
+            assert (await http.get("/health")).status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ from fastapi.testclient import TestClient
 from mcp import types
 
 from fastapi_mcp_routes import Credentials, JWTBearer, Principal, mcp_prompt, mcp_resource, mcp_routes, mcp_tool
+from fastapi_mcp_routes.store import MemoryStore
+from tests.support.dpop import ES256, issued, proof
 from tests.support.jsonrpc import open_session, result_of, rpc
 from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC, token
 from tests.support.machine import ROOT
@@ -306,6 +308,30 @@ async def test_a_predicate_reads_the_tokens_scopes_and_claims_through_jwt_bearer
 @pytest.mark.anyio
 async def test_without_a_token_no_jwt_tool_is_shown(jwt_url: str, mode: str) -> None:
     assert (await sdk_lists(jwt_url, {}, mode))[0] == []
+
+
+@pytest.mark.parametrize("endpoint_auth", [False, True], ids=["routes only", "auth= too"])
+def test_a_dpop_bound_callers_principal_is_read_with_the_proof_of_its_list_request(endpoint_auth: bool) -> None:
+    jwt_bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="required", dpop_store=MemoryStore())
+    app = FastAPI()
+    app.include_router(mcp_routes(app, auth=jwt_bearer if endpoint_auth else None))
+
+    @mcp_tool(visible=lambda principal, credentials: credentials.get(jwt_bearer) is not None)
+    @app.get("/mine")
+    def mine(who: Principal = Security(jwt_bearer)) -> dict[str, str]:  # noqa: B008
+        return {"who": who.subject}
+
+    bound = issued(ES256.jkt)
+    headers = {"authorization": f"DPoP {bound}", "dpop": proof(ES256, "POST", "http://testserver/mcp", bound)}
+    with TestClient(app) as client:
+        listed = post_stateless(client, "tools/list", headers=headers)
+        replayed = post_stateless(client, "tools/list", headers=headers)
+    assert [tool["name"] for tool in listed.json()["result"]["tools"]] == ["mine"]
+    # The list's proof was spent on it: the same proof again reads as no credential.
+    if endpoint_auth:
+        assert replayed.status_code == 401
+    else:
+        assert replayed.json()["result"]["tools"] == []
 
 
 # -- the explorer, the stateless wire, and predicates that fail ------------------------------

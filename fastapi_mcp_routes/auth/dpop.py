@@ -29,6 +29,7 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -80,6 +81,8 @@ _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"
 _THUMBPRINT_MEMBERS: Final = {"EC": ("crv", "kty", "x", "y"), "RSA": ("e", "kty", "n"), "OKP": ("crv", "kty", "x")}
 _BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]+")
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+# The largest integer `iat` a float holds exactly: no request comes from beyond it.
+_MAX_IAT: Final = 2**53
 
 
 class ProofRefused(Exception):
@@ -365,6 +368,10 @@ def _proof(algorithm: str, key_thumbprint: str, claims: Mapping[str, Any]) -> Pr
         raise ProofRefused("the proof lacks htm or htu")
     if isinstance(iat, bool) or not isinstance(iat, (int, float)):
         raise ProofRefused("the proof's iat is not a number")
+    # JSON as Python reads it has NaN, which no window comparison refuses (a proof good forever,
+    # replayable once its jti lapses), and integers too large for a float.
+    if not (math.isfinite(iat) if isinstance(iat, float) else abs(iat) <= _MAX_IAT):
+        raise ProofRefused("the proof's iat is not a finite time")
     if ath is not None and not isinstance(ath, str):
         raise ProofRefused("the proof's ath is not a string")
     return Proof(algorithm, key_thumbprint, jti, htm, htu, float(iat), ath)

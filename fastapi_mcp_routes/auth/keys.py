@@ -13,6 +13,7 @@ a fetch runs waits for that one fetch rather than starting another.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import time
@@ -67,6 +68,10 @@ _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth"})
 MAX_JWKS_BYTES: Final = 256 * 1024
 _READ_CHUNK: Final = 16 * 1024
 _FETCHABLE_SCHEMES: Final = frozenset({"https", "http"})
+# What a fetch of a JWKS raises for an answer that is no JWKS: the network, HTTP that does not
+# parse (no status line, a body cut short, a header past the client's bounds), not JSON or
+# nested too deep; each is a fetch that found no keys, never a crash of the request waiting.
+_UNREADABLE: Final = (OSError, ValueError, RecursionError, http.client.HTTPException)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +182,7 @@ class FetchedKeys(KeySource):
         with anyio.move_on_after(self.timeout_s):
             try:
                 return await anyio.to_thread.run_sync(fetch, abandon_on_cancel=True)
-            except (OSError, ValueError) as error:
+            except _UNREADABLE as error:
                 logger.warning("the JWKS at %s could not be read: %s", self.url, error)
                 return None
         logger.warning("the JWKS at %s did not arrive within %s s", self.url, self.timeout_s)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import heapq
 import itertools
 import time
 from collections import OrderedDict
@@ -200,7 +201,8 @@ class MemoryStore:
         self._session_ranks: Ranks[str] = Ranks()  # ranked by last use
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._claims: dict[str, tuple[str, float]] = {}
-        self._once: OrderedDict[str, float] = OrderedDict()  # name -> expiry, in the order kept
+        self._once: dict[str, float] = {}  # name -> expiry
+        self._once_ends: list[tuple[float, str]] = []  # a heap of (expiry, name), one per kept name
         self._streams: dict[str, _Streams] = {}
         self._log_size = 0  # bytes of every kept event
         # Finished streams by their session's trust, in the order they finished.
@@ -301,20 +303,17 @@ class MemoryStore:
 
     async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
         now = self._clock()
-        once = self._once
-        while once and next(iter(once.values())) <= now:
-            once.popitem(last=False)
-        expires = once.get(name)
-        if expires is not None and expires > now:
+        once, ends = self._once, self._once_ends
+        # Lapsed names leave soonest first whatever their time to live, so a full store refuses
+        # a newcomer without looking at every live name (a flood of proofs keeps it full).
+        while ends and ends[0][0] <= now:
+            del once[heapq.heappop(ends)[1]]
+        if name in once:
             return False
         if len(once) >= max_kept:
-            # Names kept longer may sit in front of lapsed ones: count only the live before refusing.
-            for lapsed in [key for key, end in once.items() if end <= now]:
-                del once[lapsed]
-            if len(once) >= max_kept:
-                return None
-        once.pop(name, None)  # a lapsed name is kept anew, at the back
-        once[name] = now + ttl_s
+            return None
+        once[name] = expires = now + ttl_s
+        heapq.heappush(ends, (expires, name))
         return True
 
     # -- slots -----------------------------------------------------------------------------

@@ -350,6 +350,16 @@ class StoreContract:
         assert await store.claim_once("jti/c", 10, 2) is True
         assert await store.claim_once("jti/b", 10, 2) is False
 
+    async def test_a_name_kept_longer_does_not_hold_back_those_that_lapsed_after_it(self, new_store: MakeStore) -> None:
+        clock = Clock()
+        store = new_store(clock)
+        assert await store.claim_once("jti/long", 100, 2) is True
+        assert await store.claim_once("jti/short", 5, 2) is True
+        clock.now += 6  # the short one lapsed behind the long one: room for one
+        assert await store.claim_once("jti/new", 10, 2) is True
+        assert await store.claim_once("jti/short", 10, 2) is None
+        assert await store.claim_once("jti/long", 10, 2) is False
+
     async def test_of_concurrent_claims_of_one_name_exactly_one_is_first(self, new_store: MakeStore) -> None:
         store = new_store()
         firsts: list[bool | None] = []

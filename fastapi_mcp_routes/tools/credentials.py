@@ -201,8 +201,8 @@ def _check_pure(scheme: object) -> None:
 
 def _scope(caller: Caller) -> dict[str, Any]:
     """A request as a route would get it from this caller, with no arguments: the schemes read
-    only its headers, and a `JWTBearer` the server's address for its challenge, and the DPoP
-    proof of the caller's HTTP request, checked against that request (auth/dpop.py)."""
+    only its headers, a `JWTBearer` the server's address for its challenge, and a DPoP-bound
+    one the proof of the list's own HTTP request, as a route called as a tool does."""
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},

@@ -97,3 +97,31 @@ def never_answering() -> Iterator[tuple[str, threading.Event]]:
         for connection in held:
             connection.close()
         thread.join(START_TIMEOUT_S)
+
+
+@contextmanager
+def answering_with(answer: bytes) -> Iterator[str]:
+    """A TCP listener that answers each connection's first read with `answer`, whatever it is (an
+    HTTP response no server would send), then closes it; yields its base URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve_each() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # the listener closed
+            with connection:
+                connection.recv(64 * 1024)
+                connection.sendall(answer)
+
+    thread = threading.Thread(target=serve_each, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (Linux)
+        listener.close()
+        thread.join(START_TIMEOUT_S)
