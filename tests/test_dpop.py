@@ -45,9 +45,11 @@ class KeptProofs(MemoryStore):
         super().__init__()
         self.asked: list[str] = []
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
+    async def claim_once(
+        self, name: str, ttl_s: float, max_kept: int, *, owner: str | None = None, max_per_owner: int = 0
+    ) -> bool | None:
         self.asked.append(name)
-        return await super().claim_once(name, ttl_s, max_kept)
+        return await super().claim_once(name, ttl_s, max_kept, owner=owner, max_per_owner=max_per_owner)
 
 
 def bearer(mode: str = "required", **options: Any) -> JWTBearer:
@@ -240,6 +242,11 @@ def test_off_takes_bearer_tokens_as_before_and_no_dpop_scheme() -> None:
         refused = test_client.get("/me", headers=dpop_headers(ES256, BOUND))
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == f"Bearer {METADATA}"
+        # A token its issuer bound to a client's key is no bearer token: a copy would work
+        # without the key.
+        stolen = test_client.get("/me", headers={"authorization": f"Bearer {BOUND}"})
+        assert stolen.status_code == 401
+        assert stolen.headers["www-authenticate"] == f'Bearer {METADATA}, error="invalid_token"'
 
 
 # -- options and bounds ---------------------------------------------------------------------
@@ -282,6 +289,25 @@ def test_past_the_bound_of_kept_proofs_new_ones_are_refused_and_kept_ones_stay_r
         assert full.status_code == 503
         assert full.headers["retry-after"] == "5"
         assert_challenged(test_client.get("/me", headers=first), "invalid_dpop_proof")  # never forgotten early
+
+
+def test_past_its_keys_bound_a_clients_new_proofs_are_refused_while_another_client_is_served() -> None:
+    with TestClient(rest_app(bearer(dpop_max_proofs_per_key=2))) as test_client:
+        for _ in range(2):
+            assert test_client.get("/me", headers=dpop_headers(ES256, BOUND)).status_code == 200
+        flooding = test_client.get("/me", headers=dpop_headers(ES256, BOUND))
+        assert flooding.status_code == 503
+        assert flooding.headers["retry-after"] == "5"
+        other = dpop_headers(EDDSA, issued(EDDSA.jkt))
+        assert test_client.get("/me", headers=other).status_code == 200
+
+
+def test_bearers_keeping_proofs_in_one_store_must_share_their_window() -> None:
+    store = MemoryStore()
+    JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="allowed", dpop_store=store)
+    JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="required", dpop_store=store)  # the same window
+    with pytest.raises(ValueError, match="same dpop_max_age_s"):
+        JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="required", dpop_store=store, dpop_max_age_s=600)
 
 
 def test_a_proof_that_cannot_be_remembered_is_refused_with_503_not_a_crash() -> None:

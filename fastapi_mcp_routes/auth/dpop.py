@@ -73,6 +73,9 @@ MAX_JTI_CHARS: Final = 256
 DEFAULT_PROOF_MAX_AGE_S: Final = 60.0
 # Proofs remembered at once across the store: a refusal past it, never a jti forgotten early.
 DEFAULT_MAX_PROOFS: Final = 100_000
+# Of those, the most one client's key may have remembered at once (about 80 requests a second
+# within the default window), so that one client cannot fill the store for every other.
+DEFAULT_MAX_PROOFS_PER_KEY: Final = 5_000
 # RSA keys shorter than this are refused (NIST SP 800-131A).
 MIN_RSA_BITS: Final = 2048
 # The JWK members that hold private key material (RFC 7518 section 6).
@@ -102,7 +105,9 @@ class OnceStore(Protocol):
     """Where proofs' `jti` are kept once: any `ClaimStore` (fastapi_mcp_routes.store), such as
     the `MemoryStore` or `RedisStore` handed to `mcp_routes(store=...)`."""
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None: ...
+    async def claim_once(
+        self, name: str, ttl_s: float, max_kept: int, *, owner: str | None = None, max_per_owner: int = 0
+    ) -> bool | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,7 @@ class ProofPolicy:
     max_age_s: float
     leeway_s: float
     max_proofs: int
+    max_proofs_per_key: int
     store: OnceStore
 
 
@@ -137,6 +143,7 @@ def proof_policy(
     max_age_s: float,
     leeway_s: float,
     max_proofs: int,
+    max_proofs_per_key: int = DEFAULT_MAX_PROOFS_PER_KEY,
 ) -> ProofPolicy | None:
     """What `JWTBearer(dpop=...)` checks of proofs, its options checked; `None` when `mode` is off."""
     if mode not in DPOP_MODES:
@@ -151,6 +158,9 @@ def proof_policy(
         raise ValueError(f"JWTBearer's dpop_max_age_s must be a positive number of seconds, got {max_age_s!r}")
     if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
         raise ValueError(f"JWTBearer's dpop_max_proofs must be a positive whole number, got {max_proofs!r}")
+    per_key = max_proofs_per_key
+    if isinstance(per_key, bool) or not isinstance(per_key, int) or per_key < 1:
+        raise ValueError(f"JWTBearer's dpop_max_proofs_per_key must be a positive whole number, got {per_key!r}")
     if mode == "off":
         return None
     if store is None or not callable(getattr(store, "claim_once", None)):
@@ -158,7 +168,23 @@ def proof_policy(
             f"JWTBearer(dpop={mode!r}) needs dpop_store=, where proofs' jti are kept once: the store given to"
             f" mcp_routes(store=...), a MemoryStore() for one process or a RedisStore for several; got {store!r}"
         )
-    return ProofPolicy(chosen, float(max_age_s), float(leeway_s), max_proofs, store)
+    _one_window(store, max_age_s + leeway_s)
+    return ProofPolicy(chosen, float(max_age_s), float(leeway_s), max_proofs, max_proofs_per_key, store)
+
+
+# The window of the bearers keeping proofs in each store, by the store's identity (the store kept
+# too, so that its identity is not reused): a jti is kept for the window of whichever bearer
+# checked it first, so a bearer with a longer window would take the proof again once it lapsed.
+_WINDOWS: dict[int, tuple[OnceStore, float]] = {}
+
+
+def _one_window(store: OnceStore, window_s: float) -> None:
+    kept = _WINDOWS.setdefault(id(store), (store, window_s))
+    if kept[1] != window_s:
+        raise ValueError(
+            "every JWTBearer keeping DPoP proofs in one dpop_store needs the same dpop_max_age_s and leeway_s "
+            f"(a proof's jti is kept for that window): this one's is {window_s:g} s, another's {kept[1]:g} s"
+        )
 
 
 class ProofSource:
@@ -254,7 +280,13 @@ async def _claim(proof: Proof, policy: ProofPolicy) -> None:
     # Scoped by key: one client's jti never collides with another's.
     name = "dpop:" + hashlib.sha256(f"{proof.thumbprint}\x00{proof.jti}".encode()).hexdigest()
     # Kept as long as the proof could be accepted: its iat window on both sides.
-    kept = await policy.store.claim_once(name, policy.max_age_s + policy.leeway_s, policy.max_proofs)
+    kept = await policy.store.claim_once(
+        name,
+        policy.max_age_s + policy.leeway_s,
+        policy.max_proofs,
+        owner=proof.thumbprint,
+        max_per_owner=policy.max_proofs_per_key,
+    )
     if kept is None:
         raise ProofsFull
     if not kept:

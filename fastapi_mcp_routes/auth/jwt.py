@@ -31,6 +31,7 @@ from starlette.requests import Request
 
 from fastapi_mcp_routes.auth.dpop import (
     DEFAULT_MAX_PROOFS,
+    DEFAULT_MAX_PROOFS_PER_KEY,
     DEFAULT_PROOF_ALGORITHMS,
     DEFAULT_PROOF_MAX_AGE_S,
     ERROR_INVALID_PROOF,
@@ -105,6 +106,8 @@ class JWTBearer:
         dpop_max_age_s: how old a proof's `iat` may be; it may be `leeway_s` ahead of the clock.
         dpop_max_proofs: the most proofs' `jti` kept at once in `dpop_store`; past it, new
             proofs are refused with 503 until older ones lapse, never a kept one forgotten.
+        dpop_max_proofs_per_key: the most of those one client's key may have kept at once;
+            past it, that client's new proofs are refused with 503 while others are served.
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class JWTBearer:
         dpop_algorithms: Sequence[str] = DEFAULT_PROOF_ALGORITHMS,
         dpop_max_age_s: float = DEFAULT_PROOF_MAX_AGE_S,
         dpop_max_proofs: int = DEFAULT_MAX_PROOFS,
+        dpop_max_proofs_per_key: int = DEFAULT_MAX_PROOFS_PER_KEY,
     ) -> None:
         from fastapi_mcp_routes.auth.keys import FAMILIES, source_of
 
@@ -145,7 +149,9 @@ class JWTBearer:
             raise ValueError(f"jwks_timeout_s must be a positive number of seconds, got {jwks_timeout_s!r}")
         self.jwks_refresh_s = jwks_refresh_s
         self.dpop = dpop
-        self._proofs = proof_policy(dpop, dpop_store, dpop_algorithms, dpop_max_age_s, leeway_s, dpop_max_proofs)
+        self._proofs = proof_policy(
+            dpop, dpop_store, dpop_algorithms, dpop_max_age_s, leeway_s, dpop_max_proofs, dpop_max_proofs_per_key
+        )
         self.issuer = issuer
         self.audience = audience
         self.algorithms = tuple(allowed)
@@ -165,6 +171,10 @@ class JWTBearer:
         principal = await self._verify(token, request, wanted)
         if self._proofs is not None:
             await self._bind(self._proofs, principal, scheme, token, request, wanted)
+        elif _bound(principal):
+            # Its issuer bound it to a client's key: taken as a bearer token here, a copy of it
+            # would work without that key (RFC 9449 section 6).
+            raise self._unauthorized(request, wanted, error=ERROR_INVALID_TOKEN)
         missing = wanted - principal.scopes
         if missing:
             raise HTTPException(
@@ -257,6 +267,13 @@ _REFUSALS: Final[dict[str | None, str]] = {
     "invalid_token": "The access token is not valid.",
     ERROR_INVALID_PROOF: "The DPoP proof is not valid.",
 }
+
+
+def _bound(principal: Principal) -> bool:
+    """Whether a token is bound to a DPoP key (`cnf.jkt`); other confirmations (an mTLS
+    certificate's `x5t#S256`, RFC 8705) are checked where the connection ends, not here."""
+    cnf = principal.claims.get("cnf")
+    return isinstance(cnf, dict) and "jkt" in cnf
 
 
 def _error(error: str | None) -> list[str]:

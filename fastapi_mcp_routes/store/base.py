@@ -232,10 +232,13 @@ class ClaimStore(Shared, Protocol):
         """Give `name` up, if `holder` still holds it."""
         ...
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
+    async def claim_once(
+        self, name: str, ttl_s: float, max_kept: int, *, owner: str | None = None, max_per_owner: int = 0
+    ) -> bool | None:
         """Keep `name` for `ttl_s` unless it is kept already: `True` the first time, `False`
-        while it is kept, `None` when `max_kept` live names are kept: a newcomer is refused,
-        never a kept name let go (that would let its name be used again)."""
+        while it is kept, `None` when `max_kept` live names are kept, or `max_per_owner` of
+        `owner`'s where an owner is named: a newcomer is refused, never a kept name let go
+        (that would let its name be used again)."""
         ...
 
 

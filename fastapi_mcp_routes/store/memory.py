@@ -201,7 +201,8 @@ class MemoryStore:
         self._session_ranks: Ranks[str] = Ranks()  # ranked by last use
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._claims: dict[str, tuple[str, float]] = {}
-        self._once: dict[str, float] = {}  # name -> expiry
+        self._once: dict[str, tuple[float, str | None]] = {}  # name -> expiry, owner
+        self._once_owned: dict[str, int] = {}  # owner -> how many of the kept names are theirs
         self._once_ends: list[tuple[float, str]] = []  # a heap of (expiry, name), one per kept name
         self._streams: dict[str, _Streams] = {}
         self._log_size = 0  # bytes of every kept event
@@ -301,18 +302,28 @@ class MemoryStore:
         if held is not None and held[0] == holder:
             del self._claims[name]
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
+    async def claim_once(
+        self, name: str, ttl_s: float, max_kept: int, *, owner: str | None = None, max_per_owner: int = 0
+    ) -> bool | None:
         now = self._clock()
-        once, ends = self._once, self._once_ends
+        once, ends, owned = self._once, self._once_ends, self._once_owned
         # Lapsed names leave soonest first whatever their time to live, so a full store refuses
         # a newcomer without looking at every live name (a flood of proofs keeps it full).
         while ends and ends[0][0] <= now:
-            del once[heapq.heappop(ends)[1]]
+            _, lapsed = heapq.heappop(ends)
+            lapsed_owner = once.pop(lapsed)[1]
+            if lapsed_owner is not None:
+                owned[lapsed_owner] -= 1
+                if not owned[lapsed_owner]:
+                    del owned[lapsed_owner]
         if name in once:
             return False
-        if len(once) >= max_kept:
+        if len(once) >= max_kept or (owner is not None and owned.get(owner, 0) >= max_per_owner):
             return None
-        once[name] = expires = now + ttl_s
+        expires = now + ttl_s
+        once[name] = (expires, owner)
+        if owner is not None:
+            owned[owner] = owned.get(owner, 0) + 1
         heapq.heappush(ends, (expires, name))
         return True
 

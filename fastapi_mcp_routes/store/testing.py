@@ -350,6 +350,24 @@ class StoreContract:
         assert await store.claim_once("jti/c", 10, 2) is True
         assert await store.claim_once("jti/b", 10, 2) is False
 
+    async def test_past_an_owners_bound_its_new_names_are_refused_while_others_are_kept(
+        self, new_store: MakeStore
+    ) -> None:
+        clock = Clock()
+        store = new_store(clock)
+        assert await store.claim_once("jti/a1", 10, 100, owner="a", max_per_owner=2) is True
+        clock.now += 5
+        assert await store.claim_once("jti/a2", 10, 100, owner="a", max_per_owner=2) is True
+        assert await store.claim_once("jti/a3", 10, 100, owner="a", max_per_owner=2) is None
+        assert await store.claim_once("jti/a1", 10, 100, owner="a", max_per_owner=2) is False  # still kept
+        assert await store.claim_once("jti/b1", 10, 100, owner="b", max_per_owner=2) is True
+        assert await store.claim_once("jti/c1", 10, 100) is True  # no owner named: the total alone
+        clock.now += 6  # a's first has lapsed: room for one of a's
+        assert await store.claim_once("jti/a3", 10, 100, owner="a", max_per_owner=2) is True
+        assert await store.claim_once("jti/a4", 10, 100, owner="a", max_per_owner=2) is None
+        # Past the total, an owner with room is refused too.
+        assert await store.claim_once("jti/b2", 10, 4, owner="b", max_per_owner=2) is None
+
     async def test_a_name_kept_longer_does_not_hold_back_those_that_lapsed_after_it(self, new_store: MakeStore) -> None:
         clock = Clock()
         store = new_store(clock)

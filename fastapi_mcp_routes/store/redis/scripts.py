@@ -43,6 +43,7 @@ The layout, under the prefix (`P`):
     P{tasks}:task:<id>          string the record (JSON)
     Pclaim:<name>               hash   h holder, d end (ms)
     P{once}                     zset   name -> its end (ms), names claimed once (`claim_once`)
+    P{once}:owner:<hex>         zset   name -> its end (ms), the names of one owner among them
     P{slots}:<pool>             zset   holder -> end (ms)
     P{topics}:log:<topic>       list   a topic's last messages, kept a minute for a listener
                                        whose pub/sub connection dropped (store/redis/pubsub.py);
@@ -60,6 +61,7 @@ A stream's state `s<n>` is 0 running, +1 once complete, +2 once overflowed (its 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -172,9 +174,14 @@ class Keys:
         """A claim's key: one key, so it needs no hash tag."""
         return f"{self.prefix}claim:{name}"
 
-    def once(self) -> list[str]:
-        """The set of names claimed once: one key, under a hash tag of its own."""
-        return [f"{self.prefix}{{once}}"]
+    def once(self, owner: str | None = None) -> list[str]:
+        """The set of names claimed once, under a hash tag of its own, and the set of `owner`'s
+        among them when one is named."""
+        once = f"{self.prefix}{{once}}"
+        if owner is None:
+            return [once]
+        # Hashed: any string names an owner, and a key stays short and brace-free.
+        return [once, f"{once}:owner:{hashlib.sha256(owner.encode()).hexdigest()[:32]}"]
 
     def slots(self, pools: Iterable[str]) -> list[str]:
         """The pools' keys: one hash tag, so a script takes a slot in several at once."""

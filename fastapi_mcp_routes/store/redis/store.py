@@ -297,8 +297,11 @@ class RedisStore:
     async def release(self, name: str, holder: str) -> None:
         await self._run(self._release, [self._keys.claim(name)], holder)
 
-    async def claim_once(self, name: str, ttl_s: float, max_kept: int) -> bool | None:
-        kept = await self._run(self._claim_once, self._keys.once(), name, _ms(ttl_s), max_kept)
+    async def claim_once(
+        self, name: str, ttl_s: float, max_kept: int, *, owner: str | None = None, max_per_owner: int = 0
+    ) -> bool | None:
+        keys = self._keys.once(owner)
+        kept = await self._run(self._claim_once, keys, name, _ms(ttl_s), max_kept, max_per_owner)
         return None if kept < 0 else bool(kept)
 
     # -- slots -----------------------------------------------------------------------------
