@@ -107,6 +107,8 @@ class Endpoint:
     sessions: SessionManager | None
     transport: StreamableHTTPEndpoint
     listened: Listened  # what the listening streams of this process hear of (its readers run in the lifespan)
+    # What the endpoint serves: the session era's versions, then those `server/discover` reports.
+    versions: tuple[str, ...]
 
 
 def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Feature] = ()) -> Endpoint:
@@ -171,7 +173,7 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         channels=Channels(
             sessions=sessions,
             sealer=RequestStateSealer(deployment.secret),
-            shaper=ResultShaper({"name": identity.name, "version": identity.version}),
+            shaper=ResultShaper(identity.info()),
             call_slots=CallSlots(
                 per_session=limits.max_calls_per_session, per_caller=limits.max_calls_per_caller, total=limits.max_calls
             ),
@@ -194,6 +196,7 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         sessions,
         transport,
         listened,
+        (*c.SESSION_ERA_VERSIONS, *dispatcher.supported_versions()),
     )
 
 

@@ -26,6 +26,7 @@ from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS
 from fastapi_mcp_routes.tools.registry import ToolTable
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint
 from fastapi_mcp_routes.transport.plain_routes import ENDPOINT_METHODS, Swap, serve_plainly
+from fastapi_mcp_routes.transport.server_card import add_card_route
 from fastapi_mcp_routes.wire import constants as c
 
 logger = logging.getLogger("fastapi_mcp_routes")
@@ -58,6 +59,8 @@ class _Mounted:
         if options.protected_resource is not None:
             add_metadata_routes(self.router, options.protected_resource, options.path)
         self.route = self._add_endpoint_route()
+        if options.server.card is not None:
+            add_card_route(self.router, options.server.card, endpoint.identity, options.path, endpoint.versions)
         if options.explorer:
             self._add_explorer(origin_first)
 

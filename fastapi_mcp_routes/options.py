@@ -1,4 +1,4 @@
-"""Option groups for `mcp_routes` (`Sessions`, `Limits`, `Tasks`, `ServerInfo`, `Origins`, `Streaming`,
+"""Option groups for `mcp_routes` (`Sessions`, `Limits`, `Tasks`, `ServerInfo`, `ServerCard`, `Origins`, `Streaming`,
 `ToolCalls`, `Telemetry`), in the style of httpx's `Limits`.
 
 Each group is a frozen value checked when it is made, so a wrong setting stops the app at
@@ -13,6 +13,7 @@ Tests and deployments set the numbers through the groups, never by patching a co
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -344,6 +345,48 @@ class Limits:
             _check_rate("Limits.rate_limit", self.rate_limit)
 
 
+# A Server Card's `name`: reverse-DNS namespace, one slash, server name (SEP-2127's schema).
+_CARD_NAME: Final = re.compile(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+")
+_CARD_NAME_LENGTH: Final = (3, 200)
+_CARD_TEXT_MOST: Final = 100  # description and title, as the schema bounds them
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCard:
+    """A Server Card (SEP-2127, experimental) served at `{path}/server-card` for registries and
+    gateways: `ServerInfo(card=ServerCard(name="com.example/notes", description="..."))`. Its
+    version, title and protocol versions are the ones `server/discover` reports.
+
+    Args:
+        name: the registry name, reverse-DNS with one slash (`com.example/notes`).
+        description: what the server does, 1 to 100 characters.
+        website_url: the server's home page or documentation.
+        url: the endpoint's public URL, for a server behind a proxy; by default the URL the
+            card was requested on, with the endpoint's path.
+    """
+
+    name: str
+    description: str
+    website_url: str | None = None
+    url: str | None = None
+
+    def __post_init__(self) -> None:
+        least, most = _CARD_NAME_LENGTH
+        if not isinstance(self.name, str) or not least <= len(self.name) <= most or not _CARD_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"ServerCard.name must be a reverse-DNS name with one slash, such as 'com.example/notes', "
+                f"of {least} to {most} characters, got {self.name!r}"
+            )
+        if not isinstance(self.description, str) or not 1 <= len(self.description) <= _CARD_TEXT_MOST:
+            raise ValueError(
+                f"ServerCard.description must be 1 to {_CARD_TEXT_MOST} characters, got {self.description!r}"
+            )
+        for name in ("website_url", "url"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.startswith(("http://", "https://"))):
+                raise ValueError(f"ServerCard.{name} must be an http:// or https:// URL or None, got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class ServerInfo:
     """What the server tells clients about itself in the `initialize` result:
@@ -352,17 +395,22 @@ class ServerInfo:
     Args:
         name, version: the server's identity; default to the app's title and version.
         instructions: guidance for the model.
+        card: a `ServerCard(...)` to serve at `{path}/server-card`; none by default, while
+            Server Cards are experimental.
     """
 
     name: str | None = None
     version: str | None = None
     instructions: str | None = None
+    card: ServerCard | None = None
 
     def __post_init__(self) -> None:
         for name in ("name", "version", "instructions"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"ServerInfo.{name} must be a string or None, got {value!r}")
+        if self.card is not None and not isinstance(self.card, ServerCard):
+            raise ValueError(f"ServerInfo.card must be a ServerCard(...) or None, got {self.card!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ def test_public_names_are_exactly_these() -> None:
         "PromptResponse",
         "ProtectedResource",
         "RedisStore",
+        "ServerCard",
         "ServerInfo",
         "Sessions",
         "Store",

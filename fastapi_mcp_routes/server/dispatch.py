@@ -49,6 +49,10 @@ class ServerIdentity:
     version: str
     instructions: str | None
 
+    def info(self) -> dict[str, str]:
+        """The `Implementation` clients are told: `serverInfo`, in both eras and on a Server Card."""
+        return {"name": self.name, "version": self.version}
+
 
 @dataclass(frozen=True, slots=True)
 class Listened:
@@ -155,6 +159,10 @@ class Dispatcher:
             offered.update(feature.capability(table))
         return offered
 
+    def supported_versions(self) -> tuple[str, ...]:
+        """The versions `server/discover` reports: those a request without a session may name."""
+        return MODERN_VERSIONS
+
     def _lifecycle(self) -> Feature:
         return Feature(
             "lifecycle",
@@ -178,7 +186,7 @@ class Dispatcher:
         result: dict[str, Any] = {
             "protocolVersion": negotiate_version(requested),
             "capabilities": self.capabilities(),
-            "serverInfo": {"name": self._identity.name, "version": self._identity.version},
+            "serverInfo": self._identity.info(),
         }
         return self._with_instructions(result)
 
@@ -190,7 +198,7 @@ class Dispatcher:
             extensions.update(feature.extensions(table))
         if extensions:
             capabilities["extensions"] = extensions
-        return self._with_instructions({"supportedVersions": list(MODERN_VERSIONS), "capabilities": capabilities})
+        return self._with_instructions({"supportedVersions": list(self.supported_versions()), "capabilities": capabilities})
 
     def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._identity.instructions:

@@ -1,0 +1,80 @@
+"""The Server Card (SEP-2127, experimental): a static description of the server at
+`{path}/server-card`, for registries and gateways that look before they connect.
+
+The card says what `server/discover` says, from the same values: the server's version and
+name (as the card's title), and the versions the endpoint serves. Its own `name` is the
+registry name the app gives (`ServerCard`). It is public by design, so no guard of the
+endpoint applies, and any browser may read it (the CORS headers the draft names); clients
+revalidate it with its `ETag` and get 304 while it is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fastapi_mcp_routes.options import ServerCard
+from fastapi_mcp_routes.server.dispatch import ServerIdentity
+from fastapi_mcp_routes.wire.json import dumps
+
+CARD_PATH: Final = "/server-card"  # after the endpoint's path, as the draft reserves it
+CARD_MEDIA_TYPE: Final = "application/mcp-server-card+json"
+CARD_SCHEMA: Final = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
+_TITLE_MOST: Final = 100  # the schema's bound on `title`; a longer app title is left out
+# The draft's "Caching" and "CORS Requirements": public metadata, read-only.
+_CARD_HEADERS: Final = {
+    "cache-control": "public, max-age=3600",
+    "access-control-allow-origin": "*",
+    "access-control-allow-methods": "GET",
+    "access-control-allow-headers": "Content-Type, If-None-Match",
+    "access-control-expose-headers": "ETag",
+}
+
+
+def card_document(card: ServerCard, identity: ServerIdentity, url: str, versions: Sequence[str]) -> dict[str, Any]:
+    """The card for the endpoint at `url` serving `versions`, with the identity clients are told."""
+    document: dict[str, Any] = {
+        "$schema": CARD_SCHEMA,
+        "name": card.name,
+        "version": identity.version,
+        "description": card.description,
+    }
+    if 1 <= len(identity.name) <= _TITLE_MOST:
+        document["title"] = identity.name
+    if card.website_url is not None:
+        document["websiteUrl"] = card.website_url
+    document["remotes"] = [{"type": "streamable-http", "url": url, "supportedProtocolVersions": list(versions)}]
+    return document
+
+
+def add_card_route(
+    router: APIRouter, card: ServerCard, identity: ServerIdentity, endpoint_path: str, versions: Sequence[str]
+) -> None:
+    """Serve the card at `{endpoint_path}/server-card`, with the CORS preflight a browser sends
+    before a GET carrying `If-None-Match`."""
+
+    async def serve(request: Request) -> Response:
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers=_CARD_HEADERS)
+        url = card.url or str(request.base_url).rstrip("/") + endpoint_path
+        body = dumps(card_document(card, identity, url, versions))
+        tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        headers = {**_CARD_HEADERS, "etag": tag}
+        if _matches(request.headers.get("if-none-match"), tag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type=CARD_MEDIA_TYPE, headers=headers)
+
+    router.add_route(endpoint_path + CARD_PATH, serve, methods=["GET", "OPTIONS"], include_in_schema=False)
+
+
+def _matches(if_none_match: str | None, tag: str) -> bool:
+    """RFC 9110 If-None-Match: `*`, or a list of tags compared weakly."""
+    if if_none_match is None:
+        return False
+    candidates = (candidate.strip().removeprefix("W/") for candidate in if_none_match.split(","))
+    return any(candidate in ("*", tag) for candidate in candidates)
