@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
-from fastapi_mcp_routes.options import Limits, Origins, ServerCard, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
+from fastapi_mcp_routes.options import (
+    Limits,
+    Origins,
+    ServerCard,
+    ServerInfo,
+    Sessions,
+    Streaming,
+    Tasks,
+    Telemetry,
+    ToolCalls,
+)
 from fastapi_mcp_routes.router import mcp_routes
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError

@@ -163,7 +163,11 @@ def test_a_session_era_result_carries_none_of_the_stateless_fields(method: str, 
                 "/mcp",
                 json=rpc(
                     "initialize",
-                    {"protocolVersion": SESSION_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+                    {
+                        "protocolVersion": SESSION_VERSION,
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
                     0,
                 ),
                 headers=HEADERS,

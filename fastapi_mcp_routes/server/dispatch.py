@@ -198,7 +198,9 @@ class Dispatcher:
             extensions.update(feature.extensions(table))
         if extensions:
             capabilities["extensions"] = extensions
-        return self._with_instructions({"supportedVersions": list(self.supported_versions()), "capabilities": capabilities})
+        return self._with_instructions(
+            {"supportedVersions": list(self.supported_versions()), "capabilities": capabilities}
+        )
 
     def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._identity.instructions:

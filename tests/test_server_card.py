@@ -1,0 +1,209 @@
+"""The Server Card (SEP-2127, experimental) at `{path}/server-card`: served only when the app
+asks, in its media type, revalidated by its ETag (304), readable from any origin, public
+whatever guards the endpoint, and saying what `server/discover` says."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import pytest
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.testclient import TestClient
+
+from fastapi_mcp_routes import ServerCard, ServerInfo, mcp_routes, mcp_tool
+from tests.support.jsonrpc import HEADERS, initialize, open_session, rpc
+from tests.support.stateless import post_stateless
+
+CARD: Final = ServerCard(name="com.example/notes", description="Notes and their tags.")
+CARD_MEDIA_TYPE: Final = "application/mcp-server-card+json"
+CARD_SCHEMA: Final = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
+# The draft's "CORS Requirements" and "Caching", word for word.
+DRAFT_HEADERS: Final = {
+    "access-control-allow-origin": "*",
+    "access-control-allow-methods": "GET",
+    "access-control-allow-headers": "Content-Type, If-None-Match",
+    "access-control-expose-headers": "ETag",
+    "cache-control": "public, max-age=3600",
+}
+NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+")  # the card schema's
+
+
+def notes_app(card: ServerCard | None = CARD, *, version: str = "2.3.0", **options: Any) -> FastAPI:
+    app = FastAPI(title="Notes", version=version)
+
+    @mcp_tool()
+    @app.get("/notes")
+    def list_notes() -> list[str]:
+        """The notes."""
+        return []
+
+    app.include_router(mcp_routes(app, server=ServerInfo(card=card), **options))
+    return app
+
+
+def card_of(http: TestClient, path: str = "/mcp/server-card", **headers: str) -> dict[str, Any]:
+    response = http.get(path, headers={"accept": CARD_MEDIA_TYPE, **headers})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == CARD_MEDIA_TYPE
+    document: dict[str, Any] = response.json()
+    return document
+
+
+def test_no_card_is_served_unless_the_app_asks() -> None:
+    with TestClient(notes_app(card=None)) as http:
+        assert http.get("/mcp/server-card").status_code == 404
+
+
+def test_the_card_names_the_server_and_its_endpoint_with_the_draft_headers() -> None:
+    with TestClient(notes_app()) as http:
+        response = http.get("/mcp/server-card", headers={"accept": CARD_MEDIA_TYPE})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == CARD_MEDIA_TYPE
+    assert {name: response.headers[name] for name in DRAFT_HEADERS} == DRAFT_HEADERS
+    assert response.headers["etag"].startswith('"')
+    card = response.json()
+    assert card == {
+        "$schema": CARD_SCHEMA,
+        "name": "com.example/notes",
+        "version": "2.3.0",
+        "description": "Notes and their tags.",
+        "title": "Notes",
+        "remotes": [
+            {
+                "type": "streamable-http",
+                "url": "http://testserver/mcp",
+                "supportedProtocolVersions": ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"],
+            }
+        ],
+    }
+    assert NAME_PATTERN.fullmatch(card["name"])
+
+
+def test_the_card_says_what_discover_and_initialize_say() -> None:
+    server = ServerInfo(name="notes-server", version="7.1.0", card=CARD)
+    app = FastAPI(title="Notes")
+    app.include_router(mcp_routes(app, server=server))
+    with TestClient(app) as http:
+        card = card_of(http)
+        discovered = post_stateless(http, "server/discover").json()["result"]
+        initialized = http.post("/mcp", json=initialize(), headers=HEADERS).json()["result"]
+    (remote,) = card["remotes"]
+    served = remote["supportedProtocolVersions"]
+    assert discovered["_meta"]["io.modelcontextprotocol/serverInfo"] == {
+        "name": card["title"],
+        "version": card["version"],
+    }
+    assert initialized["serverInfo"] == {"name": card["title"], "version": card["version"]}
+    assert set(discovered["supportedVersions"]) <= set(served)
+    assert initialized["protocolVersion"] in served
+    assert remote["url"].endswith("/mcp")
+
+
+def test_a_matching_if_none_match_gets_304_and_any_other_the_card() -> None:
+    with TestClient(notes_app()) as http:
+        tag = http.get("/mcp/server-card").headers["etag"]
+        unchanged = [
+            http.get("/mcp/server-card", headers={"if-none-match": value})
+            for value in (tag, f"W/{tag}", f'"other", {tag}', "*")
+        ]
+        changed = http.get("/mcp/server-card", headers={"if-none-match": '"other"'})
+    for response in unchanged:
+        assert response.status_code == 304
+        assert response.content == b""
+        assert response.headers["etag"] == tag
+        assert response.headers["cache-control"] == DRAFT_HEADERS["cache-control"]
+    assert changed.status_code == 200
+    assert changed.json()["name"] == CARD.name
+
+
+def test_a_new_version_of_the_server_gets_a_new_etag() -> None:
+    with TestClient(notes_app(version="1.0.0")) as old, TestClient(notes_app(version="1.0.1")) as new:
+        tag = old.get("/mcp/server-card").headers["etag"]
+        revalidated = new.get("/mcp/server-card", headers={"if-none-match": tag})
+    assert revalidated.status_code == 200
+    assert revalidated.headers["etag"] != tag
+    assert revalidated.json()["version"] == "1.0.1"
+
+
+def test_any_origin_reads_the_card_and_its_preflight_is_answered() -> None:
+    foreign = {"origin": "https://registry.example"}
+    with TestClient(notes_app()) as http:
+        preflight = http.options(
+            "/mcp/server-card",
+            headers={
+                **foreign,
+                "access-control-request-method": "GET",
+                "access-control-request-headers": "if-none-match",
+            },
+        )
+        read = http.get("/mcp/server-card", headers=foreign)
+        endpoint = http.post("/mcp", json=initialize(), headers={**HEADERS, **foreign})
+    assert preflight.status_code == 204
+    assert {name: preflight.headers[name] for name in DRAFT_HEADERS} == DRAFT_HEADERS
+    assert read.status_code == 200
+    assert read.headers["access-control-allow-origin"] == "*"
+    assert endpoint.status_code == 403  # the endpoint itself still refuses a foreign origin
+
+
+def test_the_card_is_public_where_the_endpoint_needs_credentials() -> None:
+    def key_required(request: Request) -> str:
+        if request.headers.get("x-api-key") != "k":
+            raise HTTPException(401, "a key is required")
+        return "caller"
+
+    with TestClient(notes_app(auth=key_required)) as http:
+        refused = http.post("/mcp", json=initialize(), headers=HEADERS)
+        card = card_of(http)
+    assert refused.status_code == 401
+    assert card["name"] == CARD.name
+
+
+def test_the_card_follows_the_endpoint_path_and_names_the_public_url_given() -> None:
+    card = ServerCard(name="com.example/notes", description="Notes.", url="https://api.example.com/agents")
+    with TestClient(notes_app(card, path="/agents")) as http:
+        served = card_of(http, "/agents/server-card")
+        elsewhere = http.get("/mcp/server-card")
+        session = http.post("/agents", json=initialize(), headers=HEADERS)
+    assert served["remotes"][0]["url"] == "https://api.example.com/agents"
+    assert elsewhere.status_code == 404
+    assert session.status_code == 200  # the endpoint at its path is untouched by the card's route
+
+
+def test_the_endpoint_answers_as_before_beside_its_card() -> None:
+    with TestClient(notes_app()) as http:
+        session = open_session(http)
+        listed = http.post("/mcp", json=rpc("tools/list", {}), headers=session)
+    assert [tool["name"] for tool in listed.json()["result"]["tools"]] == ["list_notes"]
+
+
+def test_a_website_url_is_carried_and_a_long_app_title_is_left_out() -> None:
+    card = ServerCard(name="com.example/notes", description="Notes.", website_url="https://example.com/notes")
+    app = FastAPI(title="N" * 101)
+    app.include_router(mcp_routes(app, server=ServerInfo(card=card)))
+    with TestClient(app) as http:
+        served = card_of(http)
+    assert served["websiteUrl"] == "https://example.com/notes"
+    assert "title" not in served  # the card's schema bounds a title to 100 characters
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "notes", "description": "d"}, "ServerCard.name must be a reverse-DNS name with one slash"),
+        ({"name": "com.example/a/b", "description": "d"}, "ServerCard.name must be a reverse-DNS name"),
+        ({"name": "a/" + "b" * 199, "description": "d"}, "of 3 to 200 characters"),
+        ({"name": "com.example/notes", "description": ""}, "ServerCard.description must be 1 to 100 characters"),
+        ({"name": "com.example/notes", "description": "d" * 101}, "ServerCard.description must be 1 to 100"),
+        ({"name": "com.example/notes", "description": "d", "url": "ftp://x"}, "ServerCard.url must be an http"),
+        ({"name": "com.example/notes", "description": "d", "website_url": 3}, "ServerCard.website_url must be"),
+    ],
+)
+def test_a_wrong_card_is_refused_when_made(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ServerCard(**fields)
+
+
+def test_server_info_takes_only_a_server_card() -> None:
+    with pytest.raises(ValueError, match=re.escape("ServerInfo.card must be a ServerCard(...) or None, got 'yes'")):
+        ServerInfo(card="yes")  # type: ignore[arg-type]
