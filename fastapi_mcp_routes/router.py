@@ -49,7 +49,8 @@ def mcp_routes(
 
     Args:
         path: where the Streamable-HTTP endpoint listens.
-        server: `ServerInfo(...)`: the name, version and instructions sent to clients.
+        server: `ServerInfo(...)`: the name, version and instructions sent to clients, and the
+            Server Card served beside the endpoint (`ServerCard`, experimental).
         auth: a FastAPI dependency (e.g. a `JWTBearer`) every request to the endpoint must pass;
             its result is the caller's principal (`ToolContext.principal`), sessions are bound to it.
         protected_resource: serve RFC 9728 metadata, so clients find the authorization server.

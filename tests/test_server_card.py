@@ -9,10 +9,13 @@ from typing import Any, Final
 
 import pytest
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse
 from fastapi.testclient import TestClient
+from playwright.sync_api import Browser
 
 from fastapi_mcp_routes import ServerCard, ServerInfo, mcp_routes, mcp_tool
 from tests.support.jsonrpc import HEADERS, initialize, open_session, rpc
+from tests.support.servers import serve
 from tests.support.stateless import post_stateless
 
 CARD: Final = ServerCard(name="com.example/notes", description="Notes and their tags.")
@@ -207,3 +210,44 @@ def test_a_wrong_card_is_refused_when_made(fields: dict[str, Any], message: str)
 def test_server_info_takes_only_a_server_card() -> None:
     with pytest.raises(ValueError, match=re.escape("ServerInfo.card must be a ServerCard(...) or None, got 'yes'")):
         ServerInfo(card="yes")  # type: ignore[arg-type]
+
+
+# -- a real browser on another origin, as the draft's CORS headers are for ------------------------
+
+
+def page_app() -> FastAPI:
+    """An origin of its own, serving an empty page the browser reads the card from."""
+    app = FastAPI()
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> str:
+        return "<!doctype html><title>registry</title>"
+
+    return app
+
+
+READ_TWICE: Final = """async (url) => {
+    const asked = {"Accept": "application/mcp-server-card+json", "If-None-Match": '"none"'};
+    const first = await fetch(url, {headers: asked});
+    const tag = first.headers.get("ETag");
+    const card = await first.json();
+    const again = await fetch(url, {headers: {"If-None-Match": tag}, cache: "no-store"});
+    return {status: first.status, type: first.headers.get("Content-Type"), tag, card, again: again.status};
+}"""
+
+
+@pytest.mark.browser
+def test_a_page_of_another_origin_reads_the_card_and_revalidates_it(browser: Browser) -> None:
+    with serve(notes_app()) as server, serve(page_app()) as registry:
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(registry + "/")
+            read = page.evaluate(READ_TWICE, server + "/mcp/server-card")
+        finally:
+            context.close()
+    assert read["status"] == 200
+    assert read["type"] == CARD_MEDIA_TYPE
+    assert read["tag"].startswith('"')  # exposed to the page (Access-Control-Expose-Headers)
+    assert read["card"]["name"] == CARD.name
+    assert read["again"] == 304
