@@ -60,7 +60,10 @@ class _Mounted:
             add_metadata_routes(self.router, options.protected_resource, options.path)
         self.route = self._add_endpoint_route()
         if options.server.card is not None:
-            add_card_route(self.router, options.server.card, endpoint.identity, options.path, endpoint.versions)
+            card, transport = options.server.card, endpoint.transport
+            add_card_route(
+                self.router, card, endpoint.identity, options.path, endpoint.versions, transport.over_rate_limit
+            )
         if options.explorer:
             self._add_explorer(origin_first)
 

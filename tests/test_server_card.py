@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.testclient import TestClient
 from playwright.sync_api import Browser
 
-from fastapi_mcp_routes import ServerCard, ServerInfo, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, ServerCard, ServerInfo, mcp_routes, mcp_tool
 from tests.support.jsonrpc import HEADERS, initialize, open_session, rpc
 from tests.support.servers import serve
 from tests.support.stateless import post_stateless
@@ -251,3 +251,13 @@ def test_a_page_of_another_origin_reads_the_card_and_revalidates_it(browser: Bro
     assert read["tag"].startswith('"')  # exposed to the page (Access-Control-Expose-Headers)
     assert read["card"]["name"] == CARD.name
     assert read["again"] == 304
+
+
+def test_reads_of_the_card_count_against_the_endpoints_rate_limit() -> None:
+    with TestClient(notes_app(limits=Limits(rate_limit="2/minute"))) as http:
+        answers = [http.get("/mcp/server-card") for _ in range(3)]
+        endpoint = http.post("/mcp", json=initialize(), headers=HEADERS)
+    assert [answer.status_code for answer in answers] == [200, 200, 429]
+    assert int(answers[2].headers["retry-after"]) >= 1
+    assert answers[2].headers["access-control-allow-origin"] == "*"
+    assert endpoint.status_code == 429  # one budget per caller, the endpoint's

@@ -151,6 +151,20 @@ class StreamableHTTPEndpoint:
             failure = internal_error("the request could not be handled", "handling an MCP request failed", exc=exc)
             return _refusal(HttpError(500, failure))
 
+    async def over_rate_limit(self, request: Request) -> Response | None:
+        """The endpoint's rate limit, for a route served beside it (the Server Card): the
+        refusal to send, or `None` when the caller is within it."""
+        if self._rate_limit is None:
+            return None
+        try:
+            await self._rate_limit.check(request)
+        except HttpError as refusal:
+            return _refusal(refusal)
+        except StoreUnavailable as down:
+            self._log_store_down(down)
+            return _refusal(HttpError(503, down, {"retry-after": str(STORE_RETRY_AFTER_S)}))
+        return None
+
     def _log_store_down(self, down: StoreUnavailable) -> None:
         """One WARNING a minute while the store cannot be reached, not one a request."""
         now = time.monotonic()

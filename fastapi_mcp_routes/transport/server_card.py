@@ -11,7 +11,7 @@ revalidate it with its `ETag` and get 304 while it is unchanged.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from fastapi import APIRouter
@@ -53,14 +53,24 @@ def card_document(card: ServerCard, identity: ServerIdentity, url: str, versions
 
 
 def add_card_route(
-    router: APIRouter, card: ServerCard, identity: ServerIdentity, endpoint_path: str, versions: Sequence[str]
+    router: APIRouter,
+    card: ServerCard,
+    identity: ServerIdentity,
+    endpoint_path: str,
+    versions: Sequence[str],
+    over_rate_limit: Callable[[Request], Awaitable[Response | None]],
 ) -> None:
     """Serve the card at `{endpoint_path}/server-card`, with the CORS preflight a browser sends
-    before a GET carrying `If-None-Match`."""
+    before a GET carrying `If-None-Match`; reads count against the endpoint's rate limit, as
+    the draft asks a card's host to limit them."""
 
     async def serve(request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204, headers=_CARD_HEADERS)
+        refusal = await over_rate_limit(request)
+        if refusal is not None:
+            refusal.headers.update(_CARD_HEADERS)  # a page of another origin may read why
+            return refusal
         url = card.url or str(request.base_url).rstrip("/") + endpoint_path
         body = dumps(card_document(card, identity, url, versions))
         tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
