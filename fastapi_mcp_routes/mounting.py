@@ -177,7 +177,7 @@ def _server_facts(endpoint: Endpoint) -> ServerFacts:
         name=identity.name,
         version=identity.version,
         instructions=identity.instructions,
-        protocol_versions=(*c.SESSION_ERA_VERSIONS, *MODERN_VERSIONS),
+        protocol_versions=endpoint.versions,
         sessions=options.sessions,
         auth=auth_name(options.auth),
         protected_resource=options.protected_resource is not None,
