@@ -399,3 +399,15 @@ def test_the_challenge_names_the_configured_metadata_whatever_host_the_caller_se
 def test_without_a_configured_resource_the_challenge_names_the_metadata_where_the_request_came() -> None:
     named = challenged_metadata(step_up_app(resource=None), "api.example")
     assert named == "http://api.example/.well-known/oauth-protected-resource/mcp"
+
+
+def test_a_stateless_listen_to_a_resource_refused_for_a_scope_is_answered_403_as_its_subscribe_is() -> None:
+    params = {"notifications": {"resourceSubscriptions": ["notes://secret"]}}
+    with TestClient(make_app()) as client:
+        listened = post_stateless(client, "subscriptions/listen", params, headers=reader())
+        session = open_session(client, headers=reader())
+        subscribed = client.post("/mcp", json=rpc("resources/subscribe", {"uri": "notes://secret"}), headers=session)
+    for response in (listened, subscribed):
+        assert response.status_code == 403
+        assert response.headers["www-authenticate"] == WRITE_CHALLENGE
+        assert response.json()["error"]["data"] == {"status": 403, "scopes": ["notes:write"]}
