@@ -16,6 +16,8 @@ from fastapi_mcp_routes import (
     JWTBearer,
     Principal,
     ProtectedResource,
+    ToolCallEvent,
+    ToolCalls,
     ToolContext,
     mcp_completion,
     mcp_prompt,
@@ -411,3 +413,31 @@ def test_a_stateless_listen_to_a_resource_refused_for_a_scope_is_answered_403_as
         assert response.status_code == 403
         assert response.headers["www-authenticate"] == WRITE_CHALLENGE
         assert response.json()["error"]["data"] == {"status": 403, "scopes": ["notes:write"]}
+
+
+def test_a_call_refused_for_a_scope_is_audited_as_the_routes_refusal_with_its_status() -> None:
+    events: list[ToolCallEvent] = []
+    app = FastAPI()
+    app.include_router(mcp_routes(app, auth=BEARER, tool_calls=ToolCalls(on_tool_call=events.append)))
+
+    @mcp_tool(confirm=False)
+    @app.post("/notes")
+    def write_note(principal: Writer) -> dict[str, str]:
+        """Writes a note."""
+        return {"by": principal.subject}
+
+    @mcp_tool()  # its guards refuse before confirmation: audited as the route's refusal would be
+    @app.delete("/notes")
+    def delete_notes(principal: Writer) -> dict[str, str]:
+        """Deletes the notes."""
+        return {"by": principal.subject}
+
+    with TestClient(app) as client:
+        for name in ("write_note", "delete_notes"):
+            response = post_stateless(client, "tools/call", {"name": name, "arguments": {}}, headers=reader())
+            assert response.status_code == 403
+    # The route ran and refused the token; "refused" says nothing ran.
+    assert [(event.tool, event.outcome, event.status) for event in events] == [
+        ("write_note", "error", 403),
+        ("delete_notes", "error", 403),
+    ]

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall, refused_for_scope
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.confirmation.guards import refusal
@@ -318,14 +318,14 @@ def route_ran(tool: Tool, response: CapturedResponse, arguments: Mapping[str, An
     if response.status == 403:
         scopes = refused_scopes(tool, response)
         if scopes is not None:
-            return Ran(with_challenge(result, scopes), "refused", 403)
+            return Ran(with_challenge(result, scopes), "error", 403)
     return Ran(result, "error" if result.get("isError") else "ok", response.status)
 
 
 def stepped_up(tool: Tool, ran: Ran, request: Request, channel: ClientChannel) -> None:
     """Raises `InsufficientScope` for a call its route refused for a missing scope, so that the
     transport answers HTTP 403 with the challenge where it still can, else this result."""
-    if ran.status == 403 and ran.outcome == "refused":
+    if refused_for_scope(ran):
         shaped = channel.shape(request.method, ran.result, True)  # a tool result is never pre-encoded
         raise InsufficientScope(tool.scopes, shaped if isinstance(shaped, Mapping) else None)
 
