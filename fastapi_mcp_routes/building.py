@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI, params
 
-from fastapi_mcp_routes.auth.jwt import WELL_KNOWN_RESOURCE
+from fastapi_mcp_routes.auth.jwt import WELL_KNOWN_RESOURCE, JWTBearer
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
 from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
 from fastapi_mcp_routes.server.audit import log_tool_call
@@ -241,9 +241,20 @@ def _transport_config(options: EndpointOptions, credentials: frozenset[str]) -> 
         # so the Cookie header changes within a session without the caller changing.
         credential_headers=frozenset(h.encode() for h in credentials - {c.HEADER_COOKIE}),
         max_stream_seconds=options.streaming.max_stream_seconds,
-        # The step-up challenge names the endpoint's RFC 9728 metadata where it serves one.
-        step_up=StepUp(WELL_KNOWN_RESOURCE + options.path if options.protected_resource is not None else None),
+        step_up=_step_up(options),
     )
+
+
+def _step_up(options: EndpointOptions) -> StepUp:
+    """The step-up challenge names the endpoint's RFC 9728 metadata where it serves one: at the
+    URL its 401 names (a `JWTBearer`'s `resource_metadata_url`), else at the one its resource
+    identifier gives, and only without either at the URL the request came to."""
+    resource = options.protected_resource
+    if resource is None:
+        return StepUp()
+    auth = options.auth.dependency if isinstance(options.auth, params.Depends) else options.auth
+    named = auth.resource_metadata_url if isinstance(auth, JWTBearer) else None
+    return StepUp(WELL_KNOWN_RESOURCE + options.path, named or resource.metadata_url)
 
 
 def _traced_headers(telemetry: Telemetry) -> frozenset[str]:

@@ -23,13 +23,15 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from fastapi_mcp_routes import JWTBearer, Principal, ProtectedResource, ToolContext, mcp_routes, mcp_tool
 from fastapi_mcp_routes.auth.dpop import MAX_PROOF_CHARS, access_token_hash
 from fastapi_mcp_routes.store import MemoryStore
+from fastapi_mcp_routes.wire.challenge import CHALLENGE_META_KEY
+from fastapi_mcp_routes.wire.constants import TASKS_EXTENSION
 from tests.support.dpop import EDDSA, ES256, OTHER, ClientKey, DpopAuth, hmac_proof, issued, proof, unsigned_proof
 from tests.support.jsonrpc import HEADERS, initialize, rpc, tool_call
 from tests.support.jwt import AUDIENCE, ISSUER, PUBLIC
 from tests.support.machine import free_port
 from tests.support.processes import serve_processes
 from tests.support.servers import serve
-from tests.support.stateless import STATELESS_VERSION, post_stateless
+from tests.support.stateless import STATELESS_VERSION, post_stateless, stateless_meta
 from tests.support.waits import WAIT_S
 
 ME: Final = "http://testserver/me"
@@ -498,6 +500,45 @@ def test_a_missing_scope_at_a_tool_call_is_a_403_step_up_challenged_with_the_dpo
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="notes:history"' in challenge
     assert answer.json()["error"]["data"]["scopes"] == ["notes:history"]
+
+
+def test_a_task_refused_for_a_scope_challenges_a_dpop_caller_with_the_dpop_scheme_in_its_result() -> None:
+    guard = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, dpop="required", dpop_store=MemoryStore())
+    app = FastAPI()
+    app.include_router(mcp_routes(app, auth=guard))
+
+    async def as_task(ctx: ToolContext = Depends()) -> None:  # noqa: B008
+        await ctx.start_task()
+
+    @mcp_tool(task="optional")
+    @app.get("/notes/archive", dependencies=[Depends(as_task)])
+    def archive(principal: Principal = Security(guard, scopes=["notes:archive"])) -> dict[str, Any]:  # noqa: B008
+        return {"by": principal.subject}
+
+    token = issued(ES256.jkt)  # scope notes:read only
+    meta = {**stateless_meta({"extensions": {TASKS_EXTENSION: {}}})}
+
+    def sent(**extra: str) -> dict[str, str]:
+        return {"authorization": f"DPoP {token}", "dpop": proof(ES256, "POST", "http://testserver/mcp", token), **extra}
+
+    with TestClient(app) as test_client:
+        params = {"name": "archive", "arguments": {}}
+        created = post_stateless(test_client, "tools/call", params, meta=meta, headers=sent())
+        assert created.status_code == 200, created.text
+        task_id = created.json()["result"]["taskId"]
+        deadline = time.monotonic() + WAIT_S  # polled, as a client of a task does
+        while True:
+            polled = post_stateless(
+                test_client, "tasks/get", {"taskId": task_id}, meta=meta, headers=sent(**{"mcp-name": task_id})
+            )
+            task = polled.json()["result"]
+            if task["status"] != "working":
+                break
+            assert time.monotonic() < deadline, task
+            time.sleep(0.05)
+    assert task["result"]["isError"] is True
+    challenge = task["result"]["_meta"][CHALLENGE_META_KEY]["wwwAuthenticate"]
+    assert challenge.startswith('DPoP error="insufficient_scope", scope="notes:archive"'), challenge
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", STATELESS_VERSION])

@@ -16,6 +16,8 @@ from fastapi_mcp_routes import (
     JWTBearer,
     Principal,
     ProtectedResource,
+    ToolCallEvent,
+    ToolCalls,
     ToolContext,
     mcp_completion,
     mcp_prompt,
@@ -31,7 +33,8 @@ from tests.support.sse import sse_messages
 from tests.support.stateless import post_stateless, stateless_meta
 from tests.support.waits import WAIT_S
 
-METADATA = "http://testserver/.well-known/oauth-protected-resource/mcp"
+# The RFC 9728 location of the resource identifier (AUDIENCE), never built from the request's Host.
+METADATA = "https://api.example/.well-known/oauth-protected-resource/mcp"
 DESCRIPTION = 'error_description="The access token lacks a scope this request needs."'
 WRITE_CHALLENGE = (
     f'Bearer error="insufficient_scope", scope="notes:write", resource_metadata="{METADATA}", {DESCRIPTION}'
@@ -353,3 +356,88 @@ def test_the_challenge_names_a_jwt_bearers_required_scopes_with_the_routes() -> 
     assert response.status_code == 403
     assert 'scope="notes:list notes:use"' in response.headers["www-authenticate"]
     assert "resource_metadata" not in response.headers["www-authenticate"]  # the endpoint serves none
+
+
+def step_up_app(*, resource: str | None, metadata_url: str | None = None) -> FastAPI:
+    app = FastAPI()
+    bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC, resource_metadata_url=metadata_url)
+    served = ProtectedResource(authorization_servers=[ISSUER], resource=resource)
+    app.include_router(mcp_routes(app, auth=bearer, protected_resource=served))
+
+    @mcp_tool(confirm=False)
+    @app.post("/notes")
+    def write_note(principal: Principal = Security(bearer, scopes=["notes:write"])) -> dict[str, str]:  # noqa: B008
+        """Writes a note."""
+        return {"by": principal.subject}
+
+    return app
+
+
+def challenged_metadata(app: FastAPI, host: str) -> str:
+    with TestClient(app) as client:
+        headers = {**reader(), "host": host}
+        response = post_stateless(client, "tools/call", {"name": "write_note", "arguments": {}}, headers=headers)
+    assert response.status_code == 403
+    named = response.headers["www-authenticate"].split('resource_metadata="')[1]
+    return named.split('"')[0]
+
+
+@pytest.mark.parametrize(
+    ("resource", "metadata_url", "named"),
+    [
+        ("https://api.example/mcp", None, "https://api.example/.well-known/oauth-protected-resource/mcp"),
+        ("https://api.example/v1/mcp?x=1", None, "https://api.example/.well-known/oauth-protected-resource/v1/mcp?x=1"),
+        ("https://api.example", None, "https://api.example/.well-known/oauth-protected-resource"),
+        (None, "https://meta.example/prm", "https://meta.example/prm"),  # what the endpoint's 401 names too
+        ("https://api.example/mcp", "https://meta.example/prm", "https://meta.example/prm"),
+    ],
+)
+def test_the_challenge_names_the_configured_metadata_whatever_host_the_caller_sends(
+    resource: str | None, metadata_url: str | None, named: str
+) -> None:
+    assert challenged_metadata(step_up_app(resource=resource, metadata_url=metadata_url), "evil.example") == named
+
+
+def test_without_a_configured_resource_the_challenge_names_the_metadata_where_the_request_came() -> None:
+    named = challenged_metadata(step_up_app(resource=None), "api.example")
+    assert named == "http://api.example/.well-known/oauth-protected-resource/mcp"
+
+
+def test_a_stateless_listen_to_a_resource_refused_for_a_scope_is_answered_403_as_its_subscribe_is() -> None:
+    params = {"notifications": {"resourceSubscriptions": ["notes://secret"]}}
+    with TestClient(make_app()) as client:
+        listened = post_stateless(client, "subscriptions/listen", params, headers=reader())
+        session = open_session(client, headers=reader())
+        subscribed = client.post("/mcp", json=rpc("resources/subscribe", {"uri": "notes://secret"}), headers=session)
+    for response in (listened, subscribed):
+        assert response.status_code == 403
+        assert response.headers["www-authenticate"] == WRITE_CHALLENGE
+        assert response.json()["error"]["data"] == {"status": 403, "scopes": ["notes:write"]}
+
+
+def test_a_call_refused_for_a_scope_is_audited_as_the_routes_refusal_with_its_status() -> None:
+    events: list[ToolCallEvent] = []
+    app = FastAPI()
+    app.include_router(mcp_routes(app, auth=BEARER, tool_calls=ToolCalls(on_tool_call=events.append)))
+
+    @mcp_tool(confirm=False)
+    @app.post("/notes")
+    def write_note(principal: Writer) -> dict[str, str]:
+        """Writes a note."""
+        return {"by": principal.subject}
+
+    @mcp_tool()  # its guards refuse before confirmation: audited as the route's refusal would be
+    @app.delete("/notes")
+    def delete_notes(principal: Writer) -> dict[str, str]:
+        """Deletes the notes."""
+        return {"by": principal.subject}
+
+    with TestClient(app) as client:
+        for name in ("write_note", "delete_notes"):
+            response = post_stateless(client, "tools/call", {"name": name, "arguments": {}}, headers=reader())
+            assert response.status_code == 403
+    # The route ran and refused the token; "refused" says nothing ran.
+    assert [(event.tool, event.outcome, event.status) for event in events] == [
+        ("write_note", "error", 403),
+        ("delete_notes", "error", 403),
+    ]

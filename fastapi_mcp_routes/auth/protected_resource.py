@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter
 from starlette.requests import Request
@@ -39,6 +40,16 @@ class ProtectedResource:
             raise ValueError(
                 f"authorization_servers must list at least one issuer URL, got {self.authorization_servers!r}"
             )
+
+    @property
+    def metadata_url(self) -> str | None:
+        """Where a client finds this document for `resource` (RFC 9728 section 3.1: the
+        well-known path inserted between the host and the resource's path); `None` without one."""
+        if self.resource is None:
+            return None
+        parts = urlsplit(self.resource)
+        path = WELL_KNOWN_RESOURCE + parts.path.rstrip("/")
+        return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
     def document(self, request: Request, endpoint_path: str) -> dict[str, Any]:
         resource = self.resource or str(request.base_url).rstrip("/") + endpoint_path

@@ -20,6 +20,7 @@ import anyio
 from fastapi_mcp_routes.server.audit import Outcome
 from fastapi_mcp_routes.store.base import Holder
 from fastapi_mcp_routes.tools.invoke import Caller
+from fastapi_mcp_routes.wire.challenge import CHALLENGE_META_KEY
 from fastapi_mcp_routes.wire.constants import JSONRPC_VERSION, RESERVED_KEY_PREFIX
 from fastapi_mcp_routes.wire.errors import MissingClientCapability, ToolContextError
 
@@ -53,6 +54,13 @@ class Ran(NamedTuple):
     result: Mapping[str, Any]
     outcome: Outcome
     status: int | None = None
+
+
+def refused_for_scope(ran: Ran) -> bool:
+    """Whether the call's route refused its token for a missing scope: the result carries the
+    step-up challenge, which only the library sets (a route's answer never sets `_meta`)."""
+    meta = ran.result.get("_meta")
+    return ran.status == 403 and isinstance(meta, Mapping) and CHALLENGE_META_KEY in meta
 
 
 class InputRequired(Exception):

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi_mcp_routes.options import DEFAULT_MAX_ARGUMENT_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
 from fastapi_mcp_routes.server.audit import ToolCallEvent, arguments_digest, log_tool_call, report
 from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
-from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall
+from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired, Ran, ToolCall, refused_for_scope
 from fastapi_mcp_routes.server.channel import CallInput, ClientChannel
 from fastapi_mcp_routes.server.confirmation.gate import ConfirmationGate, Confirmed, GatedCall, Held, Offered
 from fastapi_mcp_routes.server.confirmation.guards import refusal
@@ -46,7 +46,8 @@ from fastapi_mcp_routes.tools.streams import (
     read_window,
     window_result,
 )
-from fastapi_mcp_routes.wire.challenge import with_challenge
+from fastapi_mcp_routes.wire.challenge import scheme_of, with_challenge
+from fastapi_mcp_routes.wire.constants import HEADER_AUTHORIZATION
 from fastapi_mcp_routes.wire.errors import InsufficientScope, InvalidParams, McpError, ToolError
 from fastapi_mcp_routes.wire.failures import tool_failure
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
@@ -187,19 +188,21 @@ class ToolCallPipeline:
             return await self._route(parsed, call, window, holding)
 
         try:
-            return self._ran(parsed, await run_call(call, work), confirming)
+            return self._ran(parsed, await run_call(call, work), confirming, call)
         finally:
             if holding.size:  # most answers are too small to count (`UNCOUNTED_BYTES`)
                 holding.release()
 
-    def _ran(self, parsed: ParsedCall, ended: Ended[Ran | WindowRead | CapturedResponse], confirming: bool) -> Ran:
+    def _ran(
+        self, parsed: ParsedCall, ended: Ended[Ran | WindowRead | CapturedResponse], confirming: bool, call: ToolCall
+    ) -> Ran:
         if isinstance(ended, Finished):
             response = ended.value
             if isinstance(response, Ran):
                 return response
             if isinstance(response, WindowRead):
                 return Ran(window_result(response), "ok", 200)
-            return route_ran(parsed.tool, response, parsed.arguments)
+            return route_ran(parsed.tool, response, parsed.arguments, challenged_scheme(call))
         if isinstance(ended, InputRequired):
             return Ran(ended.result, "confirmation_required" if confirming else "input_required")
         # The call raised, or its route's response outgrew the cap.
@@ -231,7 +234,7 @@ class ToolCallPipeline:
             if refused is None:
                 refused = await invalid(self._app, tool, parsed.arguments, caller)
             if refused is not None:
-                return route_ran(tool, refused)
+                return route_ran(tool, refused, scheme=challenged_scheme(call))
         digest = arguments_sha256(parsed.arguments)
         gated = GatedCall(tool.name, tool.method, path, parsed.arguments, digest, offered, call)
         verdict = await self._gate.check(gated)
@@ -311,25 +314,35 @@ class ToolCallPipeline:
         await report(self._on_tool_call, event)
 
 
-def route_ran(tool: Tool, response: CapturedResponse, arguments: Mapping[str, Any] | None = None) -> Ran:
+def route_ran(
+    tool: Tool, response: CapturedResponse, arguments: Mapping[str, Any] | None = None, scheme: str = "Bearer"
+) -> Ran:
     """How a call the route answered ended; a refusal for a missing scope carries the step-up
-    challenge in its `_meta` (wire/challenge.py), what a task's result or a streamed answer keeps."""
+    challenge in its `_meta` (wire/challenge.py), what a task's result or a streamed answer keeps,
+    in the `scheme` the caller's token came with."""
     result = tool_result(tool, response, arguments)
     if response.status == 403:
         scopes = refused_scopes(tool, response)
         if scopes is not None:
-            return Ran(with_challenge(result, scopes), "refused", 403)
+            return Ran(with_challenge(result, scopes, scheme=scheme), "error", 403)
     return Ran(result, "error" if result.get("isError") else "ok", response.status)
+
+
+def challenged_scheme(call: ToolCall) -> str:
+    """The scheme a step-up challenges this call's caller with: `DPoP` for a DPoP-bound token."""
+    authorization = next((value for name, value in call.channel.caller.headers if name == _AUTHORIZATION), None)
+    return scheme_of(authorization.decode("latin-1") if authorization is not None else None)
 
 
 def stepped_up(tool: Tool, ran: Ran, request: Request, channel: ClientChannel) -> None:
     """Raises `InsufficientScope` for a call its route refused for a missing scope, so that the
     transport answers HTTP 403 with the challenge where it still can, else this result."""
-    if ran.status == 403 and ran.outcome == "refused":
+    if refused_for_scope(ran):
         shaped = channel.shape(request.method, ran.result, True)  # a tool result is never pre-encoded
         raise InsufficientScope(tool.scopes, shaped if isinstance(shaped, Mapping) else None)
 
 
+_AUTHORIZATION: Final = HEADER_AUTHORIZATION.encode()
 _CONTAINERS: Final = (dict, list)  # what nests in a decoded JSON value
 
 

@@ -52,10 +52,17 @@ from fastapi_mcp_routes.transport.stateless import (
     listen_filter,
     subscription,
 )
-from fastapi_mcp_routes.transport.step_up import StepUp
+from fastapi_mcp_routes.transport.step_up import FORBIDDEN, StepUp
 from fastapi_mcp_routes.transport.stream_slots import SLOT_TTL_RENEWALS, StreamSlots
 from fastapi_mcp_routes.wire import constants as c
-from fastapi_mcp_routes.wire.errors import HttpError, InvalidRequest, McpError, NeedsSharedStore, StoreUnavailable
+from fastapi_mcp_routes.wire.errors import (
+    HttpError,
+    InsufficientScope,
+    InvalidRequest,
+    McpError,
+    NeedsSharedStore,
+    StoreUnavailable,
+)
 from fastapi_mcp_routes.wire.failures import error_answer, internal_error
 from fastapi_mcp_routes.wire.fields import field_table
 from fastapi_mcp_routes.wire.jsonrpc import (
@@ -287,6 +294,10 @@ class StreamableHTTPEndpoint:
             listener = self._dispatcher.recorder.listener()  # its span covers the acceptance
             try:
                 wanted = await (accept(entry, channel) if listener is None else listener.serve(accept, entry, channel))
+            except InsufficientScope as refused:  # a resource's route: the step-up, as its subscribe gets
+                challenge = self._config.step_up.headers(refused, request.scope)
+                headers = {name.decode(): value.decode() for name, value in challenge}
+                raise HttpError(FORBIDDEN, refused, headers, request_id=entry.id) from None
             except McpError as error:
                 raise HttpError(status_for(error), error, request_id=entry.id) from None
             slots = await self._slots.take(channel.holder, self.keep_alive.interval_s, request_id=entry.id)

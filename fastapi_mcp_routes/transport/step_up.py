@@ -35,13 +35,19 @@ class StepUp:
     Args:
         metadata_path: where the endpoint's RFC 9728 metadata is served (path-inserted), named
             in the challenge; `None` when the endpoint serves none (`mcp_routes(protected_resource=...)`).
+        metadata_url_given: the metadata's URL where the deployment says it (the endpoint's 401
+            names it, or the resource identifier gives it), so that the request's `Host` header
+            never makes it up, nor a proxy's address stand in for the public one.
     """
 
     metadata_path: str | None = None
+    metadata_url_given: str | None = None
 
     def metadata_url(self, scope: Scope) -> str | None:
         if self.metadata_path is None:
             return None
+        if self.metadata_url_given is not None:
+            return self.metadata_url_given
         return str(HTTPConnection(scope).base_url).rstrip("/") + self.metadata_path
 
     def headers(self, refused: InsufficientScope, scope: Scope) -> tuple[Header, ...]:

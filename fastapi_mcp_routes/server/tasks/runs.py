@@ -37,7 +37,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from fastapi_mcp_routes.options import Tasks
-from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares, lacking
+from fastapi_mcp_routes.server.call import Emit, InputRequest, Ran, ToolCall, declares, lacking, refused_for_scope
 from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.tasks.records import (
@@ -560,8 +560,13 @@ class TaskRuns:
 
 def _own_result(ended: Ran | BaseException) -> bool:
     """Whether a call ended with its route's result (not a round's question, a plan to
-    confirm, or a refusal): a required task's quick answer is still kept as a task."""
-    return isinstance(ended, Ran) and ended.outcome in ("ok", "error", "crashed", "invalid_arguments")
+    confirm, or a refusal): a required task's quick answer is still kept as a task. A refusal
+    for a missing scope is the request's, answered with the step-up challenge."""
+    return (
+        isinstance(ended, Ran)
+        and ended.outcome in ("ok", "error", "crashed", "invalid_arguments")
+        and not refused_for_scope(ended)
+    )
 
 
 def _taken(record: TaskRecord, questions: Mapping[str, Any]) -> TaskRecord:
