@@ -568,3 +568,13 @@ def test_a_visible_predicate_reads_a_dpop_bound_principal_from_the_proof_of_the_
             listing = post_stateless(test_client, "tools/list", headers=sent()).json()
     assert [tool["name"] for tool in listing["result"]["tools"]] == ["mine"]
     assert len(store.asked) == 1  # the list request's proof, checked against it once
+
+
+def test_proofs_refused_past_a_bound_are_logged_once_a_minute_not_once_each(caplog: pytest.LogCaptureFixture) -> None:
+    with TestClient(rest_app(bearer(dpop_max_proofs_per_key=1))) as test_client, caplog.at_level("WARNING"):
+        assert test_client.get("/me", headers=dpop_headers(ES256, BOUND)).status_code == 200
+        for _ in range(5):
+            assert test_client.get("/me", headers=dpop_headers(ES256, BOUND)).status_code == 503
+    warnings = [record for record in caplog.records if "DPoP proofs refused" in record.getMessage()]
+    assert len(warnings) == 1
+    assert "dpop_max_proofs_per_key" in warnings[0].getMessage()

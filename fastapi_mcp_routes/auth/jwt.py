@@ -21,6 +21,7 @@ as a bearer token too, but never a bound one without its proof. Their refusals c
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -149,6 +150,7 @@ class JWTBearer:
             raise ValueError(f"jwks_timeout_s must be a positive number of seconds, got {jwks_timeout_s!r}")
         self.jwks_refresh_s = jwks_refresh_s
         self.dpop = dpop
+        self._warned_at = float("-inf")  # when proofs that could not be remembered were last logged
         self._proofs = proof_policy(
             dpop, dpop_store, dpop_algorithms, dpop_max_age_s, leeway_s, dpop_max_proofs, dpop_max_proofs_per_key
         )
@@ -228,13 +230,28 @@ class JWTBearer:
         except ProofRefused as refused:
             logger.debug("DPoP refused: %s", refused)
             raise self._unauthorized(request, wanted, error=refused.error) from None
-        except (ProofsFull, StoreUnavailable):
-            logger.warning("a DPoP proof could not be remembered: its store is full or unreachable")
+        except (ProofsFull, StoreUnavailable) as cannot:
+            self._warn_unremembered(cannot)
             raise HTTPException(
                 503,
                 "DPoP proofs cannot be checked now; try again shortly.",
                 {"Retry-After": str(PROOFS_RETRY_AFTER_S)},
             ) from None
+
+    def _warn_unremembered(self, cannot: Exception) -> None:
+        """A WARNING at most once a minute: a client flooding proofs past its key's bound would
+        otherwise write one line per refusal."""
+        now = time.monotonic()
+        if now - self._warned_at < UNREMEMBERED_WARNING_S:
+            return
+        self._warned_at = now
+        if isinstance(cannot, ProofsFull):
+            logger.warning(
+                "DPoP proofs refused with 503: a client's key reached dpop_max_proofs_per_key, or the store "
+                "dpop_max_proofs (logged at most once a minute)"
+            )
+        else:
+            logger.warning("DPoP proofs refused with 503: their store is unreachable (logged at most once a minute)")
 
     def _unauthorized(self, request: Request, wanted: set[str] | frozenset[str], error: str | None) -> HTTPException:
         if self._proofs is None:
@@ -261,6 +278,7 @@ class JWTBearer:
 
 
 _BEARER: Final = "bearer"
+UNREMEMBERED_WARNING_S: Final = 60.0
 # What a refusal says where DPoP is on, by its error: short, and never an echo of what was sent.
 _REFUSALS: Final[dict[str | None, str]] = {
     None: "A valid access token is required.",
