@@ -195,6 +195,29 @@ def test_list_json_names_the_endpoint_under_its_prefix() -> None:
     assert sorted(by_name(shown["tools"], "tool")) == ["ask", "region"]
 
 
+def test_list_reads_at_80_columns_with_every_argument_whole() -> None:
+    done = run("list", EXAMPLE, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert "…" not in done.stdout
+    text = " ".join(line.strip() for line in lines)  # wrapped lines joined again
+    assert "  create_note  Create a note" in done.stdout
+    assert "POST /notes marks: confirm, hidden" in text
+    assert "arguments: title*: string, body: string, tags: array[string], priority: low|normal|high" in text
+    assert "arguments: durationMs: integer, maxFrames: integer" in text
+    assert "notes://{note_id}  Get a note" in done.stdout
+
+
+def test_help_shows_no_type_for_a_flag() -> None:
+    for command in ("list", "check", "call", "config"):
+        done = run(command, "--help", env={"COLUMNS": "80"})
+        assert done.returncode == 0, done.stderr
+        assert "<bool>" not in done.stdout
+        assert "--help" in done.stdout
+    assert re.search(r"-y, --yes +Confirm a tool", run("call", "--help").stdout) is not None
+
+
 def test_a_progress_line_shows_on_a_terminal_and_is_erased() -> None:
     done, terminal = run_watched("list", EXAMPLE, "--json")
     assert done.returncode == 0

@@ -40,7 +40,8 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",  # a docstring's paragraphs are joined, as in the module docs
+    # Plain help, as click writes it: no type column, so a flag shows no `<bool>`.
+    rich_markup_mode=None,
 )
 
 App = Annotated[
