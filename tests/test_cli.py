@@ -254,6 +254,23 @@ def test_check_fails_with_the_message_that_would_stop_the_app(app: str, message:
     assert done.stdout == ""
 
 
+def test_check_fails_when_the_endpoint_serves_nothing_of_the_routes_the_app_marks() -> None:
+    done = run("check", "tests.cli_unserved:router_left_out")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith("Error: the MCP endpoint serves no tool, resource or prompt, though the app marks")
+    assert "GET /orders (on tests.cli_unserved.orders); POST /orders (on tests.cli_unserved.orders)" in done.stderr
+    assert "app.include_router(router)" in done.stderr
+
+
+def test_check_warns_of_marked_routes_on_a_router_never_included() -> None:
+    done = run("check", "tests.cli_unserved:router_partly_left_out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "OK: MCP endpoint /mcp: 1 tool\n"
+    assert done.stderr.startswith("Warning: 2 marked routes on a router the app never includes, so not served: ")
+    assert "GET /orders" in done.stderr
+
+
 def test_check_warns_of_url_arguments_every_call_would_refuse(tmp_path: Path) -> None:
     (tmp_path / "fetching.py").write_text(
         "from fastapi import FastAPI\n"

@@ -84,9 +84,11 @@ def check_command(target: App, app_dir: AppDir = Path(), factory: Factory = Fals
     """Check that the app's MCP endpoint would start, without serving it.
 
     Status 0 and a one-line summary, or status 1 and the error that would stop the app (for CI).
+    Marked routes on a router the app never includes are a warning, and an error when the
+    endpoint serves nothing else.
     """
     endpoint = _find(target, app_dir, factory)
-    report = check_endpoint(endpoint)
+    report = check_endpoint(endpoint, target.partition(":")[0])
     for warning in report.warnings:
         typer.echo(f"Warning: {warning}", err=True)
     for error in report.errors:
