@@ -508,6 +508,13 @@ def test_progress_goes_to_stderr_as_the_call_runs() -> None:
     assert json.loads(done.stdout)["notes"] == 1
 
 
+def test_a_streams_progress_counts_the_frames_received_without_the_frame_cap() -> None:
+    done = run("call", "tests.cli_apps:stream_app", "ticks", "maxFrames=200")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [f'frames received: {n} - frame {n}: {{"tick":{n}}}' for n in (1, 2, 3)]
+    assert json.loads(done.stdout)["frameCount"] == 3
+
+
 def test_a_call_that_takes_too_long_stops_at_the_timeout() -> None:
     done = run("call", EXAMPLE, "export_notes", "--timeout", "0.5", env={"NOTES_EXPORT_SECONDS_PER_NOTE": "30"})
     assert done.returncode == 1

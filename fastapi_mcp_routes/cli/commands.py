@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -164,13 +165,14 @@ async def _call(endpoint: Endpoint, request: CallRequest, answer: Answerer, time
     try:
         with anyio.fail_after(timeout):
             async with running(app) as state:
-                return await call_tool(app, state, endpoint.path, request, answer, _tell)
+                tell = partial(_tell, frames=request.tool.stream)
+                return await call_tool(app, state, endpoint.path, request, answer, tell)
     except TimeoutError:
         raise CliError(f"The call did not finish within {timeout:g} s (--timeout).") from None
 
 
-def _tell(message: Any) -> None:
-    line = notification_line(message)
+def _tell(message: Any, *, frames: bool) -> None:
+    line = notification_line(message, frames=frames)
     if line is not None:
         typer.echo(line, err=True)
 
