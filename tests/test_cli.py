@@ -570,6 +570,17 @@ def test_config_for_claude_desktop_runs_mcp_remote_with_headers_from_its_env() -
     assert "claude_desktop_config.json" in where
 
 
+def test_the_readmes_one_claude_desktop_snippet_is_what_config_prints() -> None:
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"^\$ (fastapi-mcp-routes config claude-desktop [^\n]*)\n(\{\n.*?\n\})\n```", readme, re.M | re.S)
+    assert found is not None
+    command, shown = found.groups()
+    done = run(*shlex.split(command)[1:])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip("\n") == shown
+    assert readme.count('"mcp-remote"') == 1  # no other Claude Desktop entry to drift from it
+
+
 def test_config_for_claude_desktop_allows_plain_http_beyond_this_machine() -> None:
     done = run("config", "claude-desktop", "http://notes.internal:8000/mcp")
     entry = json.loads(done.stdout)["mcpServers"]["notes.internal"]
