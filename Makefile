@@ -1,5 +1,8 @@
 # `make run` serves the example app; `make test` runs every check. Both install what they need.
 PYTHON ?= python3
+# The port `make run` serves the example on; the example's RFC 9728 metadata and its demo
+# tokens' issuer and audience follow it (NOTES_PORT), so give `make token` the same PORT.
+PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -18,12 +21,12 @@ $(STAMP): pyproject.toml
 # uvicorn's own logging, plus the library's logger at INFO (the audit line of each tool call):
 # example_app/logging.json.
 run: $(STAMP)
-	$(BIN)/uvicorn example_app.main:app --host 127.0.0.1 --port 8000 --log-config example_app/logging.json
+	NOTES_PORT=$(PORT) $(BIN)/uvicorn example_app.main:app --host 127.0.0.1 --port $(PORT) --log-config example_app/logging.json
 
 # A bearer token the example accepts (scope notes:stats), from its demo issuer key. Only the
 # token is printed (no echo of the command), so `TOKEN=$(make token)` works as it reads.
 token: $(STAMP)
-	@$(BIN)/python -m example_app.auth
+	@NOTES_PORT=$(PORT) $(BIN)/python -m example_app.auth
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

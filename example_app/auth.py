@@ -21,9 +21,11 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-ISSUER: Final = os.environ.get("NOTES_JWT_ISSUER", "http://127.0.0.1:8000/demo-issuer")
+# The port the example is served on (`make run PORT=...` sets it): its addresses below follow it.
+PORT: Final = os.environ.get("NOTES_PORT", "8000")
+ISSUER: Final = os.environ.get("NOTES_JWT_ISSUER", f"http://127.0.0.1:{PORT}/demo-issuer")
 # The token must be issued for this resource: the example's MCP endpoint.
-AUDIENCE: Final = os.environ.get("NOTES_JWT_AUDIENCE", "http://127.0.0.1:8000/mcp")
+AUDIENCE: Final = os.environ.get("NOTES_JWT_AUDIENCE", f"http://127.0.0.1:{PORT}/mcp")
 KEY_FILE: Final = Path(
     os.environ.get("NOTES_JWT_KEY_FILE", Path(__file__).parent.parent / ".example-keys" / "demo.pem")
 )

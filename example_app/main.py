@@ -1,9 +1,10 @@
 """A small notes service: REST for people, the same routes as MCP tools, resources and prompts
 for agents.
 
-Run it with `make run`, then open http://127.0.0.1:8000/docs (REST) or point an MCP client at
-http://127.0.0.1:8000/mcp. Writes need the API key `demo-key` (header `x-api-key`); the stats
-route needs a JWT with the scope `notes:stats`, which `make token` prints (see `auth.py`).
+Run it with `make run` (`make run PORT=9000` for another port), then open
+http://127.0.0.1:8000/docs (REST) or point an MCP client at http://127.0.0.1:8000/mcp. Writes
+need the API key `demo-key` (header `x-api-key`); the stats route needs a JWT with the scope
+`notes:stats`, which `make token` prints (see `auth.py`).
 Tools that change notes run once the call is confirmed (`ToolCalls.require_confirmation_for_mutations`).
 
 Each note is also the resource `notes://{note_id}` (read from `GET /notes/{note_id}`, so a PUT or

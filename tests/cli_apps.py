@@ -1,15 +1,17 @@
 """Small apps the command-line tests point `fastapi-mcp-routes` at (`tests.cli_apps:<name>`),
 each imported by a command run in a process of its own, never by a test module: one that is
-served well (a prefix, a tool taking a header-mirrored argument, a route that asks its user), one
-whose routes' text holds a terminal's control sequences, and one for each way an app can fail
-`check` or not be an MCP app at all."""
+served well (a prefix, a tool taking a header-mirrored argument, a route that asks its user),
+one that streams, one whose routes' text holds a terminal's control sequences, and one for each
+way an app can fail `check` or not be an MCP app at all."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
 from fastapi.responses import PlainTextResponse
+from fastapi.sse import EventSourceResponse
 
 from fastapi_mcp_routes import ToolContext, mcp_resource, mcp_routes, mcp_tool
 
@@ -40,6 +42,20 @@ async def ask(ctx: Annotated[ToolContext, Depends()]) -> dict[str, Any]:
     }
     answer = await ctx.elicit("Which colour?", schema)
     return {"action": answer.action, "content": answer.content}
+
+
+# -- a stream -------------------------------------------------------------------------------------
+
+stream_app = FastAPI(title="Ticks")
+stream_app.include_router(mcp_routes(stream_app))
+
+
+@mcp_tool()
+@stream_app.get("/ticks", response_class=EventSourceResponse)
+async def ticks() -> AsyncIterable[dict[str, int]]:
+    """Three ticks, then the stream ends."""
+    for tick in range(1, 4):
+        yield {"tick": tick}
 
 
 # -- routes whose text holds a terminal's control sequences ------------------------------------

@@ -195,6 +195,29 @@ def test_list_json_names_the_endpoint_under_its_prefix() -> None:
     assert sorted(by_name(shown["tools"], "tool")) == ["ask", "region"]
 
 
+def test_list_reads_at_80_columns_with_every_argument_whole() -> None:
+    done = run("list", EXAMPLE, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert "…" not in done.stdout
+    text = " ".join(line.strip() for line in lines)  # wrapped lines joined again
+    assert "  create_note  Create a note" in done.stdout
+    assert "POST /notes marks: confirm, hidden" in text
+    assert "arguments: title*: string, body: string, tags: array[string], priority: low|normal|high" in text
+    assert "arguments: durationMs: integer, maxFrames: integer" in text
+    assert "notes://{note_id}  Get a note" in done.stdout
+
+
+def test_help_shows_no_type_for_a_flag() -> None:
+    for command in ("list", "check", "call", "config"):
+        done = run(command, "--help", env={"COLUMNS": "80"})
+        assert done.returncode == 0, done.stderr
+        assert "<bool>" not in done.stdout
+        assert "--help" in done.stdout
+    assert re.search(r"-y, --yes +Confirm a tool", run("call", "--help").stdout) is not None
+
+
 def test_a_progress_line_shows_on_a_terminal_and_is_erased() -> None:
     done, terminal = run_watched("list", EXAMPLE, "--json")
     assert done.returncode == 0
@@ -229,6 +252,23 @@ def test_check_fails_with_the_message_that_would_stop_the_app(app: str, message:
     assert done.stderr.startswith("Error: ")
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_check_fails_when_the_endpoint_serves_nothing_of_the_routes_the_app_marks() -> None:
+    done = run("check", "tests.cli_unserved:router_left_out")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith("Error: the MCP endpoint serves no tool, resource or prompt, though the app marks")
+    assert "GET /orders (on tests.cli_unserved.orders); POST /orders (on tests.cli_unserved.orders)" in done.stderr
+    assert "app.include_router(router)" in done.stderr
+
+
+def test_check_warns_of_marked_routes_on_a_router_never_included() -> None:
+    done = run("check", "tests.cli_unserved:router_partly_left_out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "OK: MCP endpoint /mcp: 1 tool\n"
+    assert done.stderr.startswith("Warning: 2 marked routes on a router the app never includes, so not served: ")
+    assert "GET /orders" in done.stderr
 
 
 def test_check_warns_of_url_arguments_every_call_would_refuse(tmp_path: Path) -> None:
@@ -468,6 +508,13 @@ def test_progress_goes_to_stderr_as_the_call_runs() -> None:
     assert json.loads(done.stdout)["notes"] == 1
 
 
+def test_a_streams_progress_counts_the_frames_received_without_the_frame_cap() -> None:
+    done = run("call", "tests.cli_apps:stream_app", "ticks", "maxFrames=200")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [f'frames received: {n} - frame {n}: {{"tick":{n}}}' for n in (1, 2, 3)]
+    assert json.loads(done.stdout)["frameCount"] == 3
+
+
 def test_a_call_that_takes_too_long_stops_at_the_timeout() -> None:
     done = run("call", EXAMPLE, "export_notes", "--timeout", "0.5", env={"NOTES_EXPORT_SECONDS_PER_NOTE": "30"})
     assert done.returncode == 1
@@ -521,6 +568,17 @@ def test_config_for_claude_desktop_runs_mcp_remote_with_headers_from_its_env() -
         }
     }
     assert "claude_desktop_config.json" in where
+
+
+def test_the_readmes_one_claude_desktop_snippet_is_what_config_prints() -> None:
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"^\$ (fastapi-mcp-routes config claude-desktop [^\n]*)\n(\{\n.*?\n\})\n```", readme, re.M | re.S)
+    assert found is not None
+    command, shown = found.groups()
+    done = run(*shlex.split(command)[1:])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip("\n") == shown
+    assert readme.count('"mcp-remote"') == 1  # no other Claude Desktop entry to drift from it
 
 
 def test_config_for_claude_desktop_allows_plain_http_beyond_this_machine() -> None:

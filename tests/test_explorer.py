@@ -32,8 +32,15 @@ from tests.support.stateless import post_stateless
 
 api_key = APIKeyHeader(name="x-api-key")
 KEY = {"x-api-key": "k"}
-# The names and paths a caller without the key must not learn anything of.
-HIDDEN = ("guarded_secret_tool", "/vault/entries", "vault://secrets", "vault_prompt", "/vault/prompt", "/vault/shelves")
+# The names a caller without the key must not learn anything of.
+HIDDEN = ("guarded_secret_tool", "vault://secrets", "vault_prompt", "/vault/shelves")
+# The routes behind them, which the app's OpenAPI document shows anyone: the JSON says what they
+# are, and what they need.
+HIDDEN_ROUTES = {
+    ("GET", "/vault/entries"): "tool",
+    ("GET", "/vault/secrets"): "resource",
+    ("GET", "/vault/prompt"): "prompt",
+}
 
 
 def require_key(key: Annotated[str, Security(api_key)]) -> None:
@@ -247,11 +254,54 @@ def test_the_json_shows_each_caller_exactly_what_the_lists_show_it(headers: dict
 
 def test_nothing_about_what_the_lists_hide_reaches_a_caller_without_credentials() -> None:
     with TestClient(make_app()) as client:
-        anonymous = json.dumps(about(client))
-        with_key = json.dumps(about(client, headers=KEY))
+        anonymous = about(client)
+        with_key = about(client, headers=KEY)
+    # `hidden` holds the routes as the OpenAPI document shows them (its operationIds too).
+    shown = {key: value for key, value in anonymous.items() if key != "hidden"}
     for hidden in HIDDEN:
-        assert hidden not in anonymous
-        assert hidden in with_key
+        assert hidden not in json.dumps(shown)
+        assert hidden in json.dumps(with_key)
+    assert with_key["hidden"] == []
+
+
+def test_a_documented_route_the_lists_hide_is_named_by_its_kind_and_the_credentials_it_needs() -> None:
+    with TestClient(make_app()) as client:
+        hidden = about(client)["hidden"]
+    assert {(entry["route"]["method"], entry["route"]["path"]): entry["kind"] for entry in hidden} == HIDDEN_ROUTES
+    needs = {"credentials": True, "schemes": ["APIKeyHeader"], "scopes": [], "visibleRule": False}
+    assert all(entry["needs"] == needs for entry in hidden)
+    assert all(set(entry) == {"kind", "route", "needs"} for entry in hidden)  # no name, no description
+
+
+def test_a_hidden_tool_names_a_bearer_and_its_scopes_and_a_visible_rule() -> None:
+    app = FastAPI()
+    app.include_router(mcp_routes(app))
+    bearer = JWTBearer(issuer=ISSUER, audience=AUDIENCE, key=PUBLIC)
+
+    @mcp_tool()
+    @app.get("/reports", dependencies=[Security(bearer, scopes=["reports:read"])])
+    def reports() -> list[str]:
+        return []
+
+    @mcp_tool(visible=lambda principal: False)
+    @app.get("/drafts")
+    def drafts() -> list[str]:
+        return []
+
+    with TestClient(app) as client:
+        needs = {entry["route"]["path"]: entry["needs"] for entry in about(client)["hidden"]}
+    assert needs == {
+        "/reports": {"credentials": True, "schemes": ["JWTBearer"], "scopes": ["reports:read"], "visibleRule": False},
+        "/drafts": {"credentials": False, "schemes": [], "scopes": [], "visibleRule": True},
+    }
+
+
+def test_without_an_openapi_document_the_json_names_no_hidden_route() -> None:
+    app = make_app(FastAPI(openapi_url=None), explorer=True)
+    with TestClient(app) as client:
+        anonymous = about(client)
+    assert anonymous["hidden"] == []
+    assert "/vault/entries" not in json.dumps(anonymous)
 
 
 def test_with_list_visible_only_off_the_json_shows_every_entry_as_the_lists_do() -> None:

@@ -105,6 +105,29 @@ def test_a_guarded_tool_appears_only_with_the_credentials_it_needs(explorer: Exp
     assert explorer.tool_names() == with_both
 
 
+def test_an_anonymous_viewer_sees_guarded_tools_as_tools_that_need_credentials(explorer: ExplorerPage) -> None:
+    explorer.open()
+    routes = explorer.page.locator("#routes")
+    for path in ("/notes/bulk", "/stats"):
+        card = routes.locator(".card", has_text=path)
+        assert card.locator(".hidden-mark").inner_text().lower() == "tool"
+        assert card.locator(".rest-mark").count() == 0
+    create = routes.locator(".card", has_text="POST").filter(has_text="Create a note")
+    assert "Needs credentials (APIKeyHeader): enter them under Authorize." in create.locator(".needs").inner_text()
+    stats = routes.locator(".card", has_text="/stats").locator(".needs").inner_text()
+    assert stats == "Needs credentials (JWTBearer), with the scope notes:stats: enter them under Authorize."
+    # Every marked route is a tool, a resource or a prompt to this viewer, never REST only.
+    assert routes.locator(".card", has=explorer.page.locator(".rest-mark")).all_inner_texts() == [
+        text for text in routes.locator(".card").all_inner_texts() if "/health" in text
+    ]
+    # Once a credential is sent, the lists show them (each route's guard decides a call), and
+    # they are no longer among the other routes.
+    explorer.authorize(x_api_key=API_KEY)
+    assert {"create_notes", "note_stats"} <= set(explorer.tool_names())
+    assert routes.locator(".card", has=explorer.page.locator(".hidden-mark")).count() == 0
+    assert routes.locator(".card", has_text="/notes/bulk").count() == 0
+
+
 def test_a_tool_called_through_its_form_shows_its_result(explorer: ExplorerPage) -> None:
     explorer.open()
     card = explorer.tool("get_note")

@@ -8,6 +8,7 @@ and a balancer are in tests/test_workers.py; here every step can be looked at cl
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -46,6 +47,13 @@ def two(request: pytest.FixtureRequest) -> Iterator[tuple[httpx.Client, httpx.Cl
             url = stack.enter_context(serve(notes_app(secret=secret)))
             clients.append(stack.enter_context(httpx.Client(base_url=url, timeout=WAIT_S)))
         yield clients[0], clients[1]
+
+
+def assert_sentences(text: str) -> None:
+    """A refusal that joins several sentences ends each before the next begins."""
+    assert "share its secret." in text, text
+    assert re.search(r"\. [a-z]", text) is None, text
+    assert text.endswith("."), text
 
 
 def stateless_call(http: httpx.Client, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -190,6 +198,7 @@ def test_without_a_shared_store_a_token_of_another_process_is_refused_naming_sto
     kept = call_tool(first, "add_note", {"text": "x", "confirmationToken": token}, headers=open_session(first))
     assert refused["isError"] is True
     assert "store=RedisStore" in refused["content"][0]["text"]
+    assert_sentences(refused["content"][0]["text"])
     assert kept["structuredContent"] == {"added": "x"}  # in its own process it confirms the call
 
 
@@ -229,6 +238,7 @@ def test_without_a_shared_store_a_resume_in_another_process_is_refused_naming_st
     refused = second.get("/mcp", headers=listen)
     assert refused.status_code == 400
     assert "store=RedisStore" in refused.json()["error"]["message"]
+    assert_sentences(refused.json()["error"]["message"])
 
 
 def test_without_a_shared_store_a_cancellation_of_another_process_is_refused_naming_store(
@@ -242,6 +252,7 @@ def test_without_a_shared_store_a_cancellation_of_another_process_is_refused_nam
     assert refused.status_code == 400
     assert refused.json()["id"] is None
     assert "store=RedisStore" in refused.json()["error"]["message"]
+    assert_sentences(refused.json()["error"]["message"])
     assert any("notifications/cancelled" in r.getMessage() and "store=" in r.getMessage() for r in caplog.records)
 
 

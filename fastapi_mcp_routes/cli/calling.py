@@ -198,15 +198,22 @@ def _json(body: bytes) -> Any:
         return None
 
 
-def notification_line(message: Message) -> str | None:
-    """A progress or log notification as one printable line for stderr; None for any other."""
-    line = _notification_text(message)
+def notification_line(message: Message, *, frames: bool = False) -> str | None:
+    """A progress or log notification as one printable line for stderr; None for any other.
+    With `frames` (a streaming tool's call), progress counts the frames received."""
+    line = _notification_text(message, frames)
     return None if line is None else printable(line)
 
 
-def _notification_text(message: Message) -> str | None:
+def _notification_text(message: Message, frames: bool) -> str | None:
     params = message.get("params")
     params = params if isinstance(params, Mapping) else {}
+    if message.get("method") == "notifications/progress" and frames:
+        # A stream's total is the window's frame cap (`maxFrames`), which the sample rarely
+        # reaches: "1/200" would read as 0.5% done.
+        text = params.get("message")
+        received = f"frames received: {params.get('progress')}"
+        return f"{received} - {text}" if text else received
     if message.get("method") == "notifications/progress":
         total = params.get("total")
         done = f"{params.get('progress')}/{total}" if total is not None else f"{params.get('progress')}"

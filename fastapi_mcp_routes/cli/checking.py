@@ -6,6 +6,10 @@ uniqueness, input and output schemas, resource URIs and template variables again
 parameters, prompts, completions and what they complete, URL arguments, task and stream marks.
 A misdeclared route raises there, so it is an error here; the warnings it logs (URL arguments
 that every call will refuse, say) are shown too, and do not fail the check.
+
+Marked routes on a router the app never includes are not served (cli/unserved.py): a warning
+naming each, and an error when the endpoint serves nothing at all, since "0 tools" from an app
+that marks routes is a router left out, not a choice.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from fastapi_mcp_routes.cli.endpoints import Endpoint
 from fastapi_mcp_routes.cli.inventory import take_inventory
 from fastapi_mcp_routes.cli.tables import summary
+from fastapi_mcp_routes.cli.unserved import UnservedRoute, unserved_routes
 
 _LIBRARY_LOGGER = "fastapi_mcp_routes"
 
@@ -31,8 +36,9 @@ class CheckReport:
     summary: str | None
 
 
-def check_endpoint(endpoint: Endpoint) -> CheckReport:
-    """Run the endpoint's startup validation, collecting what it raises and logs."""
+def check_endpoint(endpoint: Endpoint, module_name: str) -> CheckReport:
+    """Run the endpoint's startup validation, collecting what it raises and logs, and look for
+    marked routes the app does not serve in the app's modules (`module_name` and its package)."""
     served = endpoint.served
     with _warnings_logged() as warnings:
         try:
@@ -42,7 +48,26 @@ def check_endpoint(endpoint: Endpoint) -> CheckReport:
         except Exception as exc:
             return CheckReport((f"discovering the tools failed: {type(exc).__name__}: {exc}",), tuple(warnings), None)
         served.urls.log_startup(table.by_name.values())
-    return CheckReport((), tuple(warnings), summary(take_inventory(endpoint, table)))
+    inventory = take_inventory(endpoint, table)
+    unserved = unserved_routes(endpoint.app, module_name)
+    if not unserved:
+        return CheckReport((), tuple(warnings), summary(inventory))
+    if not inventory.entries():
+        return CheckReport((_serves_none(unserved),), tuple(warnings), None)
+    return CheckReport((), (*warnings, _not_served(unserved)), summary(inventory))
+
+
+def _not_served(unserved: tuple[UnservedRoute, ...]) -> str:
+    routes = "; ".join(map(str, unserved))
+    counted = "1 marked route" if len(unserved) == 1 else f"{len(unserved)} marked routes"
+    return (
+        f"{counted} on a router the app never includes, so not served: {routes}. "
+        "Include the router: app.include_router(router)."
+    )
+
+
+def _serves_none(unserved: tuple[UnservedRoute, ...]) -> str:
+    return f"the MCP endpoint serves no tool, resource or prompt, though the app marks routes. {_not_served(unserved)}"
 
 
 class _Collect(logging.Handler):

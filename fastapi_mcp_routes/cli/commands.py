@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -40,7 +41,8 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",  # a docstring's paragraphs are joined, as in the module docs
+    # Plain help, as click writes it: no type column, so a flag shows no `<bool>`.
+    rich_markup_mode=None,
 )
 
 App = Annotated[
@@ -83,9 +85,11 @@ def check_command(target: App, app_dir: AppDir = Path(), factory: Factory = Fals
     """Check that the app's MCP endpoint would start, without serving it.
 
     Status 0 and a one-line summary, or status 1 and the error that would stop the app (for CI).
+    Marked routes on a router the app never includes are a warning, and an error when the
+    endpoint serves nothing else.
     """
     endpoint = _find(target, app_dir, factory)
-    report = check_endpoint(endpoint)
+    report = check_endpoint(endpoint, target.partition(":")[0])
     for warning in report.warnings:
         typer.echo(f"Warning: {warning}", err=True)
     for error in report.errors:
@@ -161,13 +165,14 @@ async def _call(endpoint: Endpoint, request: CallRequest, answer: Answerer, time
     try:
         with anyio.fail_after(timeout):
             async with running(app) as state:
-                return await call_tool(app, state, endpoint.path, request, answer, _tell)
+                tell = partial(_tell, frames=request.tool.stream)
+                return await call_tool(app, state, endpoint.path, request, answer, tell)
     except TimeoutError:
         raise CliError(f"The call did not finish within {timeout:g} s (--timeout).") from None
 
 
-def _tell(message: Any) -> None:
-    line = notification_line(message)
+def _tell(message: Any, *, frames: bool) -> None:
+    line = notification_line(message, frames=frames)
     if line is not None:
         typer.echo(line, err=True)
 

@@ -1,10 +1,12 @@
-"""`list` on a terminal: the inventory as Rich tables, one per kind, under a one-line summary."""
+"""`list` as text: the inventory under a one-line summary, as Rich tables (one per kind) where
+the console is wide enough for them, else each entry as a few indented lines that wrap."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +19,9 @@ _HINTS = (
     ("idempotentHint", "idempotent"),
     ("openWorldHint", "open-world"),
 )
+# Narrower than this, a table squeezes its columns until argument types are cut short.
+WIDE_COLUMNS = 100
+_INDENT = 2
 _HIDDEN_NOTE = "hidden: not listed to a caller that sends no credential (calls still run the route's guards)"
 
 
@@ -33,11 +38,37 @@ def summary(inventory: Inventory) -> str:
 def print_inventory(console: Console, inventory: Inventory) -> None:
     """The summary, then a table of each list the endpoint serves that has entries."""
     console.print(summary(inventory), highlight=False)
+    wide = console.width >= WIDE_COLUMNS
     for section in inventory.sections:
-        if section.entries:
+        if section.entries and wide:
             console.print(_table(section))
+        elif section.entries:
+            _print_narrow(console, section)
     if any(entry.hidden_from_anonymous for entry in inventory.entries()):
         console.print(Text(_HIDDEN_NOTE, style="dim"))
+
+
+def _print_narrow(console: Console, section: Section) -> None:
+    """A section as lines: the entry's name and title, then its route, marks and arguments,
+    indented, each wrapping at the console's width rather than cut short."""
+    listing = section.listing
+    legend = " (* a required argument)" if any(entry.arguments for entry in section.entries) else ""
+    console.print(Text(listing.title + legend, style="italic"))
+    for entry in section.entries:
+        name = str(entry.definition.get(listing.label, ""))
+        title = entry.definition.get("title")
+        heading = Text(name, style="bold")
+        if isinstance(title, str) and title:
+            heading.append(f"  {title}", style="dim")
+        lines = [_route(entry)]
+        marks = _marks(entry).replace("\n", ", ")
+        if marks:
+            lines.append(Text(f"marks: {marks}"))
+        if entry.arguments:
+            lines.append(Text(f"arguments: {', '.join(map(_argument, entry.arguments))}"))
+        console.print(Padding(heading, (0, 0, 0, _INDENT), expand=False))
+        for line in lines:
+            console.print(Padding(line, (0, 0, 0, 2 * _INDENT), expand=False))
 
 
 def _table(section: Section) -> Table:
@@ -108,4 +139,8 @@ def _marks(entry: Entry) -> str:
 
 
 def _listed(arguments: Sequence[ListedArgument]) -> Text:
-    return Text("\n".join(f"{a.name}{'*' if a.required else ''}: {a.type}" for a in arguments))
+    return Text("\n".join(map(_argument, arguments)))
+
+
+def _argument(argument: ListedArgument) -> str:
+    return f"{argument.name}{'*' if argument.required else ''}: {argument.type}"

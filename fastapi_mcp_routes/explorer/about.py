@@ -5,9 +5,14 @@ A tool's definition does not say which route runs it, nor where that route is do
 lists do not say how the server is configured. This document does, for the tools, resources,
 templates and prompts the lists show this caller, and no others: each entry passes the lists'
 own rule (`Lists.viewer`) for the request's principal and the headers a route would inherit of
-it (the credentials its `visible` predicates read), so it tells a caller nothing of what the
-lists hide from it. It is served behind the endpoint's guards (the Origin check, `auth=`,
-`dependencies=`), as the endpoint is.
+it (the credentials its `visible` predicates read). It is served behind the endpoint's guards
+(the Origin check, `auth=`, `dependencies=`), as the endpoint is.
+
+Of what the lists hide from the caller, `hidden` says only what the app's OpenAPI document
+already shows anyone, plus why: for a route documented there, that it is a tool, resource or
+prompt and the credentials it needs (the schemes' names, the scopes), never its name, its
+description or its schema. Without it, the page would call those routes "REST only", and a
+developer looking anonymously would conclude their marks did not work.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from starlette.requests import Request
 from fastapi_mcp_routes.explorer.facts import ServerFacts
 from fastapi_mcp_routes.server.features import Listed, Listing
 from fastapi_mcp_routes.server.listing import Lists
+from fastapi_mcp_routes.tools.access import Access
 from fastapi_mcp_routes.tools.invoke import caller_from_scope
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
@@ -62,8 +68,14 @@ class About:
         route = _RouteLinks(self._operations(), docs)
         document: dict[str, Any] = {**self._facts.as_json(), "docs": docs}
         completed: set[tuple[str, str]] = set()
+        hidden: list[dict[str, Any]] = []
         for listing in self._listings:
-            shown_entries = [entry for entry in listing.entries(table) if await viewer.sees(entry.access)]
+            shown_entries = []
+            for entry in listing.entries(table):
+                if await viewer.sees(entry.access):
+                    shown_entries.append(entry)
+                elif entry.access is not None and route.documents(entry.route):
+                    hidden.append(_hidden(listing, entry.access, route(entry.route)))
             document[listing.key] = [_entry(listing, entry, route(entry.route)) for entry in shown_entries]
             # A completion names its prompt or template: listed only with what it completes.
             if listing.completed_as is not None:
@@ -74,6 +86,7 @@ class About:
             for (kind, target, argument), call in table.catalog.completions.items()
             if (kind, target) in completed
         ]
+        document["hidden"] = hidden
         return document
 
     def _docs_url(self, request: Request) -> str | None:
@@ -102,6 +115,10 @@ class _RouteLinks:
         self._operations = operations
         self._docs = docs
 
+    def documents(self, tool: Tool) -> bool:
+        """Whether the app's OpenAPI document shows the route to anyone."""
+        return (tool.method, tool.path_format) in self._operations
+
     def __call__(self, tool: Tool) -> dict[str, Any]:
         operation = self._operations.get((tool.method, tool.path_format), {})
         operation_id = operation.get("operationId")
@@ -122,6 +139,20 @@ def _entry(listing: Listing, entry: Listed, route: dict[str, Any]) -> dict[str, 
         tool = entry.route
         shown.update(confirm=tool.confirm, task=tool.task, stream=tool.stream)
     return shown
+
+
+def _hidden(listing: Listing, access: Access, route: dict[str, Any]) -> dict[str, Any]:
+    """A hidden entry as the explorer shows it: its kind, its route, and what it needs."""
+    return {
+        "kind": listing.noun,
+        "route": route,
+        "needs": {
+            "credentials": access.needs_auth,
+            "schemes": list(access.schemes),
+            "scopes": sorted(access.scopes),
+            "visibleRule": access.visible is not None,
+        },
+    }
 
 
 def _deep_link(docs: str | None, tags: list[str], operation_id: object) -> str | None:

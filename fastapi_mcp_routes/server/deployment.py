@@ -48,6 +48,11 @@ class Deployment:
             logger.warning("%s", sentence)
         return sentence
 
+    def refusal(self, what: str) -> str:
+        """`needs_store` as a sentence of its own, for a refusal that says more after it."""
+        clause = self.needs_store(what)
+        return f"{clause[:1].upper()}{clause[1:]}."
+
     def describe(self) -> str:
         where = f"{self.store!r}, shared by every process" if self.store.shared else "this process's memory"
         line = f"state in {where}; sealed with {self.secret.describe()}"

@@ -52,6 +52,9 @@ class Access:
     scopes: frozenset[str]  # Security(..., scopes=[...]) anywhere in its dependencies
     visible: Visibility | None  # mcp_tool(visible=...)
     guards: tuple[Guard, ...] = ()  # in the order FastAPI runs them
+    # What the explorer names the credentials by: each scheme's OpenAPI name, "JWTBearer", or
+    # an `@auth_guard` dependency's function name; in the order FastAPI runs them.
+    schemes: tuple[str, ...] = ()
 
     def shown_to(self, principal: Any, presents_credential: Callable[[], bool], credentials: Credentials) -> bool:
         """Whether `tools/list` shows the tool to this caller: a hint, never a refusal.
@@ -80,6 +83,7 @@ def access_of(route: Any, visible: Callable[..., Any] | None) -> Access | None:
     needs_auth = False
     scopes: set[str] = set()
     guards: list[Guard] = []
+    schemes: dict[str, None] = {}
     # Depth first, in declaration order: the order in which FastAPI calls the leaves.
     pending: list[tuple[Any, tuple[Any, ...]]] = [(route.dependant, ())]
     while pending:
@@ -87,6 +91,7 @@ def access_of(route: Any, visible: Callable[..., Any] | None) -> Access | None:
         call = node.call
         if isinstance(call, (SecurityBase, JWTBearer)) or is_auth_guard(call):
             needs_auth = True
+            schemes[_scheme_name(call)] = None
             # Its own scopes and those of the dependencies it sits under: FastAPI's documented
             # pattern asks `Security(current_user, scopes=[...])` of a function reading the scheme.
             scopes.update(_security_scopes(node))
@@ -96,7 +101,16 @@ def access_of(route: Any, visible: Callable[..., Any] | None) -> Access | None:
         pending.extend((child, below) for child in reversed(node.dependencies))
     if not needs_auth and visible is None:
         return None
-    return Access(needs_auth, frozenset(scopes), read_visible(visible, route.path, "route"), _unique(guards))
+    shown = read_visible(visible, route.path, "route")
+    return Access(needs_auth, frozenset(scopes), shown, _unique(guards), tuple(schemes))
+
+
+def _scheme_name(call: Any) -> str:
+    if isinstance(call, SecurityBase):
+        return str(call.scheme_name)
+    if isinstance(call, JWTBearer):
+        return type(call).__name__
+    return str(getattr(call, "__name__", type(call).__name__))
 
 
 def _security_scopes(node: Any) -> tuple[str, ...]:

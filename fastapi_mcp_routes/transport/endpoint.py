@@ -402,7 +402,7 @@ class StreamableHTTPEndpoint:
             # The general GET stream would never carry the answer the client waits for.
             message = "Bad Request: Last-Event-ID names no stream that can be resumed."
             if sessions.deployment.state_per_process:
-                message += " " + sessions.deployment.needs_store("resuming a stream another process sent") + "."
+                message += " " + sessions.deployment.refusal("resuming a stream another process sent")
             raise HttpError(400, InvalidRequest(message))
         return logs, *found
 

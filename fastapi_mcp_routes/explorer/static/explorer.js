@@ -375,8 +375,13 @@ function setStatus(text, problem) {
 // What the explorer's JSON says about each tool, resource, template and prompt's route.
 function routeIndex(about) {
   // By name (or URI), and what each route serves ("GET /notes" -> "tool").
-  const index = { tools: new Map(), resources: new Map(), templates: new Map(), prompts: new Map(), completions: new Map(), mcp: new Map() };
+  const index = { tools: new Map(), resources: new Map(), templates: new Map(), prompts: new Map(), completions: new Map(), mcp: new Map(), hidden: new Map() };
   if (!about) return index;
+  // What the lists hide from these credentials, by route ("POST /notes" -> [entry, ...]).
+  for (const entry of about.hidden || []) {
+    const key = `${entry.route.method} ${entry.route.path}`;
+    index.hidden.set(key, [...(index.hidden.get(key) || []), entry]);
+  }
   const note = (map, key, entry, kind) => {
     map.set(key, entry);
     if (entry.route) index.mcp.set(`${entry.route.method} ${entry.route.path}`, kind);
@@ -1097,16 +1102,18 @@ function promptForm(prompt) {
 // -- the app's other routes -------------------------------------------------------------------
 
 // The OpenAPI document's operations that are not tools, resources or prompts for this caller:
-// completions marked as such, the others as REST only.
+// completions marked as such, those the lists hide from these credentials as what they are and
+// what they need, the others as REST only.
 function renderOtherRoutes(routes) {
   const paths = (page.openapi && page.openapi.paths) || {};
   const cards = [];
   for (const [path, item] of Object.entries(paths)) {
     for (const method of HTTP_METHODS) {
       const operation = item[method];
-      const kind = routes.mcp.get(`${method.toUpperCase()} ${path}`);
+      const key = `${method.toUpperCase()} ${path}`;
+      const kind = routes.mcp.get(key);
       if (!operation || (kind && kind !== "completion")) continue;
-      cards.push(otherRoute(method.toUpperCase(), path, operation, kind));
+      cards.push(otherRoute(method.toUpperCase(), path, operation, kind, routes.hidden.get(key) || []));
     }
   }
   byId("routes-section").hidden = cards.length === 0;
@@ -1114,18 +1121,33 @@ function renderOtherRoutes(routes) {
   byId("routes").replaceChildren(...cards);
 }
 
-function otherRoute(method, path, operation, kind) {
+function otherRoute(method, path, operation, kind, hidden) {
   const tag = (operation.tags && operation.tags[0]) || "default";
   const docs = page.docsUrl && operation.operationId ? `${page.docsUrl}#/${encodeURIComponent(tag)}/${encodeURIComponent(operation.operationId)}` : null;
+  const marks = hidden.length
+    ? hidden.map((entry) => el("span", { className: "mark hidden-mark" }, entry.kind))
+    : [kind ? el("span", { className: "mark tool-mark" }, kind) : el("span", { className: "mark rest-mark" }, "REST only")];
+  const why = hidden.length ? el("p", { className: "needs" }, needsText(hidden[0].needs)) : null;
   return el(
     "div",
-    { className: "card route-only", "data-search": searchText(path, operation.summary, operation.description) },
-    kind ? el("span", { className: "mark tool-mark" }, kind) : el("span", { className: "mark rest-mark" }, "REST only"),
+    { className: "card route-only", "data-search": searchText(path, operation.summary, operation.description, why && why.textContent) },
+    ...marks,
     el("span", { className: `method method-${method.toLowerCase()}` }, method),
     el("code", { className: "path" }, path),
     operation.summary ? el("span", { className: "title" }, operation.summary) : null,
     docs ? el("a", { href: docs, className: "docs", target: "_blank", rel: "noopener" }, "/docs") : null,
+    why,
   );
+}
+
+// Why the lists hide a route's tool (resource, prompt) from these credentials, in one sentence.
+function needsText(needs) {
+  const schemes = needs.schemes.length ? ` (${needs.schemes.join(" or ")})` : "";
+  const scopes = needs.scopes.length ? `, with the scope${needs.scopes.length > 1 ? "s" : ""} ${needs.scopes.join(" ")}` : "";
+  if (needs.visibleRule) {
+    return `Hidden from these credentials by its visible rule${needs.credentials ? `; needs credentials${schemes}${scopes}` : ""}. Enter others under Authorize.`;
+  }
+  return `Needs credentials${schemes}${scopes}: enter them under Authorize.`;
 }
 
 // -- filter -----------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ class TokenStore:
         if digests != expected:
             raise Refused(_OTHER_ARGUMENTS)
         if call.kind == "model":
-            raise Refused(self._deployment.needs_store("a confirmation token redeemed in another process than its own"))
+            raise Refused(self._deployment.refusal("a confirmation token redeemed in another process than its own"))
         self._deployment.needs_store("the single use of a confirmed requestState in every process")
         if not await self._store.adopt_token(_key(call.caller, nonce), QUESTION_TTL_S, call.held, self._bounds):
             raise Refused(_USED)

@@ -246,7 +246,7 @@ class SessionManager:
         session's GET stream, which would never hear of the subscription."""
         if self._deployment.state_per_process:
             raise NeedsSharedStore(
-                self._deployment.needs_store("resources/subscribe, whose updates may go out on any process")
+                self._deployment.refusal("a resources/subscribe, whose updates may go out on any process,")
             )
         uri = uri_digest(uri)
 
@@ -326,7 +326,7 @@ class SessionManager:
             await self._store.publish(NEWS, dumps({"session": session_id, "cancel": request_id}))
         elif self._deployment.state_per_process:
             raise NeedsSharedStore(
-                self._deployment.needs_store("a notifications/cancelled for a call this process does not run")
+                self._deployment.refusal("a notifications/cancelled for a call this process does not run")
             )
 
     async def forward_news(self) -> None:
