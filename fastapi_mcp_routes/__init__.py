@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
-from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
+from fastapi_mcp_routes.options import (
+    Limits,
+    Origins,
+    ServerInfo,
+    Sessions,
+    Skills,
+    Streaming,
+    Tasks,
+    Telemetry,
+    ToolCalls,
+)
 from fastapi_mcp_routes.router import mcp_routes
 from fastapi_mcp_routes.server.audit import ToolCallEvent, log_tool_call
 from fastapi_mcp_routes.server.context import ElicitationResult, InputRequest, ToolContext, ToolContextError
@@ -45,6 +55,7 @@ __all__ = [
     "RedisStore",
     "ServerInfo",
     "Sessions",
+    "Skills",
     "Store",
     "Streaming",
     "Tasks",
