@@ -4,10 +4,10 @@ RFC 9728 metadata and the explorer, and the lifespan that starts its background 
 from __future__ import annotations
 
 import logging
-from urllib.parse import quote
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 from fastapi import APIRouter, Depends, params

@@ -9,7 +9,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Any, Final
 
 import anyio
 import httpx
@@ -301,7 +301,7 @@ async def test_the_sdk_client_reads_a_guarded_skill_with_its_key(guarded_url: st
 
 
 def test_options_are_checked_when_made() -> None:
-    with pytest.raises(ValueError, match="Skills.max_skills"):
+    with pytest.raises(ValueError, match=r"Skills\.max_skills"):
         Skills("skills", max_skills=0)
     with pytest.raises(ValueError, match="skills must be"):
         skills_app(42)  # type: ignore[arg-type]

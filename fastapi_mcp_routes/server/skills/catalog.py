@@ -195,7 +195,7 @@ def _front_matter(data: bytes, path: Path) -> dict[str, Any]:
     """The YAML front matter that begins a SKILL.md, as a JSON object."""
     # Imported when skills are served: the `skills` extra.
     try:
-        import yaml
+        import yaml  # type: ignore[import-untyped,unused-ignore]
     except ImportError:  # pragma: no cover - the extra is missing
         raise ValueError("serving skills needs PyYAML: pip install 'fastapi-mcp-routes[skills]'") from None
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")

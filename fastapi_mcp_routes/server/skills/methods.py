@@ -126,9 +126,7 @@ class SkillMethods:
         except Exception as exc:
             raise internal_error("the skills' guard failed", "the skills' guard raised", exc=exc) from None
         if response.status >= 500:
-            raise internal_error(
-                "the skills' guard failed", "the skills' guard answered HTTP %d", response.status
-            )
+            raise internal_error("the skills' guard failed", "the skills' guard answered HTTP %d", response.status)
         if response.status >= 400:
             raise InvalidParams(_refusal(response.status, response.body), {"status": response.status})
 
@@ -158,4 +156,3 @@ def _cursor_start(cursor: object, count: int) -> int:
     if text == index or not index.isdigit() or not 0 < int(index) < count:
         raise refused
     return int(index)
-
