@@ -81,14 +81,19 @@ run_suites() {  # URL LABEL: the three runs against one endpoint
     fi
   done
   # The skills extension's scenarios (SEP-2640) are in no revision's requirement set yet, so
-  # --requirements never runs them: each runs by name, at the newest revision.
+  # --requirements never runs them: each runs by name, at the newest revision and, forced (the
+  # suite puts extensions on no revision's timeline), in the session era of 2025-11-25.
+  local scenario era
   for scenario in sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory; do
-    echo "== conformance $ALPHA $scenario$2"
-    "$node" "$alpha_js" server --url "$1" --scenario "$scenario" | tee "$scratch/run.log"
-    if ! grep -Eq 'Passed: ([1-9][0-9]*)/\1, 0 failed' "$scratch/run.log"; then
-      echo "conformance $ALPHA $scenario$2: some check failed or was skipped" >&2
-      return 1
-    fi
+    for era in "" "--spec-version 2025-11-25 --force"; do
+      echo "== conformance $ALPHA $scenario ${era:-(2026-07-28)}$2"
+      # shellcheck disable=SC2086 # $era is two options or none
+      "$node" "$alpha_js" server --url "$1" --scenario "$scenario" $era | tee "$scratch/run.log"
+      if ! grep -Eq 'Passed: ([1-9][0-9]*)/\1, 0 failed' "$scratch/run.log"; then
+        echo "conformance $ALPHA $scenario ${era:-(2026-07-28)}$2: some check failed or was skipped" >&2
+        return 1
+      fi
+    done
   done
 }
 

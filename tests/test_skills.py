@@ -160,7 +160,12 @@ def test_directories_list_their_direct_children_and_a_file_is_no_directory(base_
         (SKILL, "text/markdown"),
         ("skill://notes-workflow/references", "inode/directory"),
     ]
-    assert [child["uri"] for child in references["resources"]] == [TAGS]
+    # SKILL.md is named and described by its front matter.
+    assert (root["resources"][0]["name"], root["resources"][0]["description"]) == (
+        "notes-workflow",
+        "Keep the notes service tidy - find a note, change it, tag it and delete it with the notes tools.",
+    )
+    assert [(child["uri"], child["name"]) for child in references["resources"]] == [(TAGS, "tags.md")]
     assert a_file["code"] == nothing["code"] == no_uri["code"] == -32602
 
 

@@ -168,6 +168,11 @@ def _read_skill(folder: Path) -> tuple[Skill, dict[str, tuple[dict[str, Any], ..
         )
     ordered = (manifest, *(file for file in files if file is not manifest))
     skill = Skill(name, manifest_uri, front_matter, ordered)
+    # Its SKILL.md is described by its front matter, as the extension asks of that resource.
+    folders[root_uri] = [
+        {**skill.resource(), "size": len(manifest.data)} if child["uri"] == manifest_uri else child
+        for child in folders[root_uri]
+    ]
     return skill, {uri: tuple(children) for uri, children in folders.items()}
 
 
