@@ -5,6 +5,7 @@ Through the official SDK client and over plain HTTP, against a real server."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request
 from mcp import MCPError, types
 
-from fastapi_mcp_routes import Skills, mcp_routes
+from fastapi_mcp_routes import Limits, Skills, mcp_routes
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, open_session, rpc
 from tests.support.sdk import mcp_client
 from tests.support.servers import serve
@@ -34,9 +35,9 @@ VERSIONS: Final = {"legacy": SESSION_VERSION, "auto": STATELESS_VERSION}
 pytestmark = pytest.mark.anyio
 
 
-def skills_app(skills: Skills | str | os.PathLike[str]) -> FastAPI:
+def skills_app(skills: Skills | str | os.PathLike[str], **options: Any) -> FastAPI:
     app = FastAPI()
-    app.include_router(mcp_routes(app, skills=skills))
+    app.include_router(mcp_routes(app, skills=skills, **options))
     return app
 
 
@@ -195,6 +196,24 @@ def test_a_uri_that_leaves_the_folder_names_nothing(base_url: str, uri: str) -> 
     assert rest.status_code == 404
 
 
+def test_skills_list_pages_and_every_page_is_whole_skills(tmp_path: Path) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        write_skill(tmp_path, name, files=2)
+    with serve(skills_app(tmp_path, limits=Limits(page_size=2))) as url, httpx.Client(base_url=url) as http:
+        first = result(post_stateless(http, "skills/list"))
+        second = result(post_stateless(http, "skills/list", {"cursor": first["nextCursor"]}))
+        past_the_end = base64.urlsafe_b64encode(b"skills:7").decode()
+        refused = [
+            error(post_stateless(http, "skills/list", {"cursor": cursor}))
+            for cursor in (first["nextCursor"] + "x", past_the_end, "skills:1", 2)
+        ]
+    assert [skill["frontmatter"]["name"] for skill in first["skills"]] == ["alpha", "beta"]
+    assert [skill["frontmatter"]["name"] for skill in second["skills"]] == ["gamma"]
+    assert "nextCursor" not in second
+    assert all(len(skill["resources"]) == 3 for skill in (*first["skills"], *second["skills"]))
+    assert [failure["code"] for failure in refused] == [-32602] * 4
+
+
 # -- the folder, checked when the endpoint is built ----------------------------------------------
 
 
@@ -292,6 +311,24 @@ def test_a_guarded_folder_answers_only_callers_its_dependencies_let_in(guarded_u
     assert [skill["uri"] for skill in listed["skills"]] == [SKILL]
     assert read["contents"][0]["text"].startswith("---\nname: notes-workflow")
     assert rest.text == read["contents"][0]["text"]
+
+
+def test_the_endpoint_s_own_auth_guards_the_skills_too(tmp_path: Path) -> None:
+    def principal(request: Request) -> str:
+        if request.headers.get("authorization") != "Bearer good":
+            raise HTTPException(401, "a bearer token is needed")
+        return "someone"
+
+    write_skill(tmp_path, "guarded")
+    app = skills_app(Skills(tmp_path, dependencies=[Depends(require_key)]), auth=principal)
+    both = {"authorization": "Bearer good", "x-api-key": KEY}
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        listed = result(post_stateless(http, "skills/list", headers=both))
+        no_key = result(post_stateless(http, "skills/list", headers={"authorization": "Bearer good"}))
+        rest_without_token = http.get("/mcp/skills/guarded/SKILL.md", headers={"x-api-key": KEY})
+    assert [skill["uri"] for skill in listed["skills"]] == ["skill://guarded/SKILL.md"]
+    assert no_key["skills"] == []
+    assert rest_without_token.status_code == 401
 
 
 async def test_the_sdk_client_reads_a_guarded_skill_with_its_key(guarded_url: str, mode: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import binascii
 import json
-from base64 import urlsafe_b64decode, urlsafe_b64encode
+from base64 import b64decode, urlsafe_b64encode
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote
@@ -22,12 +22,13 @@ from fastapi import FastAPI
 
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.skills.catalog import SkillCatalog
-from fastapi_mcp_routes.tools.invoke import Caller, call_app
+from fastapi_mcp_routes.tools.invoke import Caller, call_app, caller_request
 from fastapi_mcp_routes.wire.errors import InvalidParams
 from fastapi_mcp_routes.wire.failures import internal_error
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
-# The guard route answers an empty path with no content: only its dependencies matter.
+# The guards' request asks for no file (the route answers it 204): at most a refusal's detail
+# comes back.
 _GUARD_BYTES: Final = 64 * 1024
 _CURSOR_PREFIX: Final = "skills:"
 
@@ -71,21 +72,22 @@ class SkillMethods:
 
     async def get(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
+        # The guard first: a caller it refuses learns nothing of which skills exist.
+        await self._guard(channel.caller)
         skill = self.catalog.by_uri.get(uri)
         if skill is None:
             raise InvalidParams(f"No skill is served at {truncate(uri)}.", {"uri": truncate(uri, 200)})
-        await self._guard(channel.caller)
         return {"skill": skill.entry()}
 
     async def read_directory(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
+        await self._guard(channel.caller)
         children = self.catalog.folders.get(uri)
         if children is None:
             raise InvalidParams(f"{truncate(uri)} is not a directory resource.", {"uri": truncate(uri, 200)})
         # Every folder is listed whole: a skill holds 512 files at most.
         if request.params.get("cursor") is not None:
             raise InvalidParams("Invalid params: 'cursor' is not one this server gave.")
-        await self._guard(channel.caller)
         return {"resources": [dict(child) for child in children]}
 
     def _uri(self, params: Mapping[str, Any]) -> str:
@@ -103,24 +105,8 @@ class SkillMethods:
         with the status, their failure an internal error."""
         if self._guard_path is None:
             return
-        path = caller.root_path + self._guard_path + "/"
-        scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": caller.http_version,
-            "method": "GET",
-            "scheme": caller.scheme,
-            "path": path,
-            "raw_path": quote(path).encode(),
-            "root_path": caller.root_path,
-            "query_string": b"",
-            "headers": list(caller.headers),
-            "client": caller.client,
-            "server": caller.server,
-            "extensions": {},
-        }
-        if caller.state is not None:
-            scope["state"] = dict(caller.state)
+        path = self._guard_path + "/"
+        scope = caller_request(caller, "GET", path, quote(path))
         try:
             response = await call_app(self._app, scope, b"", _GUARD_BYTES)
         except Exception as exc:
@@ -149,7 +135,7 @@ def _cursor_start(cursor: object, count: int) -> int:
     if not isinstance(cursor, str) or len(cursor) > 64:
         raise refused
     try:
-        text = urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+        text = b64decode(cursor.encode("ascii"), altchars=b"-_", validate=True).decode("ascii")
     except (binascii.Error, UnicodeError, ValueError):
         raise refused from None
     index = text.removeprefix(_CURSOR_PREFIX)
