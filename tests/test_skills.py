@@ -16,6 +16,9 @@ import anyio
 import httpx
 import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastmcp import Client as FastMCPClient
+from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp.skills import SkillsClientExtension
 from mcp import MCPError, types
 
 from fastapi_mcp_routes import Limits, Skills, mcp_routes
@@ -103,6 +106,20 @@ async def test_the_sdk_client_sees_the_extension_and_reads_a_skill_in_both_eras(
     assert isinstance(tags, types.TextResourceContents)
     assert tags.text.startswith("# Tags")
     assert unknown.value.error.code in (-32002, -32602)
+
+
+async def test_fastmcp_lists_reads_and_verifies_a_skill(base_url: str) -> None:
+    """FastMCP's client ships the extension: it checks each file's size and digest and the
+    front matter against the entry before it hands the skill over."""
+    client = FastMCPClient(StreamableHttpTransport(f"{base_url}/mcp"), extensions=[SkillsClientExtension()])
+    with anyio.fail_after(WAIT_S):
+        async with client:
+            [listed] = await client.list_skills()
+            got = await client.get_skill(SKILL)
+            skill = await client.read_skill(SKILL)
+    assert listed.uri == got.uri == SKILL
+    assert skill.name == "notes-workflow"
+    assert sorted(skill.files) == ["SKILL.md", "references/tags.md"]
 
 
 # -- plain HTTP: enumeration, the manifest, directories -----------------------------------------
