@@ -2,7 +2,8 @@
 # Runs the official MCP conformance suite (server scenarios) against example_app.conformance:app
 # on 127.0.0.1, three ways: 0.1.16 (the session era), and the 0.2.0-alpha line with
 # --requirements 2026-07-28 (the stateless revision) and --requirements 2025-11-25. Each run has
-# its own expected-failures file under conformance/. Installs Node 22 (the npm package node@22,
+# its own expected-failures file under conformance/. The skills extension's scenarios, in no
+# requirement set yet, run by name in both eras besides (run_suites). Installs Node 22 (the npm package node@22,
 # when the machine's Node is older) and the suites into .tools/, which git ignores, through
 # scripts/node_package.sh.
 #
