@@ -85,7 +85,15 @@ app = FastAPI(title="fastapi-mcp-routes conformance fixtures", version="1.0.0", 
 # The fixtures are protocol tests driven by a client that knows nothing of confirmation tokens,
 # like a deployment whose own approval layer confirms calls. The secret that several processes
 # share (FASTAPI_MCP_ROUTES_SECRET) is read by mcp_routes itself.
-app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False), store=store))
+# The skills scenarios read `skill://pdf-processing/SKILL.md` and its references/ folder.
+app.include_router(
+    mcp_routes(
+        app,
+        tool_calls=ToolCalls(require_confirmation_for_mutations=False),
+        store=store,
+        skills=os.path.join(os.path.dirname(__file__), "conformance_skills"),
+    )
+)
 
 # A 1x1 red pixel.
 RED_PIXEL_PNG = base64.b64decode(

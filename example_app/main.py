@@ -76,6 +76,8 @@ app.include_router(
             authorization_servers=[ISSUER], scopes_supported=list(SCOPES), resource=AUDIENCE
         ),
         telemetry=telemetry.options() if telemetry is not None else None,
+        # One skill teaching the notes workflow, served beside the tools (SEP-2640).
+        skills=os.path.join(os.path.dirname(__file__), "skills"),
     )
 )
 if telemetry is not None:

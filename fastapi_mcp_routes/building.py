@@ -15,7 +15,17 @@ from fastapi import FastAPI, params
 
 from fastapi_mcp_routes.auth.jwt import WELL_KNOWN_RESOURCE, JWTBearer
 from fastapi_mcp_routes.auth.protected_resource import ProtectedResource
-from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
+from fastapi_mcp_routes.options import (
+    Limits,
+    Origins,
+    ServerInfo,
+    Sessions,
+    Skills,
+    Streaming,
+    Tasks,
+    Telemetry,
+    ToolCalls,
+)
 from fastapi_mcp_routes.server.audit import log_tool_call
 from fastapi_mcp_routes.server.budget import AnswerBudget
 from fastapi_mcp_routes.server.call_slots import CallSlots
@@ -36,6 +46,9 @@ from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.server.sealing.request_state import RequestStateSealer
 from fastapi_mcp_routes.server.sealing.secret import Secret, SecretOption
 from fastapi_mcp_routes.server.sessions.manager import SessionManager
+from fastapi_mcp_routes.server.skills.catalog import SkillCatalog
+from fastapi_mcp_routes.server.skills.feature import skills_feature
+from fastapi_mcp_routes.server.skills.methods import SkillMethods
 from fastapi_mcp_routes.server.tasks.feature import tasks_feature
 from fastapi_mcp_routes.server.tasks.methods import TaskMethods
 from fastapi_mcp_routes.server.tasks.runs import TaskRuns
@@ -89,6 +102,7 @@ class EndpointOptions:
     list_visible_only: bool
     explorer: bool  # whether the explorer page is served
     telemetry: Telemetry = field(default_factory=Telemetry)
+    skills: Skills | None = None  # None: no skills served
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +123,7 @@ class Endpoint:
     listened: Listened  # what the listening streams of this process hear of (its readers run in the lifespan)
     # What the endpoint serves: the session era's versions, then those `server/discover` reports.
     versions: tuple[str, ...]
+    skills: SkillMethods | None = None  # the skills served, whose files mounting.py serves as a route too
 
 
 def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Feature] = ()) -> Endpoint:
@@ -151,7 +166,8 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         if options.sessions
         else None
     )
-    listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads)
+    skills = _skills(app, options)
+    listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads, skills)
     served = (*served, *features)
     lists = Lists(
         registry=registry,
@@ -197,6 +213,7 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         transport,
         listened,
         (*c.SESSION_ERA_VERSIONS, *dispatcher.supported_versions()),
+        skills,
     )
 
 
@@ -208,6 +225,7 @@ def _features(
     updates: ResourceUpdates,
     task_runs: TaskRuns,
     threads: ThreadShares,
+    skills: SkillMethods | None,
 ) -> tuple[Listened, tuple[Feature, ...]]:
     """The library's own features, declared (server/features.py), and what a listening stream
     follows of them besides their lists."""
@@ -218,15 +236,38 @@ def _features(
             runner=runner,
             max_subscriptions=limits.max_subscriptions,
             max_uri_chars=limits.max_uri_chars,
+            readers=(skills,) if skills is not None else (),
         ),
         updates=updates,
         tasks=TaskMethods(task_runs),
     )
+    # Skills before resources: where the app has resources, theirs is the capability offered.
+    served = () if skills is None else (skills_feature(skills, guarded=skills.guarded),)
     return listened, (
         tools_feature(pipeline),
+        *served,
         resources_feature(listened.resources),
         prompts_feature(PromptMethods(registry=registry, runner=runner)),
         tasks_feature(listened.tasks),
+    )
+
+
+def skills_path(path: str) -> str:
+    """Where the skills' files are served as a route, beside the endpoint."""
+    return path.rstrip("/") + "/skills"
+
+
+def _skills(app: FastAPI, options: EndpointOptions) -> SkillMethods | None:
+    """The skills the app names, read now, so a wrong one stops the app at startup."""
+    if options.skills is None:
+        return None
+    guarded = bool(options.skills.dependencies)
+    return SkillMethods(
+        catalog=SkillCatalog.read(options.skills),
+        app=app,
+        guard_path=skills_path(options.path) if guarded else None,
+        page_size=options.limits.page_size,
+        max_uri_chars=options.limits.max_uri_chars,
     )
 
 

@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 from fastapi import APIRouter, Depends, params
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fastapi_mcp_routes.auth.protected_resource import add_metadata_routes
-from fastapi_mcp_routes.building import Endpoint
+from fastapi_mcp_routes.building import Endpoint, skills_path
 from fastapi_mcp_routes.explorer.about import About
 from fastapi_mcp_routes.explorer.docs_link import link_docs_to
 from fastapi_mcp_routes.explorer.facts import ServerFacts, auth_name
@@ -23,6 +24,8 @@ from fastapi_mcp_routes.options import Sessions
 from fastapi_mcp_routes.served import ServedEndpoint, check_served_once, mark_served
 from fastapi_mcp_routes.server.deployment import Deployment
 from fastapi_mcp_routes.server.envelope import MODERN_VERSIONS
+from fastapi_mcp_routes.server.skills.catalog import SCHEME
+from fastapi_mcp_routes.server.skills.methods import SkillMethods
 from fastapi_mcp_routes.tools.registry import ToolTable
 from fastapi_mcp_routes.transport.endpoint import StreamableHTTPEndpoint
 from fastapi_mcp_routes.transport.plain_routes import ENDPOINT_METHODS, Swap, serve_plainly
@@ -66,6 +69,8 @@ class _Mounted:
             )
         if options.explorer:
             self._add_explorer(origin_first)
+        if endpoint.skills is not None:
+            self._add_skill_files(endpoint.skills)
 
     def _add_endpoint_route(self) -> Any:
         endpoint, options = self.endpoint, self.endpoint.options
@@ -88,6 +93,32 @@ class _Mounted:
             name="mcp",
         )
         return self.router.routes[-1]
+
+    def _add_skill_files(self, skills: SkillMethods) -> None:
+        """The skills' files over REST, guarded as the endpoint and by the skills' own
+        dependencies; each MCP request for skills runs this route's guards (server/skills/)."""
+        options = self.endpoint.options
+        guards = [*self.guards, *(options.skills.dependencies if options.skills is not None else ())]
+        if options.auth is not None:
+            guards.append(options.auth if isinstance(options.auth, params.Depends) else Depends(options.auth))
+        files = skills.catalog.files
+
+        async def skill_file(file_path: str) -> Response:
+            if not file_path:  # the guards' own request: they have decided
+                return Response(status_code=204)
+            file = files.get(SCHEME + quote(file_path))
+            if file is None:
+                return Response(status_code=404)
+            return Response(file.data, media_type=file.mime_type)
+
+        self.router.add_api_route(
+            skills_path(options.path) + "/{file_path:path}",
+            skill_file,
+            methods=["GET"],
+            include_in_schema=False,
+            dependencies=guards,
+            name="mcp_skill_file",
+        )
 
     def _add_explorer(self, origin_first: Callable[[Request], None]) -> None:
         endpoint, options = self.endpoint, self.endpoint.options

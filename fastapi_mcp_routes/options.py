@@ -1,5 +1,5 @@
 """Option groups for `mcp_routes` (`Sessions`, `Limits`, `Tasks`, `ServerInfo`, `ServerCard`, `Origins`, `Streaming`,
-`ToolCalls`, `Telemetry`), in the style of httpx's `Limits`.
+`ToolCalls`, `Telemetry`, `Skills`), in the style of httpx's `Limits`.
 
 Each group is a frozen value checked when it is made, so a wrong setting stops the app at
 startup with a sentence that names the option and the value, never at the first request. The
@@ -13,6 +13,7 @@ Tests and deployments set the numbers through the groups, never by patching a co
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -579,6 +580,46 @@ class Telemetry:
         _check_bool("Telemetry.record_content", self.record_content)
         names = strings("Telemetry.correlation_headers", self.correlation_headers)
         object.__setattr__(self, "correlation_headers", tuple(name.lower() for name in names))
+
+
+# The skills extension's per-skill limits (SEP-2640): what every conforming host accepts.
+SKILL_MAX_FILES: Final = 512
+SKILL_MAX_BYTES: Final = 16 * 1024 * 1024
+# A directory of skills is read whole at startup and held in memory: bounded in all too.
+DEFAULT_MAX_SKILLS: Final = 64
+DEFAULT_MAX_SKILLS_BYTES: Final = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Skills:
+    """Agent skills served beside the tools (the `io.modelcontextprotocol/skills` extension):
+    `mcp_routes(app, skills=Skills("skills"))`.
+
+    Args:
+        directory: a folder of skills in the Agent Skills layout: one folder per skill, named
+            as its `SKILL.md` front matter names it, with its supporting files. Read once when
+            the endpoint is built; symbolic links are refused.
+        dependencies: FastAPI dependencies that guard the skills: every MCP request for them
+            runs these first, with the caller's credentials, as a resource read runs its
+            route's; a caller they refuse sees an empty `skills/list`.
+        max_skills: how many skills the folder may hold.
+        max_total_bytes: the bytes of every skill file together, held in memory. Each skill is
+            also held to the extension's own limits: 512 files and 16 MiB.
+    """
+
+    directory: str | os.PathLike[str]
+    dependencies: Iterable[Any] = ()
+    max_skills: int = DEFAULT_MAX_SKILLS
+    max_total_bytes: int = DEFAULT_MAX_SKILLS_BYTES
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.directory, (str, os.PathLike)):
+            raise ValueError(f"Skills.directory must be a path, got {self.directory!r}")
+        if isinstance(self.dependencies, (str, bytes)):
+            raise ValueError(f"Skills.dependencies must be a list of Depends(...), got {self.dependencies!r}")
+        object.__setattr__(self, "dependencies", tuple(self.dependencies))
+        _check_count("Skills.max_skills", self.max_skills, "skills")
+        _check_count("Skills.max_total_bytes", self.max_total_bytes, "bytes")
 
 
 def _check_count(name: str, value: object, unit: str = "", most: int | None = None) -> None:

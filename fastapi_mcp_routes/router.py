@@ -3,6 +3,7 @@ reads its options; building.py wires the endpoint, mounting.py serves it from a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -13,7 +14,17 @@ from fastapi_mcp_routes.building import EndpointOptions, build_endpoint
 from fastapi_mcp_routes.explorer.pages import serves_explorer
 from fastapi_mcp_routes.mounting import mount
 from fastapi_mcp_routes.old_keywords import fold_old_keywords
-from fastapi_mcp_routes.options import Limits, Origins, ServerInfo, Sessions, Streaming, Tasks, Telemetry, ToolCalls
+from fastapi_mcp_routes.options import (
+    Limits,
+    Origins,
+    ServerInfo,
+    Sessions,
+    Skills,
+    Streaming,
+    Tasks,
+    Telemetry,
+    ToolCalls,
+)
 from fastapi_mcp_routes.server.sealing.secret import SecretOption
 from fastapi_mcp_routes.store.base import Store
 from fastapi_mcp_routes.wire import constants as c
@@ -41,6 +52,7 @@ def mcp_routes(
     list_visible_only: bool = True,
     explorer: bool | None = None,
     telemetry: Telemetry | None = None,
+    skills: Skills | str | os.PathLike[str] | None = None,
     **deprecated: Any,
 ) -> APIRouter:
     """Build the router that serves the app's marked routes as MCP tools, resources, prompts
@@ -79,6 +91,8 @@ def mcp_routes(
         telemetry: `Telemetry(...)`: what the endpoint reports to OpenTelemetry when the app
             configures an SDK (spans, metrics, the trace context carried to the routes), and
             the correlation headers (`X-Request-Id`) the routes receive.
+        skills: a folder of agent skills to serve beside the tools (SEP-2640), or `Skills(...)`
+            to guard them with dependencies and bound them; read when this is called.
         **deprecated: keywords of the previous release, such as `server_name=`, each warned
             of with its new spelling (old_keywords.py).
     """
@@ -100,6 +114,7 @@ def mcp_routes(
         list_visible_only=list_visible_only,
         explorer=serves_explorer(app, explorer),
         telemetry=_group("telemetry", telemetry, Telemetry),
+        skills=_skills(skills),
     )
     options = fold_old_keywords(given, deprecated)
     return mount(build_endpoint(app, options))
@@ -112,6 +127,14 @@ def _group(keyword: str, value: object, kind: type[Group]) -> Group:
     if not isinstance(value, kind):
         raise ValueError(f"{keyword} must be a {kind.__name__}(...), got {value!r}")
     return value
+
+
+def _skills(skills: Skills | str | os.PathLike[str] | None) -> Skills | None:
+    if skills is None or isinstance(skills, Skills):
+        return skills
+    if isinstance(skills, (str, os.PathLike)):
+        return Skills(skills)
+    raise ValueError(f"skills must be a folder's path or a Skills(...), got {skills!r}")
 
 
 def _path(path: object) -> str:

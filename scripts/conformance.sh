@@ -2,7 +2,8 @@
 # Runs the official MCP conformance suite (server scenarios) against example_app.conformance:app
 # on 127.0.0.1, three ways: 0.1.16 (the session era), and the 0.2.0-alpha line with
 # --requirements 2026-07-28 (the stateless revision) and --requirements 2025-11-25. Each run has
-# its own expected-failures file under conformance/. Installs Node 22 (the npm package node@22,
+# its own expected-failures file under conformance/. The skills extension's scenarios, in no
+# requirement set yet, run by name in both eras besides (run_suites). Installs Node 22 (the npm package node@22,
 # when the machine's Node is older) and the suites into .tools/, which git ignores, through
 # scripts/node_package.sh.
 #
@@ -79,6 +80,21 @@ run_suites() {  # URL LABEL: the three runs against one endpoint
       echo "conformance $ALPHA --requirements $revision$2: some check failed (see Total above)" >&2
       return 1
     fi
+  done
+  # The skills extension's scenarios (SEP-2640) are in no revision's requirement set yet, so
+  # --requirements never runs them: each runs by name, at the newest revision and, forced (the
+  # suite puts extensions on no revision's timeline), in the session era of 2025-11-25.
+  local scenario era
+  for scenario in sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory; do
+    for era in "" "--spec-version 2025-11-25 --force"; do
+      echo "== conformance $ALPHA $scenario ${era:-(2026-07-28)}$2"
+      # shellcheck disable=SC2086 # $era is two options or none
+      "$node" "$alpha_js" server --url "$1" --scenario "$scenario" $era | tee "$scratch/run.log"
+      if ! grep -Eq 'Passed: ([1-9][0-9]*)/\1, 0 failed' "$scratch/run.log"; then
+        echo "conformance $ALPHA $scenario ${era:-(2026-07-28)}$2: some check failed or was skipped" >&2
+        return 1
+      fi
+    done
   done
 }
 

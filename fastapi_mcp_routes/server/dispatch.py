@@ -185,22 +185,28 @@ class Dispatcher:
                 raise InvalidParams(f"Invalid params: {key!r} must be an object.")
         result: dict[str, Any] = {
             "protocolVersion": negotiate_version(requested),
-            "capabilities": self.capabilities(),
+            "capabilities": self._with_extensions(self.capabilities(), SESSION_ERA),
             "serverInfo": self._identity.info(),
         }
         return self._with_instructions(result)
 
     async def _discover(self, request: Request, channel: ClientChannel) -> Result:
-        capabilities = self.capabilities()
-        table = self._table()
-        extensions: dict[str, Any] = {}
-        for feature in self.features:  # extensions of the stateless revision only (SEP-2663)
-            extensions.update(feature.extensions(table))
-        if extensions:
-            capabilities["extensions"] = extensions
+        capabilities = self._with_extensions(self.capabilities(), STATELESS_ERA)
         return self._with_instructions(
             {"supportedVersions": list(self.supported_versions()), "capabilities": capabilities}
         )
+
+    def _with_extensions(self, capabilities: dict[str, Any], era: str) -> dict[str, Any]:
+        """The extensions the features offer in `era` (tasks: the stateless revision only,
+        SEP-2663), under `extensions` where there are any."""
+        table = self._table()
+        extensions: dict[str, Any] = {}
+        for feature in self.features:
+            if era in feature.extension_eras:
+                extensions.update(feature.extensions(table))
+        if extensions:
+            capabilities["extensions"] = extensions
+        return capabilities
 
     def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._identity.instructions:

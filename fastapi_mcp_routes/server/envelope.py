@@ -48,7 +48,16 @@ NAME_PARAMS: Final = {
 }
 # Results a client may cache; they carry `ttlMs` and `cacheScope` (server/utilities/caching).
 CACHEABLE: Final = frozenset(
-    {"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"}
+    {
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "resources/read",
+        "skills/list",
+        "skills/get",
+    }
 )
 # Lists change only when the app's routes change, which a listener hears about at once; a read
 # is the route's answer now, and a subscription says when it changes.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from fastapi_mcp_routes.server.channel import SESSION_ERA, STATELESS_ERA, ClientChannel, Result
 from fastapi_mcp_routes.tools.access import Access
@@ -33,6 +33,7 @@ __all__ = [
     "Listed",
     "Listing",
     "Method",
+    "ResourceReader",
     "check_features",
 ]
 
@@ -58,6 +59,15 @@ class Method:
     answer: Handler
     eras: frozenset[str] = BOTH_ERAS
     private: bool = False
+
+
+class ResourceReader(Protocol):
+    """Resources a feature serves that no route is behind (the skills' files): `resources/read`
+    hands it the URIs it serves."""
+
+    def serves(self, uri: str) -> bool: ...
+
+    async def read(self, request: Request, channel: ClientChannel, uri: str) -> Result: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +141,9 @@ class Feature:
         changes: the list-change notifications it sends.
         capability: the capabilities it adds for a table (`initialize`, `server/discover`);
             empty when the app has nothing of it.
-        extensions: the 2026-07-28 extensions it adds for a table (`server/discover`).
+        extensions: the extensions it adds for a table (`server/discover`, and `initialize`
+            where `extension_eras` has the session era).
+        extension_eras: the eras its extensions are offered in.
     """
 
     name: str
@@ -140,6 +152,7 @@ class Feature:
     changes: tuple[ListChange, ...] = ()
     capability: Callable[[ToolTable], Mapping[str, Any]] = lambda table: {}
     extensions: Callable[[ToolTable], Mapping[str, Any]] = lambda table: {}
+    extension_eras: frozenset[str] = frozenset({STATELESS_ERA})
 
 
 def check_features(features: Iterable[Feature]) -> tuple[Feature, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import quote, quote_plus, urlencode
@@ -157,21 +157,35 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
             f"past the {MAX_TARGET_BYTES:,} a server accepts in a request line; send shorter values."
         )
     body, content_headers = _body(tool, body_fields, whole_body)
-    # The trace context of the MCP request goes on with it, where telemetry observes it.
-    headers = [*carried(caller.headers), *extra_headers, *content_headers]
+    headers = [*extra_headers, *content_headers]
     if body:
         headers.append((b"content-length", str(len(body)).encode()))
+    return caller_request(caller, tool.method, path, raw_path, query_string, headers), body
+
+
+def caller_request(
+    caller: Caller,
+    method: str,
+    path: str,
+    raw_path: str,
+    query_string: bytes = b"",
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> Scope:
+    """The ASGI scope of a request the caller makes of the app in process: its credentials and
+    address, the trace context carried on, lifespan state, and the DPoP proof already checked;
+    `path` and `raw_path` below the app's root path."""
+    # The trace context of the MCP request goes on with it, where telemetry observes it.
     scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
         "http_version": caller.http_version,
-        "method": tool.method,
+        "method": method,
         "scheme": caller.scheme,
         "path": caller.root_path + path,
         "raw_path": (caller.root_path + raw_path).encode(),
         "root_path": caller.root_path,
         "query_string": query_string,
-        "headers": headers,
+        "headers": [*carried(caller.headers), *headers],
         "client": caller.client,
         "server": caller.server,
         "extensions": {},
@@ -181,7 +195,7 @@ def build_request(tool: Tool, arguments: Mapping[str, Any], caller: Caller) -> t
         scope["state"] = dict(caller.state)
     if caller.proof is not None:
         scope[DPOP_SCOPE_KEY] = caller.proof
-    return scope, body
+    return scope
 
 
 async def call_app(

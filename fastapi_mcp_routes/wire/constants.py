@@ -94,3 +94,4 @@ RESERVED_KEY_PREFIX: Final = "fastapi-mcp-routes/"
 
 # The 2026-07-28 tasks extension (SEP-2663): a client declares it to let a call become a task.
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+SKILLS_EXTENSION: Final = "io.modelcontextprotocol/skills"

@@ -13,11 +13,12 @@ subscribes (what does not exist yet may be watched for its creation).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi_mcp_routes.server.call import InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
+from fastapi_mcp_routes.server.features import ResourceReader
 from fastapi_mcp_routes.server.route_call import RouteRunner
 from fastapi_mcp_routes.tools.catalog.entries import Resource
 from fastapi_mcp_routes.tools.catalog.results import resource_contents
@@ -31,15 +32,25 @@ class ResourceMethods:
     """Reads resources and takes subscriptions to them."""
 
     def __init__(
-        self, *, registry: ToolRegistry, runner: RouteRunner, max_subscriptions: int, max_uri_chars: int
+        self,
+        *,
+        registry: ToolRegistry,
+        runner: RouteRunner,
+        max_subscriptions: int,
+        max_uri_chars: int,
+        readers: Sequence[ResourceReader] = (),
     ) -> None:
         self._registry = registry
         self._runner = runner
         self._max_subscriptions = max_subscriptions
         self._max_uri_chars = max_uri_chars
+        self._readers = tuple(readers)  # other features' resources, no route behind them
 
     async def read(self, request: Request, channel: ClientChannel) -> Result:
         uri = self._uri(request.params)
+        for reader in self._readers:
+            if reader.serves(uri):
+                return await reader.read(request, channel, uri)
         entry, arguments = self.find(uri, channel)
         ran = await self._runner.run(
             request, channel, entry.call, arguments, not_found=lambda: _not_found(uri, channel)
