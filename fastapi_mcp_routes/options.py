@@ -435,8 +435,10 @@ class Origins:
 
 
 # A streaming route (SSE, JSON Lines) called as a tool is sampled this long by default, at most
-# this long, and returns at most this many frames.
-DEFAULT_SUBSCRIBE_MS: Final = 5000
+# this long, and returns at most this many frames. The default stays under the shortest request
+# timeout a client ships with (openai-agents: 5 s), with room for the route to start and the
+# answer to arrive.
+DEFAULT_SUBSCRIBE_MS: Final = 3000
 DEFAULT_MAX_SUBSCRIBE_MS: Final = 30000
 DEFAULT_MAX_SUBSCRIBE_FRAMES: Final = 200
 

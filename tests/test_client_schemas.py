@@ -12,12 +12,9 @@ runs `tests/langchain_schemas.py` against the server.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -38,6 +35,7 @@ from tests.support.discovery import registry_of
 from tests.support.machine import ROOT
 from tests.support.sdk import mcp_client
 from tests.support.servers import serve
+from tests.support.venvs import client_python
 from tests.support.waits import WAIT_S
 
 pytestmark = pytest.mark.anyio
@@ -55,8 +53,6 @@ NOT_STRICT: Final = {
 # langchain-mcp-adapters 0.3.2 requires mcp<2; 0.3.1, the last without that bound, imports
 # `mcp.server.fastmcp`, which the SDK 2.x no longer has.
 LANGCHAIN_PACKAGES: Final = ("langchain-mcp-adapters==0.3.2", "langchain-core==1.8.3", "mcp==1.30.0")
-CLIENTS: Final = ROOT / ".tools" / "clients"
-INSTALL_TIMEOUT_S: Final = 900.0  # a first install on a slow network; later runs reuse it
 LANGCHAIN_RUN_S: Final = 60.0  # the script's run, LangChain's imports included (about 4 s here)
 OPENAI_MODEL: Final = "gpt-5.4"  # its profile decides how pydantic-ai prepares tools; nothing is sent
 
@@ -235,38 +231,9 @@ async def test_pydantic_ai_takes_every_tool_whole_and_prepares_each_strictly_for
 # -- langchain-mcp-adapters ------------------------------------------------------------------------
 
 
-def langchain_python() -> Path:
-    """The Python of the adapters' virtualenv, made (or remade for other versions) on first use;
-    one test run at a time makes it."""
-    venv = CLIENTS / "langchain"
-    python = venv / "bin" / "python"
-    wanted = "\n".join(LANGCHAIN_PACKAGES)
-    stamp = venv / ".requirements"
-    CLIENTS.mkdir(parents=True, exist_ok=True)
-    with (CLIENTS / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text() == wanted:
-            return python
-        steps = (
-            [sys.executable, "-m", "venv", "--clear", str(venv)],
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *LANGCHAIN_PACKAGES],
-        )
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
-            if done.returncode != 0:
-                pytest.fail(
-                    f"could not install {' '.join(LANGCHAIN_PACKAGES)} into {venv} ({' '.join(step[:4])} ... exited "
-                    f"{done.returncode}): {done.stderr[-2000:]}\nInstall them by hand: {sys.executable} -m venv {venv} "
-                    f"&& {python} -m pip install {' '.join(LANGCHAIN_PACKAGES)}",
-                    pytrace=False,
-                )
-        stamp.write_text(wanted)
-    return python
-
-
 @pytest.mark.processes
 def test_langchain_mcp_adapters_loads_every_tool_whole_and_converts_each_strictly(served: Served) -> None:
-    python = langchain_python()
+    python = client_python("langchain", LANGCHAIN_PACKAGES)
     script = ROOT / "tests" / "langchain_schemas.py"
     done = subprocess.run(
         [str(python), str(script), f"{served.url}/mcp", json.dumps(HEADERS)],

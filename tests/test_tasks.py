@@ -306,6 +306,14 @@ REFUSALS = {
     "tasks/result": ("tasks/result", {"taskId": T}, {}, NOT_FOUND),
     "tasks/list": ("tasks/list", {}, {}, NOT_FOUND),
     "Mcp-Name not the task id": ("tasks/get", {"taskId": T}, {"headers": {"mcp-name": "other"}}, MISMATCH),
+    "Mcp-Name not the task id to update": (
+        "tasks/update",
+        {"taskId": T, "inputResponses": {}},
+        {"headers": {"mcp-name": "other"}},
+        MISMATCH,
+    ),
+    "Mcp-Name not the task id to cancel": ("tasks/cancel", {"taskId": T}, {"headers": {"mcp-name": "other"}}, MISMATCH),
+    "an empty Mcp-Name": ("tasks/get", {"taskId": T}, {"headers": {"mcp-name": ""}}, MISMATCH),
     "no taskId": ("tasks/get", {}, {}, INVALID),
     "a taskId of null": ("tasks/get", {"taskId": None}, {}, INVALID),
     "inputResponses not an object": ("tasks/update", {"taskId": T, "inputResponses": ["x"]}, {}, INVALID),
@@ -331,6 +339,33 @@ async def test_what_the_extension_cannot_serve_is_refused_with_its_error_and_the
             assert error["data"]["requiredCapabilities"]["extensions"] == {EXTENSION: {}}
         assert (await peer.get(task_id))["status"] == "completed"
         assert (await peer.call("quick"))["structuredContent"] == {"answer": "quick"}
+
+
+async def test_tasks_requests_without_mcp_name_are_served_as_the_spec_requires_it_only_of_the_client() -> None:
+    """SEP-2663 asks clients to name the task in `Mcp-Name`; the core revision requires the
+    header only on tools/call, resources/read and prompts/get. A poll without it is answered."""
+    app, probe = tasks_app()
+    async with connected(app) as http:
+        peer = Peer(http)
+        created = await peer.call("hold", key="unnamed", start=True)
+
+        async def unnamed(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            message, headers = peer.request(method, params)
+            del headers["mcp-name"]
+            with anyio.fail_after(WAIT_S):
+                response = await http.post("/mcp", json=message, headers=headers)
+            answer = final_message(response)
+            assert (response.status_code, answer is not None and "result" in answer) == (200, True), response.text
+            assert answer is not None
+            result: dict[str, Any] = answer["result"]
+            return result
+
+        task_id = created["taskId"]
+        assert (await unnamed("tasks/get", {"taskId": task_id}))["status"] == "working"
+        assert (await unnamed("tasks/update", {"taskId": task_id, "inputResponses": {}}))["resultType"] == "complete"
+        assert (await unnamed("tasks/cancel", {"taskId": task_id}))["resultType"] == "complete"
+        assert (await unnamed("tasks/get", {"taskId": task_id}))["status"] == "cancelled"
+    probe.gates["unnamed"].set()
 
 
 # -- bounds ---------------------------------------------------------------------------------------------

@@ -46,6 +46,11 @@ NAME_PARAMS: Final = {
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",
 }
+# Methods whose Mcp-Name may be left out: the core revision requires it only for tools/call,
+# resources/read and prompts/get; SEP-2663 asks the client for it on tasks/*, but every
+# process here reads a task from the store, so a poll without it is served. One that names
+# another task is still refused (-32020): a balancer would have routed it by the wrong id.
+NAME_OPTIONAL: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 # Results a client may cache; they carry `ttlMs` and `cacheScope` (server/utilities/caching).
 CACHEABLE: Final = frozenset(
     {
@@ -118,9 +123,7 @@ def check_request(request: Request, raw_headers: Iterable[tuple[bytes, bytes]]) 
         raise HeaderMismatch("Header mismatch: MCP-Protocol-Version does not match the request's protocol version.")
     if headers.get(HEADER_METHOD) != request.method:
         raise HeaderMismatch("Header mismatch: Mcp-Method does not match the request's method.")
-    name_param = NAME_PARAMS.get(request.method)
-    if name_param is not None and _decoded(headers.get(HEADER_NAME)) != request.params.get(name_param):
-        raise HeaderMismatch(f"Header mismatch: Mcp-Name does not match the request's {name_param!r}.")
+    _check_name(request, headers.get(HEADER_NAME))
     if not isinstance(version, str):
         raise InvalidParams("Invalid params: the protocol version must be a string.")
     if version not in MODERN_VERSIONS:
@@ -139,6 +142,14 @@ def check_request(request: Request, raw_headers: Iterable[tuple[bytes, bytes]]) 
         level if level in LOG_LEVELS else None,  # an unknown level is as good as none
         param_headers,
     )
+
+
+def _check_name(request: Request, sent: str | None) -> None:
+    name_param = NAME_PARAMS.get(request.method)
+    if name_param is None or (sent is None and request.method in NAME_OPTIONAL):
+        return
+    if _decoded(sent) != request.params.get(name_param):
+        raise HeaderMismatch(f"Header mismatch: Mcp-Name does not match the request's {name_param!r}.")
 
 
 def check_param_headers(
