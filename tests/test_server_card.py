@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+import httpx
 import pytest
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
@@ -261,3 +262,24 @@ def test_reads_of_the_card_count_against_the_endpoints_rate_limit() -> None:
     assert int(answers[2].headers["retry-after"]) >= 1
     assert answers[2].headers["access-control-allow-origin"] == "*"
     assert endpoint.status_code == 429  # one budget per caller, the endpoint's
+
+
+# -- a caller's Host never becomes the card others are served --------------------------------------
+
+
+def test_a_host_the_endpoint_refuses_is_refused_by_the_card_too() -> None:
+    with serve(notes_app()) as server:
+        answers = {
+            host: httpx.get(server + "/mcp/server-card", headers={"host": host})
+            for host in ("evil.example", "evil.example:443", "evil.example@127.0.0.1", "127.0.0.1/x")
+        }
+        endpoint = httpx.post(server + "/mcp", json=initialize(), headers={**HEADERS, "host": "evil.example"})
+        served = httpx.get(server + "/mcp/server-card")
+    assert endpoint.status_code == 403
+    for host, answer in answers.items():
+        assert answer.status_code == 403, host
+        assert answer.json()["error"]["message"] == "Forbidden: this Host is not allowed."
+        assert "evil.example" not in answer.text
+        assert answer.headers["access-control-allow-origin"] == "*"  # a page of another origin may read why
+    assert served.status_code == 200
+    assert served.json()["remotes"][0]["url"] == server + "/mcp"

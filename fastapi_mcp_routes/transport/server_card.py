@@ -58,16 +58,18 @@ def add_card_route(
     identity: ServerIdentity,
     endpoint_path: str,
     versions: Sequence[str],
+    host_refusal: Callable[[Request], Response | None],
     over_rate_limit: Callable[[Request], Awaitable[Response | None]],
 ) -> None:
     """Serve the card at `{endpoint_path}/server-card`, with the CORS preflight a browser sends
     before a GET carrying `If-None-Match`; reads count against the endpoint's rate limit, as
-    the draft asks a card's host to limit them."""
+    the draft asks a card's host to limit them. A Host the endpoint refuses is refused here
+    too: the card's URL is built from it, and no Origin check stands in for it."""
 
     async def serve(request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204, headers=_CARD_HEADERS)
-        refusal = await over_rate_limit(request)
+        refusal = host_refusal(request) or await over_rate_limit(request)
         if refusal is not None:
             refusal.headers.update(_CARD_HEADERS)  # a page of another origin may read why
             return refusal
