@@ -30,6 +30,7 @@ DRAFT_HEADERS: Final = {
     "access-control-expose-headers": "ETag",
     "cache-control": "public, max-age=3600",
 }
+CORS_HEADERS: Final = {name: value for name, value in DRAFT_HEADERS.items() if name.startswith("access-control-")}
 NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+")  # the card schema's
 
 
@@ -144,7 +145,7 @@ def test_any_origin_reads_the_card_and_its_preflight_is_answered() -> None:
         read = http.get("/mcp/server-card", headers=foreign)
         endpoint = http.post("/mcp", json=initialize(), headers={**HEADERS, **foreign})
     assert preflight.status_code == 204
-    assert {name: preflight.headers[name] for name in DRAFT_HEADERS} == DRAFT_HEADERS
+    assert {name: preflight.headers[name] for name in CORS_HEADERS} == CORS_HEADERS
     assert read.status_code == 200
     assert read.headers["access-control-allow-origin"] == "*"
     assert endpoint.status_code == 403  # the endpoint itself still refuses a foreign origin
@@ -283,3 +284,16 @@ def test_a_host_the_endpoint_refuses_is_refused_by_the_card_too() -> None:
         assert answer.headers["access-control-allow-origin"] == "*"  # a page of another origin may read why
     assert served.status_code == 200
     assert served.json()["remotes"][0]["url"] == server + "/mcp"
+
+
+def test_a_refusal_of_the_card_is_never_cached_for_an_hour() -> None:
+    # A shared cache keeping a 429 or a 403 for the card's hour would refuse everyone it serves.
+    with serve(notes_app(limits=Limits(rate_limit="1/minute"))) as server:
+        served = httpx.get(server + "/mcp/server-card")
+        limited = httpx.get(server + "/mcp/server-card")
+        foreign = httpx.get(server + "/mcp/server-card", headers={"host": "evil.example"})
+    assert served.headers["cache-control"].endswith("max-age=3600")
+    assert (limited.status_code, foreign.status_code) == (429, 403)
+    for refusal in (limited, foreign):
+        assert "cache-control" not in refusal.headers
+        assert refusal.headers["access-control-allow-origin"] == "*"

@@ -26,14 +26,15 @@ CARD_PATH: Final = "/server-card"  # after the endpoint's path, as the draft res
 CARD_MEDIA_TYPE: Final = "application/mcp-server-card+json"
 CARD_SCHEMA: Final = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
 _TITLE_MOST: Final = 100  # the schema's bound on `title`; a longer app title is left out
-# The draft's "Caching" and "CORS Requirements": public metadata, read-only.
-_CARD_HEADERS: Final = {
-    "cache-control": "public, max-age=3600",
+# The draft's "CORS Requirements": public metadata, read-only. Its "Caching" is for the card
+# alone: a refusal kept for an hour by a shared cache would refuse everyone it serves.
+_CORS_HEADERS: Final = {
     "access-control-allow-origin": "*",
     "access-control-allow-methods": "GET",
     "access-control-allow-headers": "Content-Type, If-None-Match",
     "access-control-expose-headers": "ETag",
 }
+_CACHING: Final = "public, max-age=3600"
 
 
 def card_document(card: ServerCard, identity: ServerIdentity, url: str, versions: Sequence[str]) -> dict[str, Any]:
@@ -68,15 +69,15 @@ def add_card_route(
 
     async def serve(request: Request) -> Response:
         if request.method == "OPTIONS":
-            return Response(status_code=204, headers=_CARD_HEADERS)
+            return Response(status_code=204, headers=_CORS_HEADERS)
         refusal = host_refusal(request) or await over_rate_limit(request)
         if refusal is not None:
-            refusal.headers.update(_CARD_HEADERS)  # a page of another origin may read why
+            refusal.headers.update(_CORS_HEADERS)  # a page of another origin may read why
             return refusal
         url = card.url or str(request.base_url).rstrip("/") + endpoint_path
         body = dumps(card_document(card, identity, url, versions))
         tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        headers = {**_CARD_HEADERS, "etag": tag}
+        headers = {**_CORS_HEADERS, "cache-control": _CACHING, "etag": tag}
         if _matches(request.headers.get("if-none-match"), tag):
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=CARD_MEDIA_TYPE, headers=headers)
