@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.testclient import TestClient
 from playwright.sync_api import Browser
 
-from fastapi_mcp_routes import Limits, ServerCard, ServerInfo, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Origins, ServerCard, ServerInfo, mcp_routes, mcp_tool
 from tests.support.jsonrpc import HEADERS, initialize, open_session, rpc
 from tests.support.servers import serve
 from tests.support.stateless import post_stateless
@@ -31,6 +31,7 @@ DRAFT_HEADERS: Final = {
     "cache-control": "public, max-age=3600",
 }
 CORS_HEADERS: Final = {name: value for name, value in DRAFT_HEADERS.items() if name.startswith("access-control-")}
+OWN_CACHING: Final = "private, max-age=3600"  # a card naming the Host it was asked on
 NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+")  # the card schema's
 
 
@@ -65,7 +66,8 @@ def test_the_card_names_the_server_and_its_endpoint_with_the_draft_headers() -> 
         response = http.get("/mcp/server-card", headers={"accept": CARD_MEDIA_TYPE})
     assert response.status_code == 200
     assert response.headers["content-type"] == CARD_MEDIA_TYPE
-    assert {name: response.headers[name] for name in DRAFT_HEADERS} == DRAFT_HEADERS
+    assert {name: response.headers[name] for name in CORS_HEADERS} == CORS_HEADERS
+    assert response.headers["cache-control"] == OWN_CACHING  # its URL is the one it was asked on
     assert response.headers["etag"].startswith('"')
     card = response.json()
     assert card == {
@@ -117,7 +119,7 @@ def test_a_matching_if_none_match_gets_304_and_any_other_the_card() -> None:
         assert response.status_code == 304
         assert response.content == b""
         assert response.headers["etag"] == tag
-        assert response.headers["cache-control"] == DRAFT_HEADERS["cache-control"]
+        assert response.headers["cache-control"] == OWN_CACHING
     assert changed.status_code == 200
     assert changed.json()["name"] == CARD.name
 
@@ -297,3 +299,22 @@ def test_a_refusal_of_the_card_is_never_cached_for_an_hour() -> None:
     for refusal in (limited, foreign):
         assert "cache-control" not in refusal.headers
         assert refusal.headers["access-control-allow-origin"] == "*"
+
+
+def test_a_card_naming_the_host_it_was_asked_on_is_kept_from_shared_caches() -> None:
+    # Where any Host is answered (off loopback, or allowed_hosts=["*"] behind a proxy), a shared
+    # cache keyed without the Host (nginx's default key) kept the card one caller's Host named
+    # and served it to everyone for an hour.
+    everywhere = Origins(allowed_hosts=["*"])
+    public = ServerCard(name="com.example/notes", description="Notes.", url="https://api.example.com/mcp")
+    with serve(notes_app(origins=everywhere)) as asked_on, serve(notes_app(public, origins=everywhere)) as given:
+        named = httpx.get(asked_on + "/mcp/server-card", headers={"host": "evil.example"})
+        revalidated = httpx.get(
+            asked_on + "/mcp/server-card", headers={"host": "evil.example", "if-none-match": named.headers["etag"]}
+        )
+        fixed = httpx.get(given + "/mcp/server-card", headers={"host": "evil.example"})
+    assert named.json()["remotes"][0]["url"] == "http://evil.example/mcp"  # the caller's own answer
+    assert named.headers["cache-control"] == OWN_CACHING
+    assert (revalidated.status_code, revalidated.headers["cache-control"]) == (304, OWN_CACHING)
+    assert fixed.json()["remotes"][0]["url"] == "https://api.example.com/mcp"
+    assert fixed.headers["cache-control"] == DRAFT_HEADERS["cache-control"]

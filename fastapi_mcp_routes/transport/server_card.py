@@ -35,6 +35,9 @@ _CORS_HEADERS: Final = {
     "access-control-expose-headers": "ETag",
 }
 _CACHING: Final = "public, max-age=3600"
+# A card whose URL is built from the request's Host says what that caller asked: a shared cache
+# keyed without the Host would serve one caller's Host to everyone. Only the caller keeps it.
+_CACHING_OWN: Final = "private, max-age=3600"
 
 
 def card_document(card: ServerCard, identity: ServerIdentity, url: str, versions: Sequence[str]) -> dict[str, Any]:
@@ -74,10 +77,13 @@ def add_card_route(
         if refusal is not None:
             refusal.headers.update(_CORS_HEADERS)  # a page of another origin may read why
             return refusal
-        url = card.url or str(request.base_url).rstrip("/") + endpoint_path
+        if card.url is not None:
+            url, caching = card.url, _CACHING
+        else:
+            url, caching = str(request.base_url).rstrip("/") + endpoint_path, _CACHING_OWN
         body = dumps(card_document(card, identity, url, versions))
         tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        headers = {**_CORS_HEADERS, "cache-control": _CACHING, "etag": tag}
+        headers = {**_CORS_HEADERS, "cache-control": caching, "etag": tag}
         if _matches(request.headers.get("if-none-match"), tag):
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=CARD_MEDIA_TYPE, headers=headers)
