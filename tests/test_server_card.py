@@ -318,3 +318,23 @@ def test_a_card_naming_the_host_it_was_asked_on_is_kept_from_shared_caches() -> 
     assert (revalidated.status_code, revalidated.headers["cache-control"]) == (304, OWN_CACHING)
     assert fixed.json()["remotes"][0]["url"] == "https://api.example.com/mcp"
     assert fixed.headers["cache-control"] == DRAFT_HEADERS["cache-control"]
+
+
+def test_the_card_names_the_endpoint_where_it_is_served_under_an_include_prefix_or_a_mount() -> None:
+    prefixed = FastAPI()
+    prefixed.include_router(mcp_routes(prefixed, server=ServerInfo(card=CARD)), prefix="/v1")
+    outer, inner = FastAPI(), FastAPI()
+    inner.include_router(mcp_routes(inner, server=ServerInfo(card=CARD)))
+    outer.mount("/sub", inner)
+    for app, path in ((prefixed, "/v1/mcp"), (outer, "/sub/mcp"), (notes_app(), "/mcp")):
+        with serve(app) as server:
+            named = httpx.get(server + path + "/server-card").json()["remotes"][0]["url"]
+            answered = httpx.post(named, json=initialize(), headers=HEADERS)
+        assert named == server + path
+        assert answered.status_code == 200, path
+
+
+def test_the_card_names_the_endpoint_behind_the_root_path_a_proxy_strips() -> None:
+    with TestClient(notes_app(), root_path="/proxy") as http:
+        named = card_of(http)["remotes"][0]["url"]
+    assert named == "http://testserver/proxy/mcp"

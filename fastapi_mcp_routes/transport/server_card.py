@@ -80,7 +80,7 @@ def add_card_route(
         if card.url is not None:
             url, caching = card.url, _CACHING
         else:
-            url, caching = str(request.base_url).rstrip("/") + endpoint_path, _CACHING_OWN
+            url, caching = _endpoint_url(request, endpoint_path), _CACHING_OWN
         body = dumps(card_document(card, identity, url, versions))
         tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         headers = {**_CORS_HEADERS, "cache-control": caching, "etag": tag}
@@ -89,6 +89,18 @@ def add_card_route(
         return Response(body, media_type=CARD_MEDIA_TYPE, headers=headers)
 
     router.add_route(endpoint_path + CARD_PATH, serve, methods=["GET", "OPTIONS"], include_in_schema=False)
+
+
+def _endpoint_url(request: Request, endpoint_path: str) -> str:
+    """The endpoint's URL, as the card beside it was asked for: under an include prefix, a
+    mount and `root_path` too, which the request's path holds and the endpoint's does not."""
+    asked = request.url.replace(query="", fragment="")
+    path, root = asked.path, str(request.scope.get("root_path", ""))
+    if not path.endswith(CARD_PATH):
+        return str(request.base_url).rstrip("/") + endpoint_path
+    if not path.startswith(root):  # FastAPI(root_path=...): the path arrives without it
+        path = root.rstrip("/") + path
+    return str(asked.replace(path=path.removesuffix(CARD_PATH)))
 
 
 def _matches(if_none_match: str | None, tag: str) -> bool:
