@@ -338,3 +338,15 @@ def test_the_card_names_the_endpoint_behind_the_root_path_a_proxy_strips() -> No
     with TestClient(notes_app(), root_path="/proxy") as http:
         named = card_of(http)["remotes"][0]["url"]
     assert named == "http://testserver/proxy/mcp"
+
+
+def test_an_if_none_match_past_its_bound_is_not_read_and_gets_the_card() -> None:
+    # Splitting megabytes of commas froze the event loop for a third of a second a request.
+    with serve(notes_app()) as server:
+        tag = httpx.get(server + "/mcp/server-card").headers["etag"]
+        others = ", ".join(f'"{n:032x}"' for n in range(200))  # 7 kB: a list still read
+        read = httpx.get(server + "/mcp/server-card", headers={"if-none-match": f"{others}, {tag}"})
+        unread = httpx.get(server + "/mcp/server-card", headers={"if-none-match": "," * 2_000_000 + tag})
+    assert read.status_code == 304
+    assert unread.status_code == 200
+    assert unread.json()["name"] == CARD.name

@@ -25,6 +25,9 @@ from fastapi_mcp_routes.wire.json import dumps
 CARD_PATH: Final = "/server-card"  # after the endpoint's path, as the draft reserves it
 CARD_MEDIA_TYPE: Final = "application/mcp-server-card+json"
 CARD_SCHEMA: Final = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
+# A client revalidating the card sends its one tag (34 characters); a longer If-None-Match is not
+# read, and gets the whole card, which a GET may always answer.
+_IF_NONE_MATCH_MOST: Final = 8192
 _TITLE_MOST: Final = 100  # the schema's bound on `title`; a longer app title is left out
 # The draft's "CORS Requirements": public metadata, read-only. Its "Caching" is for the card
 # alone: a refusal kept for an hour by a shared cache would refuse everyone it serves.
@@ -105,7 +108,7 @@ def _endpoint_url(request: Request, endpoint_path: str) -> str:
 
 def _matches(if_none_match: str | None, tag: str) -> bool:
     """RFC 9110 If-None-Match: `*`, or a list of tags compared weakly."""
-    if if_none_match is None:
+    if if_none_match is None or len(if_none_match) > _IF_NONE_MATCH_MOST:
         return False
     candidates = (candidate.strip().removeprefix("W/") for candidate in if_none_match.split(","))
     return any(candidate in ("*", tag) for candidate in candidates)
