@@ -350,3 +350,14 @@ def test_an_if_none_match_past_its_bound_is_not_read_and_gets_the_card() -> None
     assert read.status_code == 304
     assert unread.status_code == 200
     assert unread.json()["name"] == CARD.name
+
+
+def test_a_caller_flooding_the_card_is_refused_while_another_address_is_served() -> None:
+    with serve(notes_app(limits=Limits(rate_limit="5/minute"))) as server:
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as flooder:
+            flooded = [flooder.get(server + "/mcp/server-card").status_code for _ in range(50)]
+        other = httpx.get(server + "/mcp/server-card")
+        session = httpx.post(server + "/mcp", json=initialize(), headers=HEADERS)
+    assert (flooded.count(200), flooded.count(429)) == (5, 45)
+    assert other.status_code == 200
+    assert session.status_code == 200
