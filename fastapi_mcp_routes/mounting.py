@@ -65,7 +65,13 @@ class _Mounted:
         if options.server.card is not None:
             card, transport = options.server.card, endpoint.transport
             add_card_route(
-                self.router, card, endpoint.identity, options.path, endpoint.versions, transport.over_rate_limit
+                self.router,
+                card,
+                endpoint.identity,
+                options.path,
+                endpoint.versions,
+                transport.host_refusal,
+                transport.over_rate_limit,
             )
         if options.explorer:
             self._add_explorer(origin_first)

@@ -363,7 +363,8 @@ class ServerCard:
         description: what the server does, 1 to 100 characters.
         website_url: the server's home page or documentation.
         url: the endpoint's public URL, for a server behind a proxy; by default the URL the
-            card was requested on, with the endpoint's path.
+            card was requested on, with the endpoint's path, which only the caller may cache
+            (`Cache-Control: private`): the request's Host names it. With it, the card is public.
     """
 
     name: str

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+import httpx
 import pytest
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from fastapi.testclient import TestClient
 from playwright.sync_api import Browser
 
-from fastapi_mcp_routes import Limits, ServerCard, ServerInfo, mcp_routes, mcp_tool
+from fastapi_mcp_routes import Limits, Origins, ServerCard, ServerInfo, mcp_routes, mcp_tool
 from tests.support.jsonrpc import HEADERS, initialize, open_session, rpc
 from tests.support.servers import serve
 from tests.support.stateless import post_stateless
@@ -29,6 +30,8 @@ DRAFT_HEADERS: Final = {
     "access-control-expose-headers": "ETag",
     "cache-control": "public, max-age=3600",
 }
+CORS_HEADERS: Final = {name: value for name, value in DRAFT_HEADERS.items() if name.startswith("access-control-")}
+OWN_CACHING: Final = "private, max-age=3600"  # a card naming the Host it was asked on
 NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+")  # the card schema's
 
 
@@ -63,7 +66,8 @@ def test_the_card_names_the_server_and_its_endpoint_with_the_draft_headers() -> 
         response = http.get("/mcp/server-card", headers={"accept": CARD_MEDIA_TYPE})
     assert response.status_code == 200
     assert response.headers["content-type"] == CARD_MEDIA_TYPE
-    assert {name: response.headers[name] for name in DRAFT_HEADERS} == DRAFT_HEADERS
+    assert {name: response.headers[name] for name in CORS_HEADERS} == CORS_HEADERS
+    assert response.headers["cache-control"] == OWN_CACHING  # its URL is the one it was asked on
     assert response.headers["etag"].startswith('"')
     card = response.json()
     assert card == {
@@ -115,7 +119,7 @@ def test_a_matching_if_none_match_gets_304_and_any_other_the_card() -> None:
         assert response.status_code == 304
         assert response.content == b""
         assert response.headers["etag"] == tag
-        assert response.headers["cache-control"] == DRAFT_HEADERS["cache-control"]
+        assert response.headers["cache-control"] == OWN_CACHING
     assert changed.status_code == 200
     assert changed.json()["name"] == CARD.name
 
@@ -143,7 +147,7 @@ def test_any_origin_reads_the_card_and_its_preflight_is_answered() -> None:
         read = http.get("/mcp/server-card", headers=foreign)
         endpoint = http.post("/mcp", json=initialize(), headers={**HEADERS, **foreign})
     assert preflight.status_code == 204
-    assert {name: preflight.headers[name] for name in DRAFT_HEADERS} == DRAFT_HEADERS
+    assert {name: preflight.headers[name] for name in CORS_HEADERS} == CORS_HEADERS
     assert read.status_code == 200
     assert read.headers["access-control-allow-origin"] == "*"
     assert endpoint.status_code == 403  # the endpoint itself still refuses a foreign origin
@@ -261,3 +265,99 @@ def test_reads_of_the_card_count_against_the_endpoints_rate_limit() -> None:
     assert int(answers[2].headers["retry-after"]) >= 1
     assert answers[2].headers["access-control-allow-origin"] == "*"
     assert endpoint.status_code == 429  # one budget per caller, the endpoint's
+
+
+# -- a caller's Host never becomes the card others are served --------------------------------------
+
+
+def test_a_host_the_endpoint_refuses_is_refused_by_the_card_too() -> None:
+    with serve(notes_app()) as server:
+        answers = {
+            host: httpx.get(server + "/mcp/server-card", headers={"host": host})
+            for host in ("evil.example", "evil.example:443", "evil.example@127.0.0.1", "127.0.0.1/x")
+        }
+        endpoint = httpx.post(server + "/mcp", json=initialize(), headers={**HEADERS, "host": "evil.example"})
+        served = httpx.get(server + "/mcp/server-card")
+    assert endpoint.status_code == 403
+    for host, answer in answers.items():
+        assert answer.status_code == 403, host
+        assert answer.json()["error"]["message"] == "Forbidden: this Host is not allowed."
+        assert "evil.example" not in answer.text
+        assert answer.headers["access-control-allow-origin"] == "*"  # a page of another origin may read why
+    assert served.status_code == 200
+    assert served.json()["remotes"][0]["url"] == server + "/mcp"
+
+
+def test_a_refusal_of_the_card_is_never_cached_for_an_hour() -> None:
+    # A shared cache keeping a 429 or a 403 for the card's hour would refuse everyone it serves.
+    with serve(notes_app(limits=Limits(rate_limit="1/minute"))) as server:
+        served = httpx.get(server + "/mcp/server-card")
+        limited = httpx.get(server + "/mcp/server-card")
+        foreign = httpx.get(server + "/mcp/server-card", headers={"host": "evil.example"})
+    assert served.headers["cache-control"].endswith("max-age=3600")
+    assert (limited.status_code, foreign.status_code) == (429, 403)
+    for refusal in (limited, foreign):
+        assert "cache-control" not in refusal.headers
+        assert refusal.headers["access-control-allow-origin"] == "*"
+
+
+def test_a_card_naming_the_host_it_was_asked_on_is_kept_from_shared_caches() -> None:
+    # Where any Host is answered (off loopback, or allowed_hosts=["*"] behind a proxy), a shared
+    # cache keyed without the Host (nginx's default key) kept the card one caller's Host named
+    # and served it to everyone for an hour.
+    everywhere = Origins(allowed_hosts=["*"])
+    public = ServerCard(name="com.example/notes", description="Notes.", url="https://api.example.com/mcp")
+    with serve(notes_app(origins=everywhere)) as asked_on, serve(notes_app(public, origins=everywhere)) as given:
+        named = httpx.get(asked_on + "/mcp/server-card", headers={"host": "evil.example"})
+        revalidated = httpx.get(
+            asked_on + "/mcp/server-card", headers={"host": "evil.example", "if-none-match": named.headers["etag"]}
+        )
+        fixed = httpx.get(given + "/mcp/server-card", headers={"host": "evil.example"})
+    assert named.json()["remotes"][0]["url"] == "http://evil.example/mcp"  # the caller's own answer
+    assert named.headers["cache-control"] == OWN_CACHING
+    assert (revalidated.status_code, revalidated.headers["cache-control"]) == (304, OWN_CACHING)
+    assert fixed.json()["remotes"][0]["url"] == "https://api.example.com/mcp"
+    assert fixed.headers["cache-control"] == DRAFT_HEADERS["cache-control"]
+
+
+def test_the_card_names_the_endpoint_where_it_is_served_under_an_include_prefix_or_a_mount() -> None:
+    prefixed = FastAPI()
+    prefixed.include_router(mcp_routes(prefixed, server=ServerInfo(card=CARD)), prefix="/v1")
+    outer, inner = FastAPI(), FastAPI()
+    inner.include_router(mcp_routes(inner, server=ServerInfo(card=CARD)))
+    outer.mount("/sub", inner)
+    for app, path in ((prefixed, "/v1/mcp"), (outer, "/sub/mcp"), (notes_app(), "/mcp")):
+        with serve(app) as server:
+            named = httpx.get(server + path + "/server-card").json()["remotes"][0]["url"]
+            answered = httpx.post(named, json=initialize(), headers=HEADERS)
+        assert named == server + path
+        assert answered.status_code == 200, path
+
+
+def test_the_card_names_the_endpoint_behind_the_root_path_a_proxy_strips() -> None:
+    with TestClient(notes_app(), root_path="/proxy") as http:
+        named = card_of(http)["remotes"][0]["url"]
+    assert named == "http://testserver/proxy/mcp"
+
+
+def test_an_if_none_match_past_its_bound_is_not_read_and_gets_the_card() -> None:
+    # Splitting megabytes of commas froze the event loop for a third of a second a request.
+    with serve(notes_app()) as server:
+        tag = httpx.get(server + "/mcp/server-card").headers["etag"]
+        others = ", ".join(f'"{n:032x}"' for n in range(200))  # 7 kB: a list still read
+        read = httpx.get(server + "/mcp/server-card", headers={"if-none-match": f"{others}, {tag}"})
+        unread = httpx.get(server + "/mcp/server-card", headers={"if-none-match": "," * 2_000_000 + tag})
+    assert read.status_code == 304
+    assert unread.status_code == 200
+    assert unread.json()["name"] == CARD.name
+
+
+def test_a_caller_flooding_the_card_is_refused_while_another_address_is_served() -> None:
+    with serve(notes_app(limits=Limits(rate_limit="5/minute"))) as server:
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as flooder:
+            flooded = [flooder.get(server + "/mcp/server-card").status_code for _ in range(50)]
+        other = httpx.get(server + "/mcp/server-card")
+        session = httpx.post(server + "/mcp", json=initialize(), headers=HEADERS)
+    assert (flooded.count(200), flooded.count(429)) == (5, 45)
+    assert other.status_code == 200
+    assert session.status_code == 200

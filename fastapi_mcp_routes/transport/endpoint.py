@@ -172,6 +172,14 @@ class StreamableHTTPEndpoint:
             return _refusal(HttpError(503, down, {"retry-after": str(STORE_RETRY_AFTER_S)}))
         return None
 
+    def host_refusal(self, request: Request) -> Response | None:
+        """The endpoint's Host check, for a route served beside it that any origin may read (the
+        Server Card): the 403 to send, or `None` for a Host the endpoint would answer."""
+        server = request.scope.get("server")
+        if self._config.origin_policy.host_allowed(request.headers.get(c.HEADER_HOST), server[0] if server else None):
+            return None
+        return _refusal(HttpError(403, InvalidRequest("Forbidden: this Host is not allowed.")))
+
     def _log_store_down(self, down: StoreUnavailable) -> None:
         """One WARNING a minute while the store cannot be reached, not one a request."""
         now = time.monotonic()
