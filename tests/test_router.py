@@ -39,6 +39,7 @@ def test_public_names_are_exactly_these() -> None:
         "ServerCard",
         "ServerInfo",
         "Sessions",
+        "Skills",
         "Store",
         "Streaming",
         "Tasks",
