@@ -367,3 +367,31 @@ def test_options_are_checked_when_made() -> None:
     with pytest.raises(ValueError, match="is not a directory"):
         skills_app("/nonexistent/skills")
     assert HEADERS
+
+
+def test_a_caller_the_guard_refuses_cannot_tell_which_skill_files_exist(guarded_url: str, mode: str) -> None:
+    """A refused read of a file that exists and of one that does not are the same refusal."""
+    with httpx.Client(base_url=guarded_url) as http:
+        if mode == "auto":
+            refused = [
+                error(post_stateless(http, "resources/read", {"uri": uri}, headers={"mcp-name": uri}))
+                for uri in (SKILL, "skill://secret-skill/SKILL.md", TAGS + "x")
+            ]
+            missing = error(
+                post_stateless(
+                    http, "resources/read", {"uri": TAGS + "x"}, headers={"mcp-name": TAGS + "x", "x-api-key": KEY}
+                )
+            )
+        else:
+            session = open_session(http, accept="application/json")
+            refused = [
+                error(http.post("/mcp", json=rpc("resources/read", {"uri": uri}), headers=session))
+                for uri in (SKILL, "skill://secret-skill/SKILL.md", TAGS + "x")
+            ]
+            keyed = open_session(http, accept="application/json", headers={"x-api-key": KEY})
+            missing = error(http.post("/mcp", json=rpc("resources/read", {"uri": TAGS + "x"}), headers=keyed))
+    assert refused[0] == refused[1] == refused[2]
+    assert refused[0]["data"] == {"status": 401}
+    # A caller the guard lets in is told the file is not there.
+    assert missing["code"] in (-32002, -32602)
+    assert missing["data"] == {"uri": TAGS + "x"}
