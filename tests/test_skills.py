@@ -395,3 +395,18 @@ def test_a_caller_the_guard_refuses_cannot_tell_which_skill_files_exist(guarded_
     # A caller the guard lets in is told the file is not there.
     assert missing["code"] in (-32002, -32602)
     assert missing["data"] == {"uri": TAGS + "x"}
+
+
+def test_a_caller_the_guard_refuses_cannot_count_the_skills_with_cursors(tmp_path: Path) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        write_skill(tmp_path, name)
+    app = skills_app(Skills(tmp_path, dependencies=[Depends(require_key)]), limits=Limits(page_size=1))
+    cursors = [base64.urlsafe_b64encode(f"skills:{index}".encode()).decode() for index in (1, 2, 3, 7)]
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        refused = [post_stateless(http, "skills/list", {"cursor": cursor}) for cursor in cursors]
+        keyed = [
+            post_stateless(http, "skills/list", {"cursor": cursor}, headers={"x-api-key": KEY}) for cursor in cursors
+        ]
+    assert [result(answer)["skills"] for answer in refused] == [[]] * 4
+    # A caller the guard lets in still has a cursor past the end refused.
+    assert [answer.status_code for answer in keyed] == [200, 200, 400, 400]

@@ -64,11 +64,13 @@ class SkillMethods:
         return {"contents": [file.contents()]}
 
     async def list(self, request: Request, channel: ClientChannel) -> Result:
-        start = _cursor_start(request.params.get("cursor"), len(self.catalog.skills))
+        # The guard first: a cursor checked against the number of skills would count them for
+        # a caller the guard refuses.
         try:
             await self._guard(channel.caller)
         except InvalidParams:
             return {"skills": []}  # a caller the guard refuses sees no skills
+        start = _cursor_start(request.params.get("cursor"), len(self.catalog.skills))
         end = start + self._page_size
         result: dict[str, Any] = {"skills": [skill.entry() for skill in self.catalog.skills[start:end]]}
         if end < len(self.catalog.skills):
