@@ -410,3 +410,38 @@ def test_a_caller_the_guard_refuses_cannot_count_the_skills_with_cursors(tmp_pat
     assert [result(answer)["skills"] for answer in refused] == [[]] * 4
     # A caller the guard lets in still has a cursor past the end refused.
     assert [answer.status_code for answer in keyed] == [200, 200, 400, 400]
+
+
+def billion_laughs() -> str:
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]" for level in range(1, 10)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("front_matter", "rule"),
+    [
+        (billion_laughs(), "aliases"),
+        ("nested: " + "[" * 5000 + "]" * 5000, "nested more than 32 deep"),
+        ("nested: " + "{a: " * 40 + "1" + "}" * 40, "nested more than 32 deep"),
+    ],
+    ids=["billion-laughs", "deep-lists", "deep-mappings"],
+)
+def test_hostile_front_matter_stops_the_app_at_once_naming_the_file(
+    tmp_path: Path, front_matter: str, rule: str
+) -> None:
+    """YAML aliases expand when the front matter becomes JSON (a billion laughs held the
+    process for its memory), and deep nesting overflowed Python's stack: both refused."""
+    skill = tmp_path / "hostile"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text(f"---\nname: hostile\ndescription: x\n{front_matter}\n---\nBody.\n")
+    with pytest.raises(ValueError, match=f"SKILL.md.*{rule}"):
+        skills_app(tmp_path)
+
+
+def test_front_matter_nested_as_deep_as_the_bound_is_served(tmp_path: Path) -> None:
+    skill = tmp_path / "nested"
+    skill.mkdir()
+    nested = "{a: " * 31 + "1" + "}" * 31  # inside the front matter's own mapping: 32 deep
+    (skill / "SKILL.md").write_text(f"---\nname: nested\ndescription: x\nmetadata: {nested}\n---\n")
+    assert skills_app(tmp_path) is not None

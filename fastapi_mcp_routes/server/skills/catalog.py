@@ -30,6 +30,8 @@ DIRECTORY_TYPE: Final = "inode/directory"
 # The Agent Skills naming rules: 1 to 64 lowercase letters, digits and single inner hyphens.
 _NAME: Final = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 _MAX_NAME: Final = 64
+# How deep a SKILL.md's front matter may nest, its own mapping the first level.
+_MAX_DEPTH: Final = 32
 _FRONT_MATTER: Final = re.compile(r"---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 _TEXT_TYPES: Final = frozenset({"application/json", "application/xml", "application/javascript", "application/yaml"})
 _KNOWN_TYPES: Final = {".md": "text/markdown", ".yaml": "application/yaml", ".yml": "application/yaml"}
@@ -207,6 +209,7 @@ def _front_matter(data: bytes, path: Path) -> dict[str, Any]:
     found = _FRONT_MATTER.match(text)
     if found is None:
         raise ValueError(f"{str(path)!r} must begin with YAML front matter between '---' lines")
+    _check_shape(yaml, found.group(1), path)
     try:
         front_matter = yaml.safe_load(found.group(1))
         json.dumps(front_matter, allow_nan=False)
@@ -222,6 +225,25 @@ def _front_matter(data: bytes, path: Path) -> dict[str, Any]:
         if not isinstance(value, str) or not value:
             raise ValueError(f"{str(path)!r}: its front matter needs a non-empty {field!r}")
     return front_matter
+
+
+def _check_shape(yaml: Any, text: str, path: Path) -> None:
+    """Refuse aliases and deep nesting before the YAML is built: an alias is expanded when the
+    front matter becomes JSON (nine lines of them are a billion strings), and building a deeply
+    nested document overflows Python's stack. Its events are read flat, one at a time."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ValueError(f"{str(path)!r}: its front matter may not use YAML aliases (*name)")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > _MAX_DEPTH:
+                    raise ValueError(f"{str(path)!r}: its front matter is nested more than {_MAX_DEPTH} deep")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # malformed: loading it says where
 
 
 def _mime_type(name: str) -> str:
