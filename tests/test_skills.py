@@ -445,3 +445,19 @@ def test_front_matter_nested_as_deep_as_the_bound_is_served(tmp_path: Path) -> N
     nested = "{a: " * 31 + "1" + "}" * 31  # inside the front matter's own mapping: 32 deep
     (skill / "SKILL.md").write_text(f"---\nname: nested\ndescription: x\nmetadata: {nested}\n---\n")
     assert skills_app(tmp_path) is not None
+
+
+def test_a_skill_file_over_rest_is_never_a_page_of_the_app_and_a_guarded_one_is_not_shared(tmp_path: Path) -> None:
+    skill = write_skill(tmp_path, "pages")
+    (skill / "demo.html").write_text("<script>alert(document.cookie)</script>")
+    with serve(skills_app(tmp_path)) as url, httpx.Client(base_url=url) as http:
+        page = http.get("/mcp/skills/pages/demo.html")
+    guarded = skills_app(Skills(tmp_path, dependencies=[Depends(require_key)]))
+    with serve(guarded) as url, httpx.Client(base_url=url) as http:
+        kept = http.get("/mcp/skills/pages/SKILL.md", headers={"x-api-key": KEY})
+    assert page.status_code == kept.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["content-security-policy"].startswith("sandbox")
+    assert "cache-control" not in page.headers
+    assert kept.headers["cache-control"] == "private"
