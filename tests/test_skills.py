@@ -461,3 +461,28 @@ def test_a_skill_file_over_rest_is_never_a_page_of_the_app_and_a_guarded_one_is_
     assert page.headers["content-security-policy"].startswith("sandbox")
     assert "cache-control" not in page.headers
     assert kept.headers["cache-control"] == "private"
+
+
+def test_files_are_hashed_once_when_read_not_on_every_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashing is the folder's size in CPU, on the event loop: a 32 MiB folder hashed on each
+    `skills/list` let one anonymous client hold every other request."""
+    write_skill(tmp_path, "hashed", files=3)
+    app = skills_app(tmp_path)
+    hashed: list[bytes] = []
+    real_sha256 = hashlib.sha256
+
+    def counting_sha256(data: bytes = b"") -> Any:
+        hashed.append(data)
+        return real_sha256(data)
+
+    monkeypatch.setattr(hashlib, "sha256", counting_sha256)
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        listed = [result(post_stateless(http, "skills/list")) for _ in range(3)]
+        got = result(post_stateless(http, "skills/get", {"uri": "skill://hashed/SKILL.md"}))
+    assert hashed == []
+    assert listed[0]["skills"][0]["resources"] == got["skill"]["resources"]
+    assert listed[0]["skills"][0]["resources"][1] == {
+        "uri": "skill://hashed/file-0.txt",
+        "digest": "sha256:" + real_sha256(b"0").hexdigest(),
+        "size": 1,
+    }

@@ -44,13 +44,20 @@ class SkillFile:
     uri: str
     data: bytes
     mime_type: str
+    # Taken once, when the file is read: hashing on each list would cost the folder's size in
+    # CPU per request.
+    digest: str
+
+    @classmethod
+    def of(cls, uri: str, data: bytes, mime_type: str) -> SkillFile:
+        return cls(uri, data, mime_type, "sha256:" + hashlib.sha256(data).hexdigest())
 
     @property
     def name(self) -> str:
         return self.uri.rsplit("/", 1)[-1]
 
     def manifest_entry(self) -> dict[str, Any]:
-        return {"uri": self.uri, "digest": "sha256:" + hashlib.sha256(self.data).hexdigest(), "size": len(self.data)}
+        return {"uri": self.uri, "digest": self.digest, "size": len(self.data)}
 
     def contents(self) -> dict[str, Any]:
         """The file as `resources/read` gives it: text where it is text, else base64."""
@@ -155,7 +162,7 @@ def _read_skill(folder: Path) -> tuple[Skill, dict[str, tuple[dict[str, Any], ..
         total += len(data)
         if total > SKILL_MAX_BYTES:
             raise ValueError(f"skill {name!r} is larger than {SKILL_MAX_BYTES} bytes, the extension's limit")
-        file = SkillFile(uri, data, _mime_type(path.name))
+        file = SkillFile.of(uri, data, _mime_type(path.name))
         files.append(file)
         folders[parent].append({"uri": uri, "name": path.name, "mimeType": file.mime_type, "size": len(data)})
     manifest_uri = f"{root_uri}/{MANIFEST}"
