@@ -112,9 +112,15 @@ class _Mounted:
         if options.auth is not None or options.dependencies or skills.guarded:
             headers["cache-control"] = "private"
 
-        async def skill_file(file_path: str) -> Response:
-            if not file_path:  # the guards' own request: they have decided
+        over_rate_limit = self.endpoint.transport.over_rate_limit
+
+        async def skill_file(request: Request, file_path: str) -> Response:
+            if not file_path:  # the guards' own request, for an MCP request already counted
                 return Response(status_code=204)
+            # A file may be 16 MiB: its reads count against the endpoint's rate limit.
+            refusal = await over_rate_limit(request)
+            if refusal is not None:
+                return refusal
             file = files.get(SCHEME + quote(file_path))
             if file is None:
                 return Response(status_code=404)

@@ -486,3 +486,16 @@ def test_files_are_hashed_once_when_read_not_on_every_list(tmp_path: Path, monke
         "digest": "sha256:" + real_sha256(b"0").hexdigest(),
         "size": 1,
     }
+
+
+def test_reads_of_skill_files_over_rest_count_against_the_endpoints_rate_limit() -> None:
+    """A file may be 16 MiB: its REST reads are held to the endpoint's budget, and the guard's
+    own request, made for an MCP request already counted, is not counted again."""
+    app = skills_app(Skills(EXAMPLE_SKILLS, dependencies=[Depends(require_key)]), limits=Limits(rate_limit="3/minute"))
+    key = {"x-api-key": KEY}
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        read = result(post_stateless(http, "resources/read", {"uri": SKILL}, headers={"mcp-name": SKILL, **key}))
+        files = [http.get("/mcp/skills/notes-workflow/SKILL.md", headers=key) for _ in range(3)]
+    assert read["contents"][0]["uri"] == SKILL
+    assert [answer.status_code for answer in files] == [200, 200, 429]
+    assert int(files[2].headers["retry-after"]) >= 1
