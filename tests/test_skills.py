@@ -499,3 +499,20 @@ def test_reads_of_skill_files_over_rest_count_against_the_endpoints_rate_limit()
     assert read["contents"][0]["uri"] == SKILL
     assert [answer.status_code for answer in files] == [200, 200, 429]
     assert int(files[2].headers["retry-after"]) >= 1
+
+
+def test_a_skill_of_more_than_512_folders_or_folders_32_deep_is_refused(tmp_path: Path) -> None:
+    """A directory read lists a folder whole, and the folder is walked down: both bounded."""
+    wide = write_skill(tmp_path / "wide", "wide")
+    for index in range(512):
+        (wide / f"folder-{index}").mkdir()
+    assert skills_app(tmp_path / "wide") is not None
+    (wide / "one-more").mkdir()
+    with pytest.raises(ValueError, match="more than 512 folders"):
+        skills_app(tmp_path / "wide")
+    deep = write_skill(tmp_path / "deep", "deep")
+    (deep / "/".join(["d"] * 32)).mkdir(parents=True)
+    assert skills_app(tmp_path / "deep") is not None
+    (deep / "/".join(["d"] * 33)).mkdir()
+    with pytest.raises(ValueError, match="nested more than 32 deep"):
+        skills_app(tmp_path / "deep")

@@ -4,7 +4,8 @@ and its folders, looked up by URI.
 Requests never name a path on disk: a URI is looked up among the files found when the
 directory was read, so `..`, an absolute path or an encoded one names nothing served. Symbolic
 links are refused when reading, so nothing outside the directory is ever read. Each skill is
-held to the extension's limits (512 files, 16 MiB), and the directory to `Skills`' own.
+held to the extension's limits (512 files, 16 MiB) and to 512 folders nested 32 deep at most,
+and the directory to `Skills`' own.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ DIRECTORY_TYPE: Final = "inode/directory"
 # The Agent Skills naming rules: 1 to 64 lowercase letters, digits and single inner hyphens.
 _NAME: Final = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 _MAX_NAME: Final = 64
-# How deep a SKILL.md's front matter may nest, its own mapping the first level.
+# How deep a SKILL.md's front matter may nest (its own mapping the first level), and a
+# skill's folders (its own folder not counted).
 _MAX_DEPTH: Final = 32
 _FRONT_MATTER: Final = re.compile(r"---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 _TEXT_TYPES: Final = frozenset({"application/json", "application/xml", "application/javascript", "application/yaml"})
@@ -153,6 +155,12 @@ def _read_skill(folder: Path) -> tuple[Skill, dict[str, tuple[dict[str, Any], ..
         uri = f"{root_uri}/{quote(relative)}"
         parent = uri.rsplit("/", 1)[0]
         if is_folder:
+            # A directory read lists a folder whole, and the walk goes down each one: the
+            # extension bounds files only, so folders are bounded here.
+            if len(folders) > SKILL_MAX_FILES:
+                raise ValueError(f"skill {name!r} has more than {SKILL_MAX_FILES} folders")
+            if relative.count("/") >= _MAX_DEPTH:
+                raise ValueError(f"skill {name!r}: {relative!r} is nested more than {_MAX_DEPTH} deep")
             folders[uri] = []
             folders[parent].append({"uri": uri, "name": path.name, "mimeType": DIRECTORY_TYPE})
             continue

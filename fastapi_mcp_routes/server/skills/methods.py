@@ -92,7 +92,7 @@ class SkillMethods:
         children = self.catalog.folders.get(uri)
         if children is None:
             raise InvalidParams(f"{truncate(uri)} is not a directory resource.", {"uri": truncate(uri, 200)})
-        # Every folder is listed whole: a skill holds 512 files at most.
+        # Every folder is listed whole: a skill holds 512 files and 512 folders at most.
         if request.params.get("cursor") is not None:
             raise InvalidParams("Invalid params: 'cursor' is not one this server gave.")
         return {"resources": [dict(child) for child in children]}
