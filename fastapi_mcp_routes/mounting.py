@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import anyio
@@ -35,6 +35,10 @@ from fastapi_mcp_routes.wire import constants as c
 logger = logging.getLogger("fastapi_mcp_routes")
 
 PlainEndpoint = Callable[[Request], Awaitable[Response]]
+_SKILL_FILE_HEADERS: Final = {
+    "x-content-type-options": "nosniff",
+    "content-security-policy": "sandbox; default-src 'none'",
+}
 
 
 def mount(endpoint: Endpoint) -> APIRouter:
@@ -108,14 +112,25 @@ class _Mounted:
         if options.auth is not None:
             guards.append(options.auth if isinstance(options.auth, params.Depends) else Depends(options.auth))
         files = skills.catalog.files
+        # A skill's HTML or SVG file is never run as a page of the app's origin; and what a
+        # guard decides per caller is no shared cache's to keep.
+        headers = dict(_SKILL_FILE_HEADERS)
+        if options.auth is not None or options.dependencies or skills.guarded:
+            headers["cache-control"] = "private"
 
-        async def skill_file(file_path: str) -> Response:
-            if not file_path:  # the guards' own request: they have decided
+        over_rate_limit = self.endpoint.transport.over_rate_limit
+
+        async def skill_file(request: Request, file_path: str) -> Response:
+            if not file_path:  # the guards' own request, for an MCP request already counted
                 return Response(status_code=204)
+            # A file may be 16 MiB: its reads count against the endpoint's rate limit.
+            refusal = await over_rate_limit(request)
+            if refusal is not None:
+                return refusal
             file = files.get(SCHEME + quote(file_path))
             if file is None:
                 return Response(status_code=404)
-            return Response(file.data, media_type=file.mime_type)
+            return Response(file.data, media_type=file.mime_type, headers=headers)
 
         self.router.add_api_route(
             skills_path(options.path) + "/{file_path:path}",

@@ -35,3 +35,19 @@ router_partly_left_out.include_router(mcp_routes(router_partly_left_out))
 @router_partly_left_out.get("/health")
 def health() -> dict[str, bool]:
     return {"healthy": True}
+
+
+# -- an object that must not be asked what it is ----------------------------------------------
+
+
+class _ContextLocal:
+    """Stands in for a context-local proxy (werkzeug's `LocalProxy`, Django's lazy settings):
+    asking it for `__class__` outside a request raises, or sets it up, so a scan of the module
+    must not."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("Working outside of request context.")
+
+
+current_user: object = _ContextLocal()

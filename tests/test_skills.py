@@ -367,3 +367,152 @@ def test_options_are_checked_when_made() -> None:
     with pytest.raises(ValueError, match="is not a directory"):
         skills_app("/nonexistent/skills")
     assert HEADERS
+
+
+def test_a_caller_the_guard_refuses_cannot_tell_which_skill_files_exist(guarded_url: str, mode: str) -> None:
+    """A refused read of a file that exists and of one that does not are the same refusal."""
+    with httpx.Client(base_url=guarded_url) as http:
+        if mode == "auto":
+            refused = [
+                error(post_stateless(http, "resources/read", {"uri": uri}, headers={"mcp-name": uri}))
+                for uri in (SKILL, "skill://secret-skill/SKILL.md", TAGS + "x")
+            ]
+            missing = error(
+                post_stateless(
+                    http, "resources/read", {"uri": TAGS + "x"}, headers={"mcp-name": TAGS + "x", "x-api-key": KEY}
+                )
+            )
+        else:
+            session = open_session(http, accept="application/json")
+            refused = [
+                error(http.post("/mcp", json=rpc("resources/read", {"uri": uri}), headers=session))
+                for uri in (SKILL, "skill://secret-skill/SKILL.md", TAGS + "x")
+            ]
+            keyed = open_session(http, accept="application/json", headers={"x-api-key": KEY})
+            missing = error(http.post("/mcp", json=rpc("resources/read", {"uri": TAGS + "x"}), headers=keyed))
+    assert refused[0] == refused[1] == refused[2]
+    assert refused[0]["data"] == {"status": 401}
+    # A caller the guard lets in is told the file is not there.
+    assert missing["code"] in (-32002, -32602)
+    assert missing["data"] == {"uri": TAGS + "x"}
+
+
+def test_a_caller_the_guard_refuses_cannot_count_the_skills_with_cursors(tmp_path: Path) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        write_skill(tmp_path, name)
+    app = skills_app(Skills(tmp_path, dependencies=[Depends(require_key)]), limits=Limits(page_size=1))
+    cursors = [base64.urlsafe_b64encode(f"skills:{index}".encode()).decode() for index in (1, 2, 3, 7)]
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        refused = [post_stateless(http, "skills/list", {"cursor": cursor}) for cursor in cursors]
+        keyed = [
+            post_stateless(http, "skills/list", {"cursor": cursor}, headers={"x-api-key": KEY}) for cursor in cursors
+        ]
+    assert [result(answer)["skills"] for answer in refused] == [[]] * 4
+    # A caller the guard lets in still has a cursor past the end refused.
+    assert [answer.status_code for answer in keyed] == [200, 200, 400, 400]
+
+
+def billion_laughs() -> str:
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]" for level in range(1, 10)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("front_matter", "rule"),
+    [
+        (billion_laughs(), "aliases"),
+        ("nested: " + "[" * 5000 + "]" * 5000, "nested more than 32 deep"),
+        ("nested: " + "{a: " * 40 + "1" + "}" * 40, "nested more than 32 deep"),
+    ],
+    ids=["billion-laughs", "deep-lists", "deep-mappings"],
+)
+def test_hostile_front_matter_stops_the_app_at_once_naming_the_file(
+    tmp_path: Path, front_matter: str, rule: str
+) -> None:
+    """YAML aliases expand when the front matter becomes JSON (a billion laughs held the
+    process for its memory), and deep nesting overflowed Python's stack: both refused."""
+    skill = tmp_path / "hostile"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text(f"---\nname: hostile\ndescription: x\n{front_matter}\n---\nBody.\n")
+    with pytest.raises(ValueError, match=f"SKILL.md.*{rule}"):
+        skills_app(tmp_path)
+
+
+def test_front_matter_nested_as_deep_as_the_bound_is_served(tmp_path: Path) -> None:
+    skill = tmp_path / "nested"
+    skill.mkdir()
+    nested = "{a: " * 31 + "1" + "}" * 31  # inside the front matter's own mapping: 32 deep
+    (skill / "SKILL.md").write_text(f"---\nname: nested\ndescription: x\nmetadata: {nested}\n---\n")
+    assert skills_app(tmp_path) is not None
+
+
+def test_a_skill_file_over_rest_is_never_a_page_of_the_app_and_a_guarded_one_is_not_shared(tmp_path: Path) -> None:
+    skill = write_skill(tmp_path, "pages")
+    (skill / "demo.html").write_text("<script>alert(document.cookie)</script>")
+    with serve(skills_app(tmp_path)) as url, httpx.Client(base_url=url) as http:
+        page = http.get("/mcp/skills/pages/demo.html")
+    guarded = skills_app(Skills(tmp_path, dependencies=[Depends(require_key)]))
+    with serve(guarded) as url, httpx.Client(base_url=url) as http:
+        kept = http.get("/mcp/skills/pages/SKILL.md", headers={"x-api-key": KEY})
+    assert page.status_code == kept.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["content-security-policy"].startswith("sandbox")
+    assert "cache-control" not in page.headers
+    assert kept.headers["cache-control"] == "private"
+
+
+def test_files_are_hashed_once_when_read_not_on_every_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashing is the folder's size in CPU, on the event loop: a 32 MiB folder hashed on each
+    `skills/list` let one anonymous client hold every other request."""
+    write_skill(tmp_path, "hashed", files=3)
+    app = skills_app(tmp_path)
+    hashed: list[bytes] = []
+    real_sha256 = hashlib.sha256
+
+    def counting_sha256(data: bytes = b"") -> Any:
+        hashed.append(data)
+        return real_sha256(data)
+
+    monkeypatch.setattr(hashlib, "sha256", counting_sha256)
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        listed = [result(post_stateless(http, "skills/list")) for _ in range(3)]
+        got = result(post_stateless(http, "skills/get", {"uri": "skill://hashed/SKILL.md"}))
+    assert hashed == []
+    assert listed[0]["skills"][0]["resources"] == got["skill"]["resources"]
+    assert listed[0]["skills"][0]["resources"][1] == {
+        "uri": "skill://hashed/file-0.txt",
+        "digest": "sha256:" + real_sha256(b"0").hexdigest(),
+        "size": 1,
+    }
+
+
+def test_reads_of_skill_files_over_rest_count_against_the_endpoints_rate_limit() -> None:
+    """A file may be 16 MiB: its REST reads are held to the endpoint's budget, and the guard's
+    own request, made for an MCP request already counted, is not counted again."""
+    app = skills_app(Skills(EXAMPLE_SKILLS, dependencies=[Depends(require_key)]), limits=Limits(rate_limit="3/minute"))
+    key = {"x-api-key": KEY}
+    with serve(app) as url, httpx.Client(base_url=url) as http:
+        read = result(post_stateless(http, "resources/read", {"uri": SKILL}, headers={"mcp-name": SKILL, **key}))
+        files = [http.get("/mcp/skills/notes-workflow/SKILL.md", headers=key) for _ in range(3)]
+    assert read["contents"][0]["uri"] == SKILL
+    assert [answer.status_code for answer in files] == [200, 200, 429]
+    assert int(files[2].headers["retry-after"]) >= 1
+
+
+def test_a_skill_of_more_than_512_folders_or_folders_32_deep_is_refused(tmp_path: Path) -> None:
+    """A directory read lists a folder whole, and the folder is walked down: both bounded."""
+    wide = write_skill(tmp_path / "wide", "wide")
+    for index in range(512):
+        (wide / f"folder-{index}").mkdir()
+    assert skills_app(tmp_path / "wide") is not None
+    (wide / "one-more").mkdir()
+    with pytest.raises(ValueError, match="more than 512 folders"):
+        skills_app(tmp_path / "wide")
+    deep = write_skill(tmp_path / "deep", "deep")
+    (deep / "/".join(["d"] * 32)).mkdir(parents=True)
+    assert skills_app(tmp_path / "deep") is not None
+    (deep / "/".join(["d"] * 33)).mkdir()
+    with pytest.raises(ValueError, match="nested more than 32 deep"):
+        skills_app(tmp_path / "deep")

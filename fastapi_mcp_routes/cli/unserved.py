@@ -64,7 +64,9 @@ def _routers(module_name: str) -> Iterator[tuple[str, APIRouter]]:
         if module is None or not (name in (module_name, package) or name.startswith(package + ".")):
             continue
         for attribute, value in list(vars(module).items()):
-            if isinstance(value, APIRouter):
+            # Its type, not isinstance: that asks the object for `__class__`, which a
+            # context-local proxy answers by raising, or a lazy object by setting itself up.
+            if issubclass(type(value), APIRouter):
                 yield f"{name}.{attribute}", value
 
 

@@ -4,7 +4,8 @@ and its folders, looked up by URI.
 Requests never name a path on disk: a URI is looked up among the files found when the
 directory was read, so `..`, an absolute path or an encoded one names nothing served. Symbolic
 links are refused when reading, so nothing outside the directory is ever read. Each skill is
-held to the extension's limits (512 files, 16 MiB), and the directory to `Skills`' own.
+held to the extension's limits (512 files, 16 MiB) and to 512 folders nested 32 deep at most,
+and the directory to `Skills`' own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ DIRECTORY_TYPE: Final = "inode/directory"
 # The Agent Skills naming rules: 1 to 64 lowercase letters, digits and single inner hyphens.
 _NAME: Final = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 _MAX_NAME: Final = 64
+# How deep a SKILL.md's front matter may nest (its own mapping the first level), and a
+# skill's folders (its own folder not counted).
+_MAX_DEPTH: Final = 32
 _FRONT_MATTER: Final = re.compile(r"---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 _TEXT_TYPES: Final = frozenset({"application/json", "application/xml", "application/javascript", "application/yaml"})
 _KNOWN_TYPES: Final = {".md": "text/markdown", ".yaml": "application/yaml", ".yml": "application/yaml"}
@@ -42,13 +46,20 @@ class SkillFile:
     uri: str
     data: bytes
     mime_type: str
+    # Taken once, when the file is read: hashing on each list would cost the folder's size in
+    # CPU per request.
+    digest: str
+
+    @classmethod
+    def of(cls, uri: str, data: bytes, mime_type: str) -> SkillFile:
+        return cls(uri, data, mime_type, "sha256:" + hashlib.sha256(data).hexdigest())
 
     @property
     def name(self) -> str:
         return self.uri.rsplit("/", 1)[-1]
 
     def manifest_entry(self) -> dict[str, Any]:
-        return {"uri": self.uri, "digest": "sha256:" + hashlib.sha256(self.data).hexdigest(), "size": len(self.data)}
+        return {"uri": self.uri, "digest": self.digest, "size": len(self.data)}
 
     def contents(self) -> dict[str, Any]:
         """The file as `resources/read` gives it: text where it is text, else base64."""
@@ -144,6 +155,12 @@ def _read_skill(folder: Path) -> tuple[Skill, dict[str, tuple[dict[str, Any], ..
         uri = f"{root_uri}/{quote(relative)}"
         parent = uri.rsplit("/", 1)[0]
         if is_folder:
+            # A directory read lists a folder whole, and the walk goes down each one: the
+            # extension bounds files only, so folders are bounded here.
+            if len(folders) > SKILL_MAX_FILES:
+                raise ValueError(f"skill {name!r} has more than {SKILL_MAX_FILES} folders")
+            if relative.count("/") >= _MAX_DEPTH:
+                raise ValueError(f"skill {name!r}: {relative!r} is nested more than {_MAX_DEPTH} deep")
             folders[uri] = []
             folders[parent].append({"uri": uri, "name": path.name, "mimeType": DIRECTORY_TYPE})
             continue
@@ -153,7 +170,7 @@ def _read_skill(folder: Path) -> tuple[Skill, dict[str, tuple[dict[str, Any], ..
         total += len(data)
         if total > SKILL_MAX_BYTES:
             raise ValueError(f"skill {name!r} is larger than {SKILL_MAX_BYTES} bytes, the extension's limit")
-        file = SkillFile(uri, data, _mime_type(path.name))
+        file = SkillFile.of(uri, data, _mime_type(path.name))
         files.append(file)
         folders[parent].append({"uri": uri, "name": path.name, "mimeType": file.mime_type, "size": len(data)})
     manifest_uri = f"{root_uri}/{MANIFEST}"
@@ -207,6 +224,7 @@ def _front_matter(data: bytes, path: Path) -> dict[str, Any]:
     found = _FRONT_MATTER.match(text)
     if found is None:
         raise ValueError(f"{str(path)!r} must begin with YAML front matter between '---' lines")
+    _check_shape(yaml, found.group(1), path)
     try:
         front_matter = yaml.safe_load(found.group(1))
         json.dumps(front_matter, allow_nan=False)
@@ -222,6 +240,25 @@ def _front_matter(data: bytes, path: Path) -> dict[str, Any]:
         if not isinstance(value, str) or not value:
             raise ValueError(f"{str(path)!r}: its front matter needs a non-empty {field!r}")
     return front_matter
+
+
+def _check_shape(yaml: Any, text: str, path: Path) -> None:
+    """Refuse aliases and deep nesting before the YAML is built: an alias is expanded when the
+    front matter becomes JSON (nine lines of them are a billion strings), and building a deeply
+    nested document overflows Python's stack. Its events are read flat, one at a time."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ValueError(f"{str(path)!r}: its front matter may not use YAML aliases (*name)")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > _MAX_DEPTH:
+                    raise ValueError(f"{str(path)!r}: its front matter is nested more than {_MAX_DEPTH} deep")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # malformed: loading it says where
 
 
 def _mime_type(name: str) -> str:

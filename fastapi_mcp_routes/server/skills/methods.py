@@ -21,9 +21,9 @@ from urllib.parse import quote
 from fastapi import FastAPI
 
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
-from fastapi_mcp_routes.server.skills.catalog import SkillCatalog
+from fastapi_mcp_routes.server.skills.catalog import SCHEME, SkillCatalog
 from fastapi_mcp_routes.tools.invoke import Caller, call_app, caller_request
-from fastapi_mcp_routes.wire.errors import InvalidParams
+from fastapi_mcp_routes.wire.errors import InvalidParams, ResourceNotFound
 from fastapi_mcp_routes.wire.failures import internal_error
 from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 
@@ -51,19 +51,26 @@ class SkillMethods:
         return self._guard_path is not None
 
     def serves(self, uri: str) -> bool:
-        """Whether `uri` is a skill file this server reads (`resources/read` asks)."""
-        return uri in self.catalog.files
+        """Whether `resources/read` hands `uri` over: a skill file this server reads, or, for a
+        guarded directory, any `skill://` URI, so the guard answers before anyone learns
+        whether the file exists."""
+        return uri in self.catalog.files or (self.guarded and uri.startswith(SCHEME))
 
     async def read(self, request: Request, channel: ClientChannel, uri: str) -> Result:
         await self._guard(channel.caller)
-        return {"contents": [self.catalog.files[uri].contents()]}
+        file = self.catalog.files.get(uri)
+        if file is None:
+            raise ResourceNotFound(truncate(uri, 200), channel.resource_not_found_code)
+        return {"contents": [file.contents()]}
 
     async def list(self, request: Request, channel: ClientChannel) -> Result:
-        start = _cursor_start(request.params.get("cursor"), len(self.catalog.skills))
+        # The guard first: a cursor checked against the number of skills would count them for
+        # a caller the guard refuses.
         try:
             await self._guard(channel.caller)
         except InvalidParams:
             return {"skills": []}  # a caller the guard refuses sees no skills
+        start = _cursor_start(request.params.get("cursor"), len(self.catalog.skills))
         end = start + self._page_size
         result: dict[str, Any] = {"skills": [skill.entry() for skill in self.catalog.skills[start:end]]}
         if end < len(self.catalog.skills):
@@ -85,7 +92,7 @@ class SkillMethods:
         children = self.catalog.folders.get(uri)
         if children is None:
             raise InvalidParams(f"{truncate(uri)} is not a directory resource.", {"uri": truncate(uri, 200)})
-        # Every folder is listed whole: a skill holds 512 files at most.
+        # Every folder is listed whole: a skill holds 512 files and 512 folders at most.
         if request.params.get("cursor") is not None:
             raise InvalidParams("Invalid params: 'cursor' is not one this server gave.")
         return {"resources": [dict(child) for child in children]}
