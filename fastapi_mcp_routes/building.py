@@ -166,8 +166,8 @@ def build_endpoint(app: FastAPI, options: EndpointOptions, features: Sequence[Fe
         if options.sessions
         else None
     )
-    skills = _skills(app, options)
-    listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads, skills)
+    skills = _skills(app, options, budget)
+    listened, served = _features(app, limits, registry, pipeline, updates, task_runs, threads, skills, budget)
     served = (*served, *features)
     lists = Lists(
         registry=registry,
@@ -226,10 +226,11 @@ def _features(
     task_runs: TaskRuns,
     threads: ThreadShares,
     skills: SkillMethods | None,
+    budget: AnswerBudget,
 ) -> tuple[Listened, tuple[Feature, ...]]:
     """The library's own features, declared (server/features.py), and what a listening stream
     follows of them besides their lists."""
-    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes, threads=threads)
+    runner = RouteRunner(app=app, max_response_bytes=limits.max_response_bytes, threads=threads, budget=budget)
     listened = Listened(
         resources=ResourceMethods(
             registry=registry,
@@ -257,7 +258,7 @@ def skills_path(path: str) -> str:
     return path.rstrip("/") + "/skills"
 
 
-def _skills(app: FastAPI, options: EndpointOptions) -> SkillMethods | None:
+def _skills(app: FastAPI, options: EndpointOptions, budget: AnswerBudget) -> SkillMethods | None:
     """The skills the app names, read now, so a wrong one stops the app at startup."""
     if options.skills is None:
         return None
@@ -268,6 +269,7 @@ def _skills(app: FastAPI, options: EndpointOptions) -> SkillMethods | None:
         guard_path=skills_path(options.path) if guarded else None,
         page_size=options.limits.page_size,
         max_uri_chars=options.limits.max_uri_chars,
+        budget=budget,
     )
 
 

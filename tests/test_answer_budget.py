@@ -57,3 +57,20 @@ def test_a_holding_gives_back_all_it_took_once_done() -> None:
 
 def test_the_uncounted_size_is_an_eighth_of_a_small_callers_bound() -> None:
     assert AnswerBudget(total=1000, per_caller=800).uncounted == 100
+
+
+def test_an_answer_being_written_is_counted_past_the_bounds_and_later_takes_see_it() -> None:
+    budget = AnswerBudget(total=80 * UNCOUNTED_BYTES, per_caller=4 * UNCOUNTED_BYTES)
+    answer = b"x" * (6 * UNCOUNTED_BYTES)  # built already: counted whatever the bound, never refused
+    with Holding(budget, ANONYMOUS) as writing:
+        writing.written(answer)
+        assert budget.held(ANONYMOUS) == len(answer)
+        assert budget.take(ANONYMOUS, UNCOUNTED_BYTES) is not None  # the caller's next answer waits
+        assert budget.take(OTHER_ANONYMOUS, UNCOUNTED_BYTES) is None  # another caller's does not
+        budget.give_back(OTHER_ANONYMOUS, UNCOUNTED_BYTES)
+        writing.written(b"small")  # an answer is counted once, at its largest
+        assert budget.held(ANONYMOUS) == len(answer)
+    assert budget.held() == 0
+    with Holding(budget, ANONYMOUS) as writing:
+        writing.written(b"x" * budget.uncounted)  # small answers are not counted
+        assert budget.held() == 0

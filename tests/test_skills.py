@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +28,7 @@ from fastapi_mcp_routes import Limits, Skills, mcp_routes
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, open_session, rpc
 from tests.support.sdk import mcp_client
 from tests.support.servers import serve
-from tests.support.stateless import STATELESS_VERSION, post_stateless
+from tests.support.stateless import STATELESS_VERSION, post_stateless, stateless_headers, stateless_request
 from tests.support.waits import WAIT_S
 
 EXAMPLE_SKILLS: Final = Path(__file__).parent.parent / "example_app" / "skills"
@@ -516,3 +519,62 @@ def test_a_skill_of_more_than_512_folders_or_folders_32_deep_is_refused(tmp_path
     (deep / "/".join(["d"] * 33)).mkdir()
     with pytest.raises(ValueError, match="nested more than 32 deep"):
         skills_app(tmp_path / "deep")
+
+
+def _read_request(port: int, uri: str) -> bytes:
+    body = json.dumps(stateless_request("resources/read", {"uri": uri})).encode()
+    headers = {
+        **stateless_headers("resources/read", uri),
+        "host": f"127.0.0.1:{port}",
+        "content-length": str(len(body)),
+    }
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    return f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body
+
+
+def test_answers_a_caller_does_not_read_stay_counted_and_its_next_large_read_is_refused_while_others_are_served(
+    tmp_path: Path,
+) -> None:
+    skill = write_skill(tmp_path, "big")
+    (skill / "data.bin").write_bytes(os.urandom(8 * 1024 * 1024))  # about 11 MB as base64 in an answer
+    uri = "skill://big/data.bin"
+    limits = Limits(max_answer_bytes_per_caller=24 * 1024 * 1024)
+    stuck: list[socket.socket] = []
+    with serve(skills_app(tmp_path, limits=limits), send_buffer_bytes=64 * 1024) as url:
+        port = int(url.rsplit(":", 1)[1])
+        try:
+            # Two reads whose answers the client never reads: a small window keeps them in the server.
+            for _ in range(2):
+                reader = socket.socket()
+                reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+                reader.connect(("127.0.0.1", port))
+                reader.sendall(_read_request(port, uri))
+                stuck.append(reader)
+            refused: dict[str, Any] = {}
+            with httpx.Client(base_url=url, timeout=WAIT_S) as http:
+                deadline = time.monotonic() + WAIT_S
+                while time.monotonic() < deadline:  # until both stuck answers are being written
+                    answer = post_stateless(http, "resources/read", {"uri": uri}, headers={"mcp-name": uri})
+                    if answer.status_code == 429:
+                        refused = answer.json()
+                        break
+                assert refused, "a third large read of the same caller was never refused"
+                assert "Limits.max_answer_bytes_per_caller" in refused["error"]["message"]
+                # Another caller is served meanwhile.
+                elsewhere = httpx.Client(
+                    base_url=url, timeout=WAIT_S, transport=httpx.HTTPTransport(local_address="127.0.0.2")
+                )
+                with elsewhere:
+                    other = post_stateless(elsewhere, "resources/read", {"uri": uri}, headers={"mcp-name": uri})
+                assert other.status_code == 200
+                assert len(base64.b64decode(other.json()["result"]["contents"][0]["blob"])) == 8 * 1024 * 1024
+        finally:
+            for reader in stuck:
+                reader.close()
+        # Once the stuck answers are dropped, their bytes are given back: the caller is served again.
+        with httpx.Client(base_url=url, timeout=WAIT_S) as http:
+            deadline = time.monotonic() + WAIT_S
+            status = 0
+            while time.monotonic() < deadline and status != 200:
+                status = post_stateless(http, "resources/read", {"uri": uri}, headers={"mcp-name": uri}).status_code
+        assert status == 200

@@ -1,7 +1,8 @@
 """The bytes this process holds for callers' answers, bounded per caller and in all.
 
-A route's response captured for a tool call, the frames a streaming tool's window keeps and a
-batch's answers waiting to be written are each bounded per request (`Limits.max_response_bytes`,
+A route's response captured for a tool call, a resource read or a prompt, the frames a streaming
+tool's window keeps, a skill file read, and every answer until it is written (a client that reads
+slowly, or not at all, keeps its answer in the process) are each bounded per request (`Limits.max_response_bytes`,
 `Limits.max_batch_answer_bytes`); many requests at once would multiply that. Each draws its
 bytes from one `AnswerBudget` of the process, against its caller (the channel's `holder`) and
 against the total, where callers trusted less may fill only their share, with a floor kept for
@@ -19,6 +20,7 @@ from typing import Final
 from fastapi_mcp_routes.options import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_ANSWER_BYTES_PER_CALLER
 from fastapi_mcp_routes.store.base import Holder
 from fastapi_mcp_routes.store.policy import Bound, Tally, bound_holders
+from fastapi_mcp_routes.wire.errors import ServerBusy
 
 # An answer this small is not counted (`Holding`), nor one under an eighth of a caller's bound.
 UNCOUNTED_BYTES: Final = 64 * 1024
@@ -57,6 +59,13 @@ class AnswerBudget:
             return _total_refusal(over)
         self._held[owner] = mine
         return None
+
+    def count(self, holder: Holder, size: int) -> None:
+        """Count `size` bytes `holder` holds already, past the bounds if need be: an answer
+        built and being written, which later requests must find taken."""
+        owner = holder.owner
+        self._held[owner] = self._held.get(owner, 0) + size
+        self._tally.count(holder.trust, size)
 
     def give_back(self, holder: Holder, size: int) -> None:
         """Let go of `size` bytes `holder` took."""
@@ -106,6 +115,14 @@ class Holding:
             self.size = total
         return refused
 
+    def written(self, answer: bytes | None) -> None:
+        """An answer built, held until it is written (`release`): counted whatever the bounds,
+        since refusing it now would lose what ran; requests after it find its bytes taken."""
+        size = len(answer) if answer is not None else 0
+        if size > self.uncounted and size > self.size:
+            self.budget.count(self.holder, size - self.size)
+            self.size = size
+
     def release(self) -> None:
         if self.size:
             self.budget.give_back(self.holder, self.size)
@@ -116,3 +133,10 @@ class Holding:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
+
+
+def busy(reason: str) -> ServerBusy:
+    """An answer not built because the budget has no room for it: 429 where the caller's own
+    bound is full, 503 where the process's is."""
+    status = 429 if _PER_CALLER in reason else 503
+    return ServerBusy(f"Server busy: not answered, {reason}; send this request again later.", status)

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
 from fastapi_mcp_routes.server.call import CALL_SCOPE_KEY, InputRequired
 from fastapi_mcp_routes.server.channel import ClientChannel
 from fastapi_mcp_routes.server.running import Halted, Raised, run_call
@@ -32,7 +33,15 @@ from fastapi_mcp_routes.wire.jsonrpc import Request
 class RouteRunner:
     """Runs feature routes for requests."""
 
-    def __init__(self, *, app: FastAPI, max_response_bytes: int, threads: ThreadShares | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        app: FastAPI,
+        max_response_bytes: int,
+        threads: ThreadShares | None = None,
+        budget: AnswerBudget | None = None,
+    ) -> None:
+        self._budget = budget if budget is not None else AnswerBudget()
         self._app = app
         self._max_response_bytes = max_response_bytes
         self._threads = threads
@@ -48,6 +57,9 @@ class RouteRunner:
         """The route's successful response, or the question that ends the request for now;
         raises the `McpError` the client is answered with otherwise (`not_found()` for a 404)."""
         _, running_call, registration = channel.start_call(request, call, arguments)
+        # The route's response, held against the answer budget while it is captured: the
+        # transport holds the answer made of it until it is written.
+        holding = Holding(self._budget, channel.holder)
 
         async def route() -> CapturedResponse:
             return await invoke(
@@ -59,11 +71,12 @@ class RouteRunner:
                 max_response_bytes=self._max_response_bytes,
                 on_answered=running_call.answered,
                 stop=running_call.halt,
+                hold=holding,
             )
 
         threads = self._threads if call.threaded else None
         work = route if threads is None else functools.partial(threads.run, channel.holder, route)
-        with registration:
+        with registration, holding:
             ended = await run_call(running_call, work)
         if isinstance(ended, InputRequired):
             return ended

@@ -176,6 +176,12 @@ class Tally:
         self._held += amount
         return None
 
+    def count(self, trust: Trust, amount: int) -> None:
+        """Count `amount` more for a holder of `trust` whatever the bounds: something already
+        held (an answer built), which later `take`s must see."""
+        self._by_trust[trust] += amount
+        self._held += amount
+
     def give(self, trust: Trust, amount: int) -> None:
         """Count `amount` less for a holder of `trust`."""
         self._by_trust[trust] -= amount

@@ -116,16 +116,22 @@ class SessionAnswer(Response):
                     await stream.finish(body, answered_request=answered_request)
             else:
                 body = await self._answer(parsed.messages[0], parsed.ids[0])
-                if self._busy is not None:  # 429 or 503 where nothing of the answer went out yet
-                    await stream.finish(body, answered_request=True, status=self._busy.status, headers=_BUSY_HEADERS)
-                elif self._forbidden is not None:
-                    await stream.finish(body, answered_request=True, status=FORBIDDEN, headers=self._forbidden)
-                elif self._store_down:
-                    await stream.finish(body, answered_request=False, status=503, headers=_STORE_DOWN_HEADERS)
-                else:
-                    await stream.finish(body, answered_request=answered_request)
+                # Held against the answer budget until written: a client that reads slowly keeps it here.
+                with Holding(self._budget, channel.holder) as holding:
+                    holding.written(body)
+                    await self._finish(stream, body, answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
+
+    async def _finish(self, stream: ResponseStream, body: bytes | None, answered_request: bool) -> None:
+        if self._busy is not None:  # 429 or 503 where nothing of the answer went out yet
+            await stream.finish(body, answered_request=True, status=self._busy.status, headers=_BUSY_HEADERS)
+        elif self._forbidden is not None:
+            await stream.finish(body, answered_request=True, status=FORBIDDEN, headers=self._forbidden)
+        elif self._store_down:
+            await stream.finish(body, answered_request=False, status=503, headers=_STORE_DOWN_HEADERS)
+        else:
+            await stream.finish(body, answered_request=answered_request)
 
     async def _answer_batch(self, holding: Holding) -> list[bytes]:
         """Each entry's answer in order, yielding to the event loop between entries, so a long

@@ -318,6 +318,7 @@ class StreamableHTTPEndpoint:
             json=accepts.json,
             keep_alive=self.keep_alive,
             step_up=self._config.step_up,
+            budget=self._budget,
         )
 
     async def _notification(self, notification: Notification, channel: SessionChannel) -> Response:

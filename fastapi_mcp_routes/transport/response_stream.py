@@ -67,6 +67,10 @@ class KeepAlive:
             raise ValueError(f"the keep-alive interval must be a positive number of seconds, got {self.interval_s!r}")
 
 
+# The most of an answer handed to the server in one message (`_write`).
+WRITE_PIECE_BYTES: Final = 256 * 1024
+
+
 class DisconnectListener(Protocol):
     """Who hears that the client left before its answer: the request's channel."""
 
@@ -311,7 +315,15 @@ class ResponseStream:
         if self._detached:
             return  # the response has ended; the log holds this event for the resume
         try:
-            await self._send({"type": "http.response.body", "body": data, "more_body": more})
+            # A large answer goes out in pieces: the server waits for a slow reader between them
+            # (its flow control), so the answer stays ours, counted in the answer budget until
+            # written, rather than all of it sitting in the server's write buffer at once.
+            start = 0
+            while len(data) - start > WRITE_PIECE_BYTES:
+                piece = data[start : start + WRITE_PIECE_BYTES]
+                await self._send({"type": "http.response.body", "body": piece, "more_body": True})
+                start += WRITE_PIECE_BYTES
+            await self._send({"type": "http.response.body", "body": data[start:] if start else data, "more_body": more})
         except OSError:
             # A dropped connection is not a cancellation in the session era (spec 2025-11-25,
             # basic/transports "Cancellation"): the call runs on; its events stay in the log.

@@ -19,6 +19,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
 from fastapi_mcp_routes.server.channel import StatelessChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
@@ -55,6 +56,7 @@ class StatelessAnswer(Response):
         json: bool,
         keep_alive: KeepAlive,
         step_up: StepUp,
+        budget: AnswerBudget,
     ) -> None:
         # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
         # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
@@ -66,6 +68,7 @@ class StatelessAnswer(Response):
         self._sse = sse
         self._json = json
         self._step_up = step_up
+        self._budget = budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         channel = self._channel
@@ -76,7 +79,10 @@ class StatelessAnswer(Response):
             answer = await self._answer(channel, scope, stream)
             if answer is not None:
                 body, status, headers = answer
-                await stream.finish(body, answered_request=True, status=status, headers=headers)
+                # Held against the answer budget until written: a client that reads slowly keeps it here.
+                with Holding(self._budget, channel.holder) as holding:
+                    holding.written(body)
+                    await stream.finish(body, answered_request=True, status=status, headers=headers)
         if answer is not None and self.background is not None:
             await self.background()
 

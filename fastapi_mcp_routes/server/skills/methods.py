@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from fastapi import FastAPI
 
+from fastapi_mcp_routes.server.budget import AnswerBudget, Holding, busy
 from fastapi_mcp_routes.server.channel import ClientChannel, Result
 from fastapi_mcp_routes.server.skills.catalog import SCHEME, SkillCatalog
 from fastapi_mcp_routes.tools.invoke import Caller, call_app, caller_request
@@ -31,14 +32,24 @@ from fastapi_mcp_routes.wire.jsonrpc import Request, truncate
 # comes back.
 _GUARD_BYTES: Final = 64 * 1024
 _CURSOR_PREFIX: Final = "skills:"
+# What an answer adds to a file's own bytes: its URI, media type and the JSON-RPC envelope.
+_ANSWER_OVERHEAD: Final = 4096
 
 
 class SkillMethods:
     """Answers the skills extension's requests from one directory of skills."""
 
     def __init__(
-        self, *, catalog: SkillCatalog, app: FastAPI, guard_path: str | None, page_size: int, max_uri_chars: int
+        self,
+        *,
+        catalog: SkillCatalog,
+        app: FastAPI,
+        guard_path: str | None,
+        page_size: int,
+        max_uri_chars: int,
+        budget: AnswerBudget | None = None,
     ) -> None:
+        self._budget = budget if budget is not None else AnswerBudget()
         self.catalog = catalog
         self._app = app
         self._guard_path = guard_path  # None: nothing guards the skills but the endpoint
@@ -61,7 +72,13 @@ class SkillMethods:
         file = self.catalog.files.get(uri)
         if file is None:
             raise ResourceNotFound(truncate(uri, 200), channel.resource_not_found_code)
-        return {"contents": [file.contents()]}
+        # Room for the answer in the budget before it is built (base64 takes a third more); the
+        # transport holds the answer itself until it is written.
+        with Holding(self._budget, channel.holder) as holding:
+            refused = holding.hold(len(file.data) * 4 // 3 + _ANSWER_OVERHEAD)
+            if refused is not None:
+                raise busy(refused)
+            return {"contents": [file.contents()]}
 
     async def list(self, request: Request, channel: ClientChannel) -> Result:
         # The guard first: a cursor checked against the number of skills would count them for
