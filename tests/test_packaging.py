@@ -39,7 +39,7 @@ def pip(*arguments: str) -> subprocess.CompletedProcess[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Built from a copy, so no build directory left by an earlier build slips old modules in.
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(
         ROOT / "fastapi_mcp_routes", source / "fastapi_mcp_routes", ignore=shutil.ignore_patterns("__pycache__")
