@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer, Principal
@@ -80,6 +81,13 @@ __all__ = [
     "resource_link",
     "text_content",
 ]
+
+# The installed distribution's own: pyproject.toml is its one place, so the two cannot disagree.
+# A source tree put on the path without installing it has no version to read.
+try:
+    __version__ = version("fastapi-mcp-routes")
+except PackageNotFoundError:
+    __version__ = "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
