@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak clean
+.PHONY: run token test lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak dist clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -122,6 +122,14 @@ bench-jwt: $(STAMP)
 # server holds, what the attacker gets, what a legitimate client sees meanwhile.
 soak: $(STAMP)
 	$(BIN)/python benchmarks/soak.py
+
+# The sdist and the wheel a release uploads, built as an installer would (`python -m build`: the
+# wheel from the sdist, in a fresh build environment), into dist/; then checked as the package
+# index reads them: metadata and the long description that renders on the project's page.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 clean:
 	rm -rf $(VENV)
