@@ -1,14 +1,17 @@
 """The release as `make dist` builds it: an sdist and a wheel from `python -m build`, each with the
 license, the version and the classifiers in its metadata, and both passing `twine check --strict`
-(what the package index would refuse or render badly). And `__version__`, which is the installed
-distribution's.
+(what the package index would refuse or render badly); what the wheel requires and what installing
+it would bring along: PyJWT with its crypto backend, and never python-jose or ecdsa (whose timing
+attack is never to be fixed). And `__version__`, which is the installed distribution's.
 
-Building asks the package index for setuptools; where it cannot be reached the test fails and
-says so.
+Building asks the package index for setuptools, and resolving an install asks it for the
+dependencies; where it cannot be reached the test fails and says so, since a skipped check would
+let a dependency back in unseen.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -20,12 +23,16 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import fastapi_mcp_routes
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 BUILD_TIMEOUT_S = 600
+PIP_TIMEOUT_S = 600
+REFUSED = {"python-jose", "ecdsa"}
 
 
 def test_the_version_is_the_one_pyproject_declares() -> None:
@@ -140,3 +147,39 @@ def test_twine_check_strict_passes_on_both(dist: Path) -> None:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.count("PASSED") == 2
+
+
+def pip(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=PIP_TIMEOUT_S,
+        check=False,
+    )
+
+
+@pytest.mark.processes
+def test_the_wheel_requires_pyjwt_and_neither_python_jose_nor_ecdsa(dist: Path) -> None:
+    with zipfile.ZipFile(only(dist, "fastapi_mcp_routes-*.whl")) as archive:
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        lines = archive.read(metadata).decode().splitlines()
+    required = [
+        Requirement(line.removeprefix("Requires-Dist:").strip()) for line in lines if line.startswith("Requires-Dist:")
+    ]
+    always: dict[str, Requirement] = {canonicalize_name(r.name): r for r in required if r.marker is None}
+    assert "pyjwt" in always
+    assert "crypto" in always["pyjwt"].extras
+    assert REFUSED.isdisjoint(canonicalize_name(r.name) for r in required)
+
+
+@pytest.mark.processes
+def test_installing_the_wheel_brings_neither_python_jose_nor_ecdsa(dist: Path) -> None:
+    wheel = only(dist, "fastapi_mcp_routes-*.whl")
+    resolved = pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-", str(wheel))
+    assert resolved.returncode == 0, (
+        "pip could not resolve the wheel's dependencies; is the package index reachable?\n" + resolved.stderr
+    )
+    installed = {canonicalize_name(item["metadata"]["name"]) for item in json.loads(resolved.stdout)["install"]}
+    assert {"pyjwt", "cryptography", "fastapi-mcp-routes"} <= installed
+    assert installed.isdisjoint(REFUSED)

@@ -202,7 +202,7 @@ class ToolCallPipeline:
                 return response
             if isinstance(response, WindowRead):
                 return Ran(window_result(response), "ok", 200)
-            return route_ran(parsed.tool, response, parsed.arguments, challenged_scheme(call))
+            return route_ran(parsed.tool, response, call, parsed.arguments)
         if isinstance(ended, InputRequired):
             return Ran(ended.result, "confirmation_required" if confirming else "input_required")
         # The call raised, or its route's response outgrew the cap.
@@ -234,7 +234,7 @@ class ToolCallPipeline:
             if refused is None:
                 refused = await invalid(self._app, tool, parsed.arguments, caller)
             if refused is not None:
-                return route_ran(tool, refused, scheme=challenged_scheme(call))
+                return route_ran(tool, refused, call)
         digest = arguments_sha256(parsed.arguments)
         gated = GatedCall(tool.name, tool.method, path, parsed.arguments, digest, offered, call)
         verdict = await self._gate.check(gated)
@@ -315,16 +315,16 @@ class ToolCallPipeline:
 
 
 def route_ran(
-    tool: Tool, response: CapturedResponse, arguments: Mapping[str, Any] | None = None, scheme: str = "Bearer"
+    tool: Tool, response: CapturedResponse, call: ToolCall, arguments: Mapping[str, Any] | None = None
 ) -> Ran:
     """How a call the route answered ended; a refusal for a missing scope carries the step-up
     challenge in its `_meta` (wire/challenge.py), what a task's result or a streamed answer keeps,
-    in the `scheme` the caller's token came with."""
+    in the scheme the caller's token came with."""
     result = tool_result(tool, response, arguments)
     if response.status == 403:
         scopes = refused_scopes(tool, response)
         if scopes is not None:
-            return Ran(with_challenge(result, scopes, scheme=scheme), "error", 403)
+            return Ran(with_challenge(result, scopes, scheme=challenged_scheme(call)), "error", 403)
     return Ran(result, "error" if result.get("isError") else "ok", response.status)
 
 

@@ -39,7 +39,7 @@ from fastapi_mcp_routes.tools.paging import pages
 from fastapi_mcp_routes.tools.recipe import Tool, recipe, route_description
 from fastapi_mcp_routes.tools.request_models import request_models
 from fastapi_mcp_routes.tools.schema import Definitions, ToolSchema, build_tool_schema
-from fastapi_mcp_routes.tools.scopes import route_scopes, with_scopes
+from fastapi_mcp_routes.tools.scopes import scopes_of, with_scopes
 from fastapi_mcp_routes.tools.streams import STREAM_ARGUMENTS, Streamed, WindowBounds, output_schema, stream_of
 from fastapi_mcp_routes.tools.urls import url_arguments
 from fastapi_mcp_routes.wire import constants as c
@@ -361,7 +361,8 @@ def _tool(
     definition["annotations"] = annotations
     if options.meta:
         definition["_meta"] = dict(options.meta)
-    scopes = route_scopes(route)
+    access = access_of(route, options.visible)
+    scopes = scopes_of(access)
     with_scopes(definition, scopes)
     return recipe(
         route,
@@ -370,7 +371,7 @@ def _tool(
         schema,
         entry.where,
         definition=definition,
-        access=access_of(route, options.visible),
+        access=access,
         confirm=confirm,
         models=request_models(route) if confirm else None,
         urls=url_arguments(schema.input_schema),

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fastapi_mcp_routes.auth.jwt import JWTBearer
-from fastapi_mcp_routes.tools.access import access_of
+from fastapi_mcp_routes.tools.access import Access, access_of
 from fastapi_mcp_routes.wire.challenge import HEADER_WWW_AUTHENTICATE, SCOPES_META_KEY, refuses_for_scope, scope_tokens
 
 if TYPE_CHECKING:
@@ -18,10 +18,14 @@ _WWW_AUTHENTICATE = HEADER_WWW_AUTHENTICATE.encode()
 
 
 def route_scopes(route: Any) -> tuple[str, ...]:
-    """Every scope the route's schemes ask for, sorted: `Security(..., scopes=[...])` anywhere
+    """Every scope the route's schemes ask for, sorted (`scopes_of`)."""
+    return scopes_of(access_of(route, None))
+
+
+def scopes_of(access: Access | None) -> tuple[str, ...]:
+    """Every scope a route's access facts name, sorted: `Security(..., scopes=[...])` anywhere
     in its dependencies, and the `required_scopes` of a `JWTBearer` among them. A step-up names
     them all, so one new authorization serves the whole route."""
-    access = access_of(route, None)
     if access is None:
         return ()
     declared = set(access.scopes)
