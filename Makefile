@@ -7,15 +7,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak dist clean
+.PHONY: run token test lint typecheck imports docs docs-serve docs-screenshots redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak dist clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
 $(STAMP): pyproject.toml
-	@echo "installing the project and its test tools into $(VENV) (pip install -e '.[test]')" >&2
+	@echo "installing the project, its test tools and its docs tools into $(VENV) (pip install -e '.[test,docs]')" >&2
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install --quiet --upgrade pip >&2
-	@$(BIN)/pip install --quiet -e '.[test]' >&2
+	@$(BIN)/pip install --quiet -e '.[test,docs]' >&2
 	@touch $(STAMP)
 
 # uvicorn's own logging, plus the library's logger at INFO (the audit line of each tool call):
@@ -38,6 +38,20 @@ typecheck: $(STAMP)
 # The layers' import direction (pyproject.toml, [tool.importlinter]).
 imports: $(STAMP)
 	$(BIN)/lint-imports
+
+# The documentation site (mkdocs.yml, docs/) into site/, strictly: a broken link, anchor or API
+# reference fails it. Its Python blocks are run and type-checked by tests/test_docs.py.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The site at http://127.0.0.1:8001, rebuilt as its pages change.
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
+# docs/images/site-home.png and site-guide.png, the README's pictures of the site: the built site
+# in headless Chromium (the system's, as the explorer's tests use).
+docs-screenshots: docs chromium
+	$(BIN)/python scripts/docs_screenshots.py
 
 # The official MCP conformance suite against example_app.conformance:app (installs Node 22 and
 # the suite into .tools/ on first use).
@@ -82,9 +96,9 @@ chromium:
 
 # pytest runs last so its summary closes the output. The conformance runs go first and alone:
 # beside pytest's workers a loaded machine delays a process's news of a session ended in another
-# long enough for the suite's session-lifecycle check to catch it (see the README's deployment
-# section: a DELETE reaches the other processes through the store's publish/subscribe).
-test: lint typecheck imports redis-server redis-sentinel nginx chromium conformance unit
+# long enough for the suite's session-lifecycle check to catch it (see docs/deployment.md:
+# a DELETE reaches the other processes through the store's publish/subscribe).
+test: lint typecheck imports docs redis-server redis-sentinel nginx chromium conformance unit
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
 # `bench` extra installs uvicorn[standard] for the latter).

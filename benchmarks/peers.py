@@ -55,7 +55,7 @@ from chart import write_ratio_chart
 from peer_app import API_KEY, CREDENTIAL_HEADER, ENDPOINTS, EXTRA_ROUTES_ENV, IMPL_ENV
 
 HERE: Final = Path(__file__).resolve().parent
-CHART: Final = HERE / "peers.png"  # shown at the top of benchmarks/README.md
+CHART: Final = HERE.parent / "docs" / "images" / "peers.png"  # shown in docs/performance.md
 VENVS: Final = HERE.parent / ".tools" / "bench"
 FACTORY: Final = "peer_app:create_app"
 OURS: Final = "fastapi-mcp-routes"

@@ -43,7 +43,7 @@ def create_app() -> FastAPI:
 
 def build_app(variant: str) -> FastAPI:
     """A resource's GET route and a PUT to the same path, after the MCP router (included first,
-    as the README advises) unless `variant` is `WITHOUT` or `WITH_LAST`."""
+    as the docs advise) unless `variant` is `WITHOUT` or `WITH_LAST`."""
     app = FastAPI(title="Writes benchmark", version="1.0.0")
     if variant in (WITH, WITHOUT_WRITES):
         app.include_router(mcp_routes(app, tool_calls=ToolCalls(require_confirmation_for_mutations=False)))

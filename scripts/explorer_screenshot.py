@@ -1,4 +1,4 @@
-"""Take docs/explorer.png, the README's picture of the MCP explorer: the example app served on
+"""Take docs/images/explorer.png, the documentation's picture of the MCP explorer: the example app served on
 127.0.0.1, its explorer in headless Chromium (the system's, as in the tests) with the example's
 API key entered, and a tool called through its form.
 
@@ -17,7 +17,7 @@ from example_app.main import app  # noqa: E402
 from tests.support.browser import ExplorerPage, chromium  # noqa: E402
 from tests.support.servers import serve  # noqa: E402
 
-OUT = ROOT / "docs" / "explorer.png"
+OUT = ROOT / "docs" / "images" / "explorer.png"
 
 
 def main() -> None:

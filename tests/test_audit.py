@@ -100,7 +100,7 @@ def test_a_failing_hook_does_not_change_the_answer() -> None:
         assert call_tool(client, "echo", {"secret": "x"}, headers=JSON_ONLY)["structuredContent"] == {"length": 1}
 
 
-# The README's Audit section: what an app that configures no logging adds to show the lines.
+# The Audit section of docs/observability.md: what an app that configures no logging adds to show the lines.
 README_LOGGING = (
     "import logging; audit = logging.getLogger('fastapi_mcp_routes'); audit.setLevel(logging.INFO); "
     "audit.addHandler(logging.StreamHandler())"
@@ -112,7 +112,7 @@ README_LOGGING = (
 def test_the_audit_line_follows_the_apps_logging_and_the_startup_line_is_always_seen(log_config: str | None) -> None:
     # `make run` passes uvicorn the example's log config, which shows the library's logger at
     # INFO: the audit line appears, as it does where the app gives that logger a level and a
-    # handler as the README says. Plain `uvicorn main:app` configures only uvicorn's loggers:
+    # handler as the documentation says. Plain `uvicorn main:app` configures only uvicorn's loggers:
     # the startup line is still written to stderr, and no line per tool call is.
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "example_app.main:app", "--host", HOST, "--port", str(port)]

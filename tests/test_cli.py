@@ -572,8 +572,8 @@ def test_config_for_claude_desktop_runs_mcp_remote_with_headers_from_its_env() -
     assert "claude_desktop_config.json" in where
 
 
-def test_the_readmes_one_claude_desktop_snippet_is_what_config_prints() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_one_claude_desktop_snippet_is_what_config_prints() -> None:
+    readme = (ROOT / "docs" / "getting-started" / "example.md").read_text()
     found = re.search(r"^\$ (fastapi-mcp-routes config claude-desktop [^\n]*)\n(\{\n.*?\n\})\n```", readme, re.M | re.S)
     assert found is not None
     command, shown = found.groups()

@@ -332,7 +332,7 @@ async def recovered(clients: Clients, base: str) -> None:
 # A frozen primary (a partition) resumed later is not run here: requests through connections
 # still open to it read and write its stale data until the sentinels make it a replica (Redis's
 # split brain, about 6 s in this deployment), so some runs lose writes and some do not; a test
-# of it could not tell a regression from luck. Parametrize with FROZEN to watch it (the README's
+# of it could not tell a regression from luck. Parametrize with FROZEN to watch it (the docs'
 # failover section says what it loses and what Redis offers against it).
 @pytest.mark.parametrize("how", [KILLED])
 async def test_a_failover_mid_traffic_answers_503_then_recovers_keeping_what_the_replica_had(

@@ -105,7 +105,7 @@ def stateless_call(http: httpx.Client, name: str, arguments: dict[str, Any], **e
 def test_a_question_asked_by_a_background_task_after_the_response_does_not_make_the_call_run_again(
     base_url: str,
 ) -> None:
-    # README "What a tool call does": the tool result is what the route answered. A background
+    # the docs' "What a tool call does": the tool result is what the route answered. A background
     # task runs after that answer; were the call stopped there, it would answer
     # `input_required` for a mutation already done, and the retry would run it a second time.
     with httpx.Client(base_url=base_url, timeout=WAIT_S) as http:
@@ -125,7 +125,7 @@ def test_a_question_asked_by_a_background_task_after_the_response_does_not_make_
 
 
 def test_a_session_has_one_get_stream_for_as_long_as_that_stream_stays_open() -> None:
-    # README "GET stream": one at a time (a second gets 409). The claim is taken for
+    # the docs' "GET stream": one at a time (a second gets 409). The claim is taken for
     # `Sessions.idle_s`, and the open stream keeps the session alive past that, so after idle_s
     # a second GET stream of the same session is accepted (with the default, after 30 minutes).
     with serve(make_app(sessions=Sessions(idle_s=1))) as url, httpx.Client(base_url=url, timeout=5) as http:

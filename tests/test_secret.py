@@ -1,4 +1,4 @@
-"""One secret for every process (README "Deploying with several workers or replicas").
+"""One secret for every process (the docs' "Deploying with several workers or replicas").
 
 Two apps built by two `mcp_routes` calls stand for two processes: each has its own memory store
 and its own instance, and they share what the secret gives them. Real processes, a real Redis
@@ -131,7 +131,7 @@ def from_address(base_url: str, address: str) -> httpx.Client:
 def test_an_anonymous_caller_cannot_push_out_another_callers_session_in_a_process_that_adopted_it(
     two: tuple[httpx.Client, httpx.Client],
 ) -> None:
-    # README: "one caller holds at most 64 (its own oldest goes first)", and a caller is its
+    # The docs: "one caller holds at most 64 (its own oldest goes first)", and a caller is its
     # address when `auth=` verified nobody. A process that did not open a session adopts it on
     # its first request; that adoption must count against the same caller, not against every
     # anonymous caller at once.

@@ -1,4 +1,4 @@
-"""A shared secret and a shared Redis (README "Deploying with several workers or replicas"):
+"""A shared secret and a shared Redis (the docs' "Deploying with several workers or replicas"):
 whatever process a request reaches, it is served as one process would serve it.
 
 Two servers built by two `mcp_routes` calls stand for two processes: each has its own instance
@@ -177,7 +177,7 @@ def test_the_endpoint_rate_limit_is_one_budget_for_every_process(redis_url: str)
 
 
 def test_the_endpoint_rate_limit_on_a_redis_that_is_gone_is_answered_503() -> None:
-    # README: "A Redis outage is answered 503 with Retry-After". The rate limit's counters live
+    # The docs: "A Redis outage is answered 503 with Retry-After". The rate limit's counters live
     # in the store's Redis too: a Redis that is gone is the same outage for them.
     store = RedisStore.from_url(gone_redis_url())
     app = notes_app(secret=SECRET, store=store, limits=Limits(rate_limit="100/minute"))
@@ -189,7 +189,7 @@ def test_the_endpoint_rate_limit_on_a_redis_that_is_gone_is_answered_503() -> No
 
 
 def test_a_tool_call_in_a_live_session_costs_at_most_one_redis_round_trip_a_second(notes: Pair, redis_url: str) -> None:
-    # README: "A tool call in a live session costs one Redis round trip, the session check, and
+    # The docs: "A tool call in a live session costs one Redis round trip, the session check, and
     # none while that session was checked within the last second".
     first, _ = notes
     session = open_session(first)

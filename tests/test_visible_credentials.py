@@ -457,21 +457,22 @@ def test_the_one_parameter_form_still_gets_only_the_principal() -> None:
     assert isinstance(seen[1][1], Credentials)
 
 
-# -- the README's example, served and listed by the command line -------------------------------
+# -- the documentation's example, served and listed by the command line ------------------------
 
 README_EXAMPLE = "**Per API key or token, without `auth=`.**"
+GUIDE = ROOT / "docs" / "guides" / "authorization.md"
 
 
 def readme_example() -> str:
-    """The README's key A / key B example, as a reader copies it."""
-    text = (ROOT / "README.md").read_text()
+    """The guide's key A / key B example, as a reader copies it."""
+    text = GUIDE.read_text()
     start = text.index("```python\n", text.index(README_EXAMPLE)) + len("```python\n")
     return text[start : text.index("```", start)]
 
 
 def test_the_readmes_key_example_shows_key_a_reports_and_key_b_invoices() -> None:
     namespace: dict[str, Any] = {"__name__": "readme_example"}
-    exec(compile(readme_example(), "README.md", "exec"), namespace)
+    exec(compile(readme_example(), str(GUIDE), "exec"), namespace)
     with TestClient(namespace["app"]) as client:
         assert listed_names(client, KEY_A) == ["reports"]
         assert listed_names(client, KEY_B) == ["invoices"]

@@ -95,9 +95,9 @@ def alive(pid: int) -> bool:
 
 
 def test_each_worker_logs_the_first_line_the_readme_shows() -> None:
-    # README "Deploying with several workers or replicas": "The first log line of each process
+    # the docs' "Deploying with several workers or replicas": "The first log line of each process
     # says what it serves and where its state lives". A new user runs `uvicorn app --workers N`
-    # as the README says, with uvicorn's own logging and nothing more.
+    # as the docs say, with uvicorn's own logging and nothing more.
     with serve_process_group(WORKERS_APP, workers=2, env=deployment_env()) as (_, running):
         log = running.log()
     lines = [line for line in log.splitlines() if "MCP endpoint /mcp" in line]

@@ -20,7 +20,7 @@ guards asked before the route) finds the proof verified and its `jti` claimed, a
 what differs between checkers: its algorithms, its window, the token's hash. A scope key is the
 library's own: no header sets it, and a request that arrives without one has its proof checked
 against itself. Without `auth=`, a request whose calls reach no guarded route leaves its proof
-unchecked and its jti unkept; the README says to give the bearer to `auth=` as well.
+unchecked and its jti unkept; the docs say to give the bearer to `auth=` as well.
 """
 
 from __future__ import annotations

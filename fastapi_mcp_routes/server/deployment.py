@@ -1,6 +1,6 @@
 """Where the endpoint's state lives, and what that lets it promise across processes.
 
-Three setups (README, "Deploying with several workers or replicas"):
+Three setups (docs/deployment.md):
 - one process: a random secret and the memory store; everything works;
 - several processes sharing a secret, each with its own memory: whatever a sealed value carries
   works anywhere (sessions, the stateless revision, requestState); what needs shared state (a

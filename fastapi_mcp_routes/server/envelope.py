@@ -197,7 +197,7 @@ class ResultShaper:
     """Adds what every 2026-07-28 result carries.
 
     A pre-encoded `tools/list` page is shaped once and kept, since encoding a large page again
-    would cost more than a whole warm list may (benchmarks/README.md, "Figures behind the
+    would cost more than a whole warm list may (docs/benchmarks.md, "Figures behind the
     code's speed choices"). Pages are new objects whenever the tools change, so a handful of
     kept pages is always enough."""
 

@@ -48,7 +48,7 @@ from fastapi_mcp_routes.wire.json import RawJSON
 logger = logging.getLogger("fastapi_mcp_routes")
 _TOOL_NAME: Final = re.compile(c.TOOL_NAME_PATTERN)
 
-# Hints derived from the HTTP method (documented in the README): what a REST author promises
+# Hints derived from the HTTP method (documented in docs/guides/tools.md): what a REST author promises
 # by choosing the method. Explicit `mcp_tool` options override each one.
 METHOD_HINTS: Final[Mapping[str, Mapping[str, bool]]] = {
     "GET": {"readOnlyHint": True},

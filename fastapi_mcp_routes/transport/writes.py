@@ -5,7 +5,7 @@ A POST, PUT, PATCH or DELETE answered 2xx whose path is the path a resource is r
 update (server/resources/updates.py), whether a person sent it over REST or an agent as a tool call (which
 runs through the app too). Every other request passes through untouched, and while nobody can
 hear an update (no stream of this process listens, and no other process shares the store) a
-write only costs the check: REST p50 with and without the library is in the README.
+write only costs the check: REST p50 with and without the library is in docs/benchmarks.md.
 """
 
 from __future__ import annotations
