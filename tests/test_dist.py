@@ -283,7 +283,7 @@ class FreshInstall:
     """The wheel in a virtualenv of its own, nothing else installed, and what it held then."""
 
     python: Path  # the virtualenv's, always run with -I from `cwd`: the checkout is never on its path
-    cwd: Path  # an empty directory, where nothing of the checkout can be imported from
+    cwd: Path  # empty while the fixture reads the install: nothing of the checkout is importable from it
     brought: Mapping[str, Distribution]  # what `python -m venv` installed, by canonical name
     installed: Mapping[str, Distribution]  # once the wheel was installed
     environment: Mapping[str, str]  # its environment markers' values
