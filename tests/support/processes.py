@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,19 +69,19 @@ END_WITH_THE_STARTING_THREAD = _with_the_starting_thread()
 
 
 @contextmanager
-def start_process(command: list[str], env: Mapping[str, str] | None = None) -> Iterator[Running]:
-    """Run `command` from the project's root in a process group of its own, with `env` added to
-    this environment, its output kept in a file; at the end the group gets SIGTERM, then SIGKILL
-    after `STOP_S`. Call it from the thread that lives as long as the process should (pytest's
-    own): on Linux the process also gets SIGTERM once that thread ends, so a test run killed
-    before its cleanup leaves no server behind."""
+def start_process(command: list[str], env: Mapping[str, str] | None = None, *, cwd: Path = ROOT) -> Iterator[Running]:
+    """Run `command` from `cwd` (the project's root unless told) in a process group of its own, with
+    `env` added to this environment, its output kept in a file; at the end the group gets SIGTERM,
+    then SIGKILL after `STOP_S`. Call it from the thread that lives as long as the process should
+    (pytest's own): on Linux the process also gets SIGTERM once that thread ends, so a test run
+    killed before its cleanup leaves no server behind."""
     with tempfile.TemporaryDirectory(prefix="fastapi-mcp-routes-") as directory:
         log_path = Path(directory) / "output.log"
         # Appended to, so reading the file never moves where the process writes.
         with log_path.open("ab") as output:
             process = subprocess.Popen(
                 command,
-                cwd=ROOT,
+                cwd=cwd,
                 env={**os.environ, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
@@ -130,11 +130,18 @@ def serve_processes(app_path: str, *, workers: int = 1, env: Mapping[str, str] |
 
 @contextmanager
 def serve_process_group(
-    app_path: str, *, workers: int = 1, env: Mapping[str, str] | None = None
+    app_path: str,
+    *,
+    workers: int = 1,
+    env: Mapping[str, str] | None = None,
+    python: Sequence[str] = (sys.executable,),
+    cwd: Path = ROOT,
 ) -> Iterator[tuple[str, Running]]:
-    """`serve_processes`, yielding the process group too (a test may kill it, as a crash would)."""
+    """`serve_processes`, yielding the process group too (a test may kill it, as a crash would).
+    `python` is the interpreter and its options (another virtualenv's, say), run from `cwd`, where
+    `app_path` is imported from."""
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", app_path, "--host", HOST, "--port", str(port)]
+    command = [*python, "-m", "uvicorn", app_path, "--host", HOST, "--port", str(port)]
     command += ["--workers", str(workers), "--no-access-log", "--timeout-graceful-shutdown", "2"]
 
     def started(running: Running) -> bool:
@@ -145,6 +152,6 @@ def serve_process_group(
             raise RuntimeError(f"uvicorn serving {app_path} failed to start:\n{log}")
         return "Uvicorn running on" in log and log.count("Application startup complete.") >= workers
 
-    with start_process(command, env) as running:
+    with start_process(command, env, cwd=cwd) as running:
         running.wait_until(started, f"uvicorn serving {app_path} with {workers} worker(s)")
         yield f"http://{HOST}:{port}", running
