@@ -61,7 +61,7 @@ conformance: $(STAMP)
 # The MCP Inspector CLI tests (tests/test_inspector_cli.py) install the Inspector, and Node 22
 # where the machine's is older, into .tools/ on first use (scripts/node_package.sh).
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 3
+	$(BIN)/pytest -q -n 3 --dist loadgroup
 
 # The Redis tests start a redis-server of their own (tests/support/redis.py, `redis_server`): install
 # Debian's when the machine has none and no FASTAPI_MCP_ROUTES_TEST_REDIS_URL names one to use.

@@ -46,6 +46,10 @@ from tests.support.sdk import mcp_client
 from tests.support.servers import serve
 from tests.support.waits import WAIT_S
 
+# One worker runs the whole module (`make unit` distributes by group): the build and the fresh
+# virtualenv are made once, not once per worker that draws one of these tests.
+pytestmark = pytest.mark.xdist_group("dist")
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 BUILD_TIMEOUT_S = 600
