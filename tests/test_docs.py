@@ -187,3 +187,16 @@ def test_the_readmes_links_are_absolute_and_each_reaches_a_page_of_the_site() ->
         assert any(candidate.is_file() for candidate in candidates), (
             f"README.md links to {link}, which no page of docs/ makes"
         )
+
+
+# -- the API reference ------------------------------------------------------------------------------
+
+
+def test_every_public_name_has_an_entry_in_the_api_reference() -> None:
+    import fastapi_mcp_routes
+
+    entries = set()
+    for page in (ROOT / "docs" / "reference").glob("*.md"):
+        entries |= {name.rsplit(".", 1)[-1] for name in re.findall(r"^::: (\S+)$", page.read_text(), re.M)}
+    missing = sorted(set(fastapi_mcp_routes.__all__) - entries)
+    assert not missing, f"public names without an entry in docs/reference/: {missing}"
