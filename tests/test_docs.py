@@ -59,20 +59,20 @@ class Block:
         return re.sub(r"\W", "_", f"docs_{self.page.removesuffix('.md')}_{self.line}")
 
 
-def blocks() -> list[Block]:
+def blocks_in(page: str, text: str) -> list[Block]:
+    """The Python blocks of one page's Markdown, each with the kind its marker gives it."""
     found = []
-    for path in PAGES:
-        text = path.read_text(encoding="utf-8")
-        page = path.relative_to(ROOT).as_posix()
-        for match in FENCE.finditer(text):
-            before = text[: match.start()]
-            mark = MARK.search(before)
-            kind = mark.group(1) if mark else "run"
-            found.append(Block(page, before.count("\n") + 2, match.group(1), kind))
+    for match in FENCE.finditer(text):
+        before = text[: match.start()]
+        mark = MARK.search(before)
+        kind = mark.group(1) if mark else "run"
+        found.append(Block(page, before.count("\n") + 2, match.group(1), kind))
     return found
 
 
-BLOCKS = blocks()
+BLOCKS = [
+    block for path in PAGES for block in blocks_in(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"))
+]
 CHECKED = [block for block in BLOCKS if block.kind != "fragment"]
 RUN = [block for block in BLOCKS if block.kind == "run"]
 
@@ -158,6 +158,11 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 GENERATED = {"contributing", "changelog"}
 
 
+def readme_links(markdown: str) -> list[str]:
+    """Every address the README's rendered page links to or loads a picture from."""
+    return LINK.findall(markdown)
+
+
 def test_the_readme_is_a_short_page() -> None:
     assert len(README.splitlines()) < 250
 
@@ -167,7 +172,7 @@ def test_the_readmes_links_are_absolute_and_each_reaches_a_page_of_the_site() ->
     # page or a file the site is built from.
     assert SITE_URL is not None
     site = SITE_URL.group(1)
-    links = LINK.findall(README)
+    links = readme_links(README)
     assert len(links) > 10
     for link in links:
         assert link.startswith("https://"), f"README.md links to {link!r}: relative links break on the package index"
