@@ -1,7 +1,8 @@
 """The documentation cannot rot: the site builds strictly, and every Python block in it runs.
 
-Each ```python block of the site's pages (docs/), of README.md, CONTRIBUTING.md and CHANGELOG.md
-is one of three kinds, told by an HTML comment on the line before it (invisible once rendered):
+Each Python block of the site's pages (docs/), of README.md, CONTRIBUTING.md and CHANGELOG.md
+(```python, ```py, ~~~python3, ```{.python}, indented in a list: any fence the site highlights as
+Python) is one of three kinds, told by an HTML comment right before it (invisible once rendered):
 
 - no comment: a whole module, as a reader would save it. It is type-checked against the package
   (`mypy --strict`, one run for all), then run in a process of its own from the repository's root (so it
@@ -11,7 +12,7 @@ is one of three kinds, told by an HTML comment on the line before it (invisible 
   defined, say). It must still parse as Python.
 
 A block that fails says which page and line it came from; one that cannot stand alone must say so
-with a comment, never silently.
+with a comment, never silently, and a comment that marks no block fails too.
 """
 
 from __future__ import annotations
