@@ -130,6 +130,32 @@ def stray_marks_in(text: str) -> list[int]:
     return stray
 
 
+# A list item, and one nested by fewer than four spaces (the site's Markdown nests at four).
+ITEM = re.compile(r"^(?P<indent> *)(?:[-*+]|\d+\.) ")
+
+
+def glued_lists_in(text: str) -> list[int]:
+    """The lines (from 1) of list items the site reads as text of the paragraph before them.
+
+    GitHub starts a list right under a paragraph line, and nests it by two spaces; the site's
+    Markdown (Python-Markdown) needs a blank line first, and four spaces, else the items run on
+    as the paragraph's text, with their dashes.
+    """
+    lines = text.split("\n")
+    fenced = {n for fence in fences(text) for n in range(fence.opening, fence.closing + 1)}
+    glued = []
+    for number in range(1, len(lines)):
+        item = ITEM.match(lines[number])
+        if item is None or number in fenced or number - 1 in fenced:
+            continue
+        before = lines[number - 1]
+        after_paragraph = before.strip() and not before.startswith((" ", "#", "|", "<")) and not ITEM.match(before)
+        nested_short = 0 < len(item["indent"]) < 4 and ITEM.match(before) is not None
+        if after_paragraph or nested_short:
+            glued.append(number + 1)
+    return glued
+
+
 BLOCKS = [
     block for path in PAGES for block in blocks_in(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"))
 ]
@@ -339,6 +365,24 @@ def test_every_marker_stands_right_before_a_python_block() -> None:
         for line in stray_marks_in(path.read_text(encoding="utf-8"))
     ]
     assert not stray, f"these markers mark no Python block (a sentence or another fence between?): {stray}"
+
+
+def test_a_list_glued_to_its_paragraph_or_nested_by_two_spaces_is_found() -> None:
+    text = (
+        "Some things:\n- one\n- two\n\nOthers:\n\n- three\n  - three a\n    - three a i\n"
+        "- four\n    - four a\n  continued\n"
+    )
+    assert glued_lists_in(text) == [2, 8]
+
+
+def test_every_list_of_the_site_renders_as_a_list() -> None:
+    glued = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}"
+        for path in PAGES
+        if path.name != "README.md"  # the package index's Markdown is GitHub's
+        for line in glued_lists_in(path.read_text(encoding="utf-8"))
+    ]
+    assert not glued, f"these items run on as text on the site (a blank line before, four spaces to nest): {glued}"
 
 
 @pytest.mark.parametrize(
