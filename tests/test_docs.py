@@ -43,13 +43,24 @@ PYTHON = frozenset({"python", "py", "python3", "py3", "pyi"})
 MARK = re.compile(r"<!-- (fragment|typecheck-only): (.+?) -->\s*\Z")
 MARK_LINE = re.compile(r"^[ \t]*<!-- (fragment|typecheck-only): .+? -->[ \t]*$")
 RUN_TIMEOUT_S = 120
-# Runs a block as its own module, then each test it defines, as pytest would collect them.
+# Runs a block as its own module, then each test it defines, as pytest would collect them: its
+# test_ functions and the test_ methods of its own Test classes, a coroutine one run to its end.
 RUNNER = """
-import runpy, sys
+import inspect, runpy, sys
+import anyio
 namespace = runpy.run_path(sys.argv[1], run_name="__docs_block__")
+tests = []
 for name, value in list(namespace.items()):
     if name.startswith("test_") and callable(value):
-        value()
+        tests.append(value)
+    elif name.startswith("Test") and inspect.isclass(value) and value.__module__ == "__docs_block__":
+        instance = value()
+        tests += [getattr(instance, attr) for attr in dir(value) if attr.startswith("test_")]
+for test in tests:
+    if inspect.iscoroutinefunction(test):
+        anyio.run(test)
+    else:
+        test()
 """
 
 
@@ -222,9 +233,15 @@ def test_the_blocks_type_check_against_the_package(tmp_path: Path) -> None:
 @pytest.mark.processes
 @pytest.mark.parametrize("block", RUN, ids=[block.id for block in RUN])
 def test_a_block_runs_as_written(block: Block, tmp_path: Path) -> None:
-    module = tmp_path / f"{block.module}.py"
+    ran = run(block, tmp_path)
+    assert ran.returncode == 0, f"{block.id} failed:\n{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}"
+
+
+def run(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
+    """Run a block as its own module, then its tests, in a process of its own."""
+    module = directory / f"{block.module}.py"
     module.write_text(block.code, encoding="utf-8")
-    ran = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", RUNNER, str(module)],
         cwd=ROOT,
         capture_output=True,
@@ -232,7 +249,23 @@ def test_a_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         timeout=RUN_TIMEOUT_S,
         check=False,
     )
-    assert ran.returncode == 0, f"{block.id} failed:\n{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}"
+
+
+FAILING_TESTS = {
+    "a function": "def test_it() -> None:\n    raise AssertionError('ran')\n",
+    "a coroutine function": "async def test_it() -> None:\n    raise AssertionError('ran')\n",
+    "a method of a test class": "class TestIt:\n    def test_it(self) -> None:\n        raise AssertionError('ran')\n",
+    "a coroutine method": "class TestIt:\n    async def test_it(self) -> None:\n        raise AssertionError('ran')\n",
+}
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("code", FAILING_TESTS.values(), ids=FAILING_TESTS.keys())
+def test_a_blocks_failing_test_fails_it_whatever_its_form(code: str, tmp_path: Path) -> None:
+    # Collected as pytest would: a test left uncalled, or a coroutine never awaited, would pass.
+    ran = run(Block("page.md", 3, code, "run"), tmp_path)
+    assert ran.returncode != 0
+    assert "AssertionError: ran" in ran.stderr, ran.stderr
 
 
 # -- the README, which the package index renders outside the repository --------------------------
