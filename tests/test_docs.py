@@ -6,13 +6,15 @@ Python) is one of three kinds, told by an HTML comment right before it (invisibl
 
 - no comment: a whole module, as a reader would save it. It is type-checked against the package
   (`mypy --strict`, one run for all), then run in a process of its own from the repository's root (so it
-  can import `example_app`); the `test_*` functions it defines are called, as pytest would.
+  can import `example_app`); the tests it defines are run as pytest would collect them
+  (`test_*` functions and the `test_*` methods of its `Test*` classes, coroutines to their end).
 - `<!-- typecheck-only: why -->`: type-checked, not run (it talks to a server, say).
 - `<!-- fragment: why -->`: a piece of a larger program (it uses an `app` the page has not
   defined, say). It must still parse as Python.
 
 A block that fails says which page and line it came from; one that cannot stand alone must say so
-with a comment, never silently, and a comment that marks no block fails too.
+with a comment, never silently, and a comment that marks no block fails too. The site's lists
+are checked to render as lists, and the README's every address to work on the package index.
 """
 
 from __future__ import annotations
