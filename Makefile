@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run token test lint typecheck imports docs docs-serve docs-screenshots redis-server redis-sentinel nginx chromium conformance unit bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak dist clean
+.PHONY: run token test lint typecheck imports docs docs-serve docs-screenshots redis-server redis-sentinel nginx chromium conformance unit oldest bench bench-peers bench-workers bench-capacity bench-writes bench-jwt soak dist clean
 
 # Silent, and its one line on stderr: `TOKEN=$(make token)` captures only the token, even when
 # this first installs the project.
@@ -63,6 +63,37 @@ conformance: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -n 3 --dist loadgroup
 
+# The oldest supported versions (docs/support.md), pinned in tests/oldest.txt, in a virtualenv of
+# their own under .tools/oldest/ (remade when the pins change); .venv holds the newest. They run
+# the tests that speak to a real server with the official MCP SDK, or as raw HTTP, and those of
+# what leans on a floor: FastAPI's validation and middleware, PyJWT, redis-py and limits (on a
+# redis-server of their own).
+OLDEST := .tools/oldest
+OLDEST_PINS := tests/oldest.txt
+OLDEST_TESTS := tests/test_wire_sdk.py tests/test_stateless_sdk.py tests/test_streaming_sdk.py \
+	tests/test_resources_sdk.py tests/test_tasks_sdk.py tests/test_step_up_sdk.py \
+	tests/test_transport_errors.py tests/test_streaming_edges.py tests/test_confirm.py \
+	tests/test_confirm_validation.py tests/test_middleware.py tests/test_jwt.py \
+	tests/test_shared_store.py tests/test_store_redis.py tests/test_rate_limit.py tests/test_rate_limit_redis.py
+# What the column is about, printed before the run.
+OLDEST_SHOWN := fastapi|starlette|pydantic|pydantic[-_]core|anyio|limits|pyjwt|redis|valkey|mcp
+
+$(OLDEST)/pyvenv.cfg: $(OLDEST_PINS)
+	rm -rf $(OLDEST)
+	$(PYTHON) -m venv $(OLDEST)
+
+$(OLDEST)/.installed: $(OLDEST)/pyvenv.cfg pyproject.toml
+	@echo "installing the oldest supported versions into $(OLDEST) ($(OLDEST_PINS))"
+	@$(OLDEST)/bin/pip install --quiet --upgrade pip
+	@$(OLDEST)/bin/pip install --quiet -r $(OLDEST_PINS) -e . || \
+		{ echo "could not install $(OLDEST_PINS) with the project into $(OLDEST): the oldest versions no longer resolve (see pip's message above)"; exit 1; }
+	@touch $@
+
+oldest: $(OLDEST)/.installed redis-server
+	@echo "the oldest supported versions ($(OLDEST)):"
+	@$(OLDEST)/bin/pip list --format=freeze | grep -iE '^($(OLDEST_SHOWN))=='
+	$(OLDEST)/bin/python -m pytest -q -n 2 $(OLDEST_TESTS)
+
 # The Redis tests start a redis-server of their own (tests/support/redis.py, `redis_server`): install
 # Debian's when the machine has none and no FASTAPI_MCP_ROUTES_TEST_REDIS_URL names one to use.
 redis-server:
@@ -98,7 +129,7 @@ chromium:
 # beside pytest's workers a loaded machine delays a process's news of a session ended in another
 # long enough for the suite's session-lifecycle check to catch it (see docs/deployment.md:
 # a DELETE reaches the other processes through the store's publish/subscribe).
-test: lint typecheck imports docs redis-server redis-sentinel nginx chromium conformance unit
+test: lint typecheck imports docs redis-server redis-sentinel nginx chromium conformance oldest unit
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
 # `bench` extra installs uvicorn[standard] for the latter).
