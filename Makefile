@@ -1,4 +1,5 @@
-# `make run` serves the example app; `make test` runs every check. Both install what they need.
+# `make run` serves the example app; `make test` runs every check, the wire and SDK tests on the
+# oldest supported versions too (`make oldest`). Both install what they need.
 PYTHON ?= python3
 # The port `make run` serves the example on; the example's RFC 9728 metadata and its demo
 # tokens' issuer and audience follow it (NOTES_PORT), so give `make token` the same PORT.
@@ -66,15 +67,16 @@ unit: $(STAMP)
 # The oldest supported versions (docs/support.md), pinned in tests/oldest.txt, in a virtualenv of
 # their own under .tools/oldest/ (remade when the pins change); .venv holds the newest. They run
 # the tests that speak to a real server with the official MCP SDK, or as raw HTTP, and those of
-# what leans on a floor: FastAPI's validation and middleware, PyJWT, redis-py and limits (on a
-# redis-server of their own).
+# what leans on a floor: FastAPI's validation and middleware, PyJWT, redis-py, valkey-py and
+# limits (on a redis-server and a Redis Cluster of their own).
 OLDEST := .tools/oldest
 OLDEST_PINS := tests/oldest.txt
 OLDEST_TESTS := tests/test_wire_sdk.py tests/test_stateless_sdk.py tests/test_streaming_sdk.py \
 	tests/test_resources_sdk.py tests/test_tasks_sdk.py tests/test_step_up_sdk.py \
 	tests/test_transport_errors.py tests/test_streaming_edges.py tests/test_confirm.py \
 	tests/test_confirm_validation.py tests/test_middleware.py tests/test_jwt.py \
-	tests/test_shared_store.py tests/test_store_redis.py tests/test_rate_limit.py tests/test_rate_limit_redis.py
+	tests/test_shared_store.py tests/test_store_redis.py tests/test_store_cluster.py \
+	tests/test_rate_limit.py tests/test_rate_limit_redis.py
 # What the column is about, printed before the run.
 OLDEST_SHOWN := fastapi|starlette|pydantic|pydantic[-_]core|anyio|limits|pyjwt|redis|valkey|mcp
 
@@ -128,7 +130,8 @@ chromium:
 # pytest runs last so its summary closes the output. The conformance runs go first and alone:
 # beside pytest's workers a loaded machine delays a process's news of a session ended in another
 # long enough for the suite's session-lifecycle check to catch it (see docs/deployment.md:
-# a DELETE reaches the other processes through the store's publish/subscribe).
+# a DELETE reaches the other processes through the store's publish/subscribe). Then the oldest
+# supported versions' run (`oldest`, under a minute), then the whole suite on the newest.
 test: lint typecheck imports docs redis-server redis-sentinel nginx chromium conformance oldest unit
 
 # Tool call vs REST under uvicorn's two stacks, h11 + asyncio and httptools + uvloop (the
