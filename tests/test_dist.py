@@ -63,13 +63,15 @@ def test_the_version_is_the_one_pyproject_declares() -> None:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # Built from a copy of what a release ships, so nothing an earlier build left in the tree slips in.
+    # Built from a copy of the checkout's tracked files, as `make dist` on a clean checkout sees
+    # them, so nothing an earlier build or run left in the tree slips in.
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "fastapi_mcp_routes", source / "fastapi_mcp_routes", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    assert tracked.returncode == 0, f"the release is built from git's tracked files: {tracked.stderr.decode()}"
+    for name in tracked.stdout.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
     built = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
@@ -119,6 +121,22 @@ def test_the_license_is_in_the_wheel_and_the_sdist(dist: Path) -> None:
     assert in_wheel[wheel_license] == license_text
     in_sdist = sdist_files(dist)
     assert in_sdist[f"fastapi_mcp_routes-{PROJECT['version']}/LICENSE"] == license_text
+
+
+@pytest.mark.processes
+def test_the_sdist_holds_the_package_and_its_metadata_only(dist: Path) -> None:
+    # Not a part of the test suite, which would not run without the rest of it (tests/support,
+    # the example apps, the conformance fixtures): the checkout is where the tests run.
+    top = f"fastapi_mcp_routes-{PROJECT['version']}/"
+    files = {name.removeprefix(top) for name in sdist_files(dist)}
+    extra = {
+        name
+        for name in files
+        if not name.startswith(("fastapi_mcp_routes/", "fastapi_mcp_routes.egg-info/"))
+        and name not in {"LICENSE", "README.md", "pyproject.toml", "PKG-INFO", "setup.cfg", "MANIFEST.in"}
+    }
+    assert not extra
+    assert "fastapi_mcp_routes/__init__.py" in files
 
 
 @pytest.mark.processes
