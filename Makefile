@@ -174,9 +174,12 @@ soak: $(STAMP)
 # The sdist and the wheel a release uploads, built as an installer would (`python -m build`: the
 # wheel from the sdist, in a fresh build environment), into dist/; then checked as the package
 # index reads them: metadata and the long description that renders on the project's page.
+# Built from the working tree, so a file there that git does not track refuses the release
+# (scripts/release_files.py) rather than ship in it; dist/ is removed then.
 dist: $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
+	@$(BIN)/python scripts/release_files.py dist || { rm -rf dist; exit 1; }
 	$(BIN)/twine check --strict dist/*
 
 clean:
