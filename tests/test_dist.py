@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,8 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 BUILD_TIMEOUT_S = 600
 PIP_TIMEOUT_S = 600
 REFUSED = {"python-jose", "ecdsa"}
+# What a `make` hands the commands it runs (`make unit` runs these tests): its flags and depth.
+MAKE_FLAGS = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}
 
 
 def test_the_version_is_the_one_pyproject_declares() -> None:
@@ -80,11 +83,13 @@ def clean_checkout(source: Path) -> Path:
 
 def make_dist(source: Path) -> subprocess.CompletedProcess[str]:
     """`make dist` in `source`, with the tools of this run's virtualenv (never reinstalled: its
-    stamp is taken as made)."""
+    stamp is taken as made), and none of the flags of a `make` this run is under."""
     venv = Path(sys.prefix)
+    environment = {name: value for name, value in os.environ.items() if name not in MAKE_FLAGS}
     return subprocess.run(
         ["make", "--no-print-directory", "-o", f"{venv}/.installed", "dist", f"VENV={venv}"],
         cwd=source,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
