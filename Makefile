@@ -68,7 +68,8 @@ unit: $(STAMP)
 # their own under .tools/oldest/ (remade when the pins change); .venv holds the newest. They run
 # the tests that speak to a real server with the official MCP SDK, or as raw HTTP, and those of
 # what leans on a floor: FastAPI's validation and middleware, PyJWT, redis-py, valkey-py and
-# limits (on a redis-server and a Redis Cluster of their own).
+# limits (on a redis-server and a Redis Cluster of their own); and the check that the pins are
+# pyproject.toml's floors (tests/test_supported_versions.py).
 OLDEST := .tools/oldest
 OLDEST_PINS := tests/oldest.txt
 OLDEST_TESTS := tests/test_wire_sdk.py tests/test_stateless_sdk.py tests/test_streaming_sdk.py \
@@ -76,7 +77,7 @@ OLDEST_TESTS := tests/test_wire_sdk.py tests/test_stateless_sdk.py tests/test_st
 	tests/test_transport_errors.py tests/test_streaming_edges.py tests/test_confirm.py \
 	tests/test_confirm_validation.py tests/test_middleware.py tests/test_jwt.py \
 	tests/test_shared_store.py tests/test_store_redis.py tests/test_store_cluster.py \
-	tests/test_rate_limit.py tests/test_rate_limit_redis.py
+	tests/test_rate_limit.py tests/test_rate_limit_redis.py tests/test_supported_versions.py
 # What the column is about, printed before the run.
 OLDEST_SHOWN := fastapi|starlette|pydantic|pydantic[-_]core|anyio|limits|pyjwt|redis|valkey|mcp
 
@@ -92,6 +93,8 @@ $(OLDEST)/.installed: $(OLDEST)/pyvenv.cfg pyproject.toml
 	@touch $@
 
 oldest: $(OLDEST)/.installed redis-server
+	@for name in $(OLDEST_TESTS); do [ -f $$name ] || \
+		{ echo "OLDEST_TESTS names $$name, which does not exist: name the file it became"; exit 1; }; done
 	@echo "the oldest supported versions ($(OLDEST)):"
 	@$(OLDEST)/bin/pip list --format=freeze | grep -iE '^($(OLDEST_SHOWN))=='
 	$(OLDEST)/bin/python -m pytest -q -n 2 $(OLDEST_TESTS)
@@ -174,9 +177,12 @@ soak: $(STAMP)
 # The sdist and the wheel a release uploads, built as an installer would (`python -m build`: the
 # wheel from the sdist, in a fresh build environment), into dist/; then checked as the package
 # index reads them: metadata and the long description that renders on the project's page.
+# Built from the working tree, so a file there that git does not track refuses the release
+# (scripts/release_files.py) rather than ship in it; dist/ is removed then.
 dist: $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
+	@$(BIN)/python scripts/release_files.py dist || { rm -rf dist; exit 1; }
 	$(BIN)/twine check --strict dist/*
 
 clean:

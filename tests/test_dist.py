@@ -2,7 +2,8 @@
 license, the version and the classifiers in its metadata, and both passing `twine check --strict`
 (what the package index would refuse or render badly); what the wheel requires and what installing
 it would bring along: PyJWT with its crypto backend, and never python-jose or ecdsa (whose timing
-attack is never to be fixed). And `__version__`, which is the installed distribution's.
+attack is never to be fixed). And `__version__`, which is the installed distribution's. A file
+in the tree that git does not track refuses the release rather than ship in it.
 
 Then the wheel as a user gets it: installed alone into a virtualenv of its own (`python -m venv`,
 `pip install <wheel>`), run from an empty directory so that the checkout cannot be imported by
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,36 +57,69 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 BUILD_TIMEOUT_S = 600
 PIP_TIMEOUT_S = 600
 REFUSED = {"python-jose", "ecdsa"}
+# What a `make` hands the commands it runs (`make unit` runs these tests): its flags and depth.
+MAKE_FLAGS = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}
 
 
 def test_the_version_is_the_one_pyproject_declares() -> None:
     assert fastapi_mcp_routes.__version__ == PROJECT["version"]
 
 
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # Built from a copy of the checkout's tracked files, as `make dist` on a clean checkout sees
-    # them, so nothing an earlier build or run left in the tree slips in.
-    source = tmp_path_factory.mktemp("source")
+def clean_checkout(source: Path) -> Path:
+    """A git checkout in `source` of the checkout's tracked files as they are now, nothing else in
+    it: what `make dist` sees on a clean checkout, so nothing an earlier build or run left in the
+    tree slips in."""
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
     assert tracked.returncode == 0, f"the release is built from git's tracked files: {tracked.stderr.decode()}"
     for name in tracked.stdout.decode().split("\0"):
         if name and (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / name, source / name)
-    out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+    for command in (["git", "init", "--quiet"], ["git", "add", "--all"]):
+        done = subprocess.run(command, cwd=source, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    return source
+
+
+def make_dist(source: Path) -> subprocess.CompletedProcess[str]:
+    """`make dist` in `source`, with the tools of this run's virtualenv (never reinstalled: its
+    stamp is taken as made), and none of the flags of a `make` this run is under."""
+    venv = Path(sys.prefix)
+    environment = {name: value for name, value in os.environ.items() if name not in MAKE_FLAGS}
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", f"{venv}/.installed", "dist", f"VENV={venv}"],
+        cwd=source,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
         check=False,
     )
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = clean_checkout(tmp_path_factory.mktemp("source"))
+    built = make_dist(source)
     assert built.returncode == 0, (
-        f"python -m build failed; is the package index (where setuptools comes from) reachable?\n"
+        f"make dist failed; is the package index (where setuptools comes from) reachable?\n"
         f"{built.stdout[-4000:]}\n{built.stderr[-4000:]}"
     )
-    return out
+    return source / "dist"
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("left", ["fastapi_mcp_routes/explorer/static/server-key.pem", "fastapi_mcp_routes/scratch.py"])
+def test_make_dist_refuses_a_file_git_does_not_track(tmp_path: Path, left: str) -> None:
+    # Both match the package's patterns (its package-data globs, its modules): built from the
+    # working tree they would ship.
+    source = clean_checkout(tmp_path)
+    (source / left).write_text("-----BEGIN PRIVATE KEY-----\n")
+    refused = make_dist(source)
+    assert refused.returncode != 0, refused.stdout
+    assert f"fastapi_mcp_routes-{PROJECT['version']}.tar.gz: {left}" in refused.stderr
+    assert f"fastapi_mcp_routes-{PROJECT['version']}-py3-none-any.whl: {left}" in refused.stderr
+    assert not (source / "dist").exists()
 
 
 def only(directory: Path, pattern: str) -> Path:
