@@ -369,6 +369,8 @@ def test_an_unknown_tool_is_named_with_the_close_ones() -> None:
         (["--json-args", '{"note_id": -1e999}'], "--json-args cannot be sent: -1e999 is a number beyond a 64-bit"),
         ([f"note_id={'[' * 5000}"], "note_id=[[[[[[[[[[[[[[[[…(5000 chars) cannot be sent: it is nested too deeply"),
         (["--json-args", '{"note_id": ' * 5000], "--json-args cannot be sent: it is nested too deeply to read."),
+        # Whole JSON that Python's parser reads, on every release, yet deeper than anything takes it.
+        ([f"note_id={'[' * 600}{']' * 600}"], "cannot be sent: it is nested too deeply to read."),
         (["note_id=1", "--header", "X-API-Key: \u2603"], "The value of the header 'X-API-Key' holds '\u2603', which a"),
     ],
 )

@@ -16,6 +16,10 @@ _DEFINITIONS_REF: Final = "#/$defs/"
 _HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # RFC 9110 field-value octets
 _SHOWN_CHARS: Final = 16  # of a value named in a refusal: it may be megabytes
+# Deeper JSON is refused before it is parsed: Python's own limit moves between releases (3.13's
+# parser reads nesting that 3.12's stops at), and no peer reads such a value anyway.
+_MAX_JSON_DEPTH: Final = 512  # the endpoint takes at most 128 (Limits.max_argument_depth)
+_OPENING: Final = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]')
 
 
 class _Unsendable(ValueError):
@@ -67,10 +71,25 @@ def _json_or_text(value: str) -> Any:
 
 
 def _loads(text: str) -> Any:
+    if _nesting(text) > _MAX_JSON_DEPTH:
+        raise _Unsendable("it is nested too deeply to read")
     try:
         return json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except RecursionError:
         raise _Unsendable("it is nested too deeply to read") from None
+
+
+def _nesting(text: str) -> int:
+    """How deeply the arrays and objects of JSON text nest at most, strings skipped."""
+    deepest = depth = 0
+    for token in _OPENING.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in "]}":
+            depth -= 1
+    return deepest
 
 
 def _not_json(constant: str) -> Any:
