@@ -127,7 +127,7 @@ def test_a_session_opened_with_one_key_is_not_found_with_another_key_of_the_same
 
 
 async def test_a_check_that_never_answers_ranks_nobody_higher_and_holds_no_request() -> None:
-    # Review of issue 29: an async check that hangs (a key service that accepts the connection
+    # Found in review: an async check that hangs (a key service that accepts the connection
     # and never answers) held every keyed MCP request forever; nothing bounds the wait.
     import anyio
 
@@ -140,7 +140,7 @@ async def test_a_check_that_never_answers_ranks_nobody_higher_and_holds_no_reque
 
 
 async def test_a_burst_of_one_new_key_asks_the_check_once() -> None:
-    # Review of issue 29: concurrent requests with one credential not yet cached each ask the
+    # Found in review: concurrent requests with one credential not yet cached each ask the
     # app's check (no single flight), so a burst multiplies the load on the key service.
     import anyio
 

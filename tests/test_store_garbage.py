@@ -148,7 +148,7 @@ def test_a_failure_nothing_foresaw_is_a_json_rpc_error_with_a_reference_not_a_tr
         assert http.post("/mcp", json=initialize(), headers=HEADERS).status_code == 200  # it serves on
 
 
-# Review of issue 29: a record nested past the JSON decoder's recursion limit raised
+# Found in review: a record nested past the JSON decoder's recursion limit raised
 # RecursionError (not a ValueError) out of `_object`, and the endpoint answered 500.
 DEEPLY_NESTED = b"[" * 100_000 + b"]" * 100_000
 

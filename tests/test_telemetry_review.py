@@ -1,4 +1,4 @@
-"""Review of issue 30's telemetry: what a caller controls must not name a span.
+"""Review of the telemetry: what a caller controls must not name a span.
 
 The conventions: a span is named `{mcp.method.name} {target}` only with a low-cardinality target,
 else `{mcp.method.name}`. A tool or prompt name the registry does not know is the caller's to
