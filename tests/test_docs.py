@@ -42,7 +42,6 @@ OPENING = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>.
 LANGUAGE = re.compile(r"^\.?(?P<bare>[\w#+-]+)|^\{[^}]*?\.(?P<attribute>[\w#+-]+)")
 # Every name the highlighter shows as Python: a reader copies such a block as Python.
 PYTHON = frozenset({"python", "py", "python3", "py3", "pyi"})
-MARK = re.compile(r"<!-- (fragment|typecheck-only): (.+?) -->\s*\Z")
 MARK_LINE = re.compile(r"^[ \t]*<!-- (fragment|typecheck-only): .+? -->[ \t]*$")
 RUN_TIMEOUT_S = 120
 # Runs a block as its own module, then each test it defines, as pytest would collect them: its
@@ -115,13 +114,19 @@ def fences(text: str) -> list[Fence]:
     return found
 
 
+def fenced_lines(found: list[Fence]) -> set[int]:
+    """The indexes of the lines inside those fences, their own fence lines included."""
+    return {n for fence in found for n in range(fence.opening, fence.closing + 1)}
+
+
 def blocks_in(page: str, text: str) -> list[Block]:
     """The Python blocks of one page's Markdown, each with the kind its marker gives it."""
     lines = text.split("\n")
     found = []
     for fence in fences(text):
         if fence.language in PYTHON:
-            mark = MARK.search("\n".join(lines[: fence.opening]))
+            before = next((lines[n] for n in range(fence.opening - 1, -1, -1) if lines[n].strip()), "")
+            mark = MARK_LINE.match(before)
             kind = mark.group(1) if mark else "run"
             found.append(Block(page, fence.opening + 2, fence.body, kind))
     return found
@@ -131,7 +136,7 @@ def stray_marks_in(text: str) -> list[int]:
     """The lines (from 1) of the markers outside every fence that stand before no Python block."""
     lines = text.split("\n")
     all_fences = fences(text)
-    fenced = {n for fence in all_fences for n in range(fence.opening, fence.closing + 1)}
+    fenced = fenced_lines(all_fences)
     python = {fence.opening for fence in all_fences if fence.language in PYTHON}
     stray = []
     for number, line in enumerate(lines):
@@ -155,7 +160,7 @@ def glued_lists_in(text: str) -> list[int]:
     as the paragraph's text, with their dashes.
     """
     lines = text.split("\n")
-    fenced = {n for fence in fences(text) for n in range(fence.opening, fence.closing + 1)}
+    fenced = fenced_lines(fences(text))
     glued = []
     for number in range(1, len(lines)):
         item = ITEM.match(lines[number])

@@ -19,7 +19,7 @@ _SHOWN_CHARS: Final = 16  # of a value named in a refusal: it may be megabytes
 # Deeper JSON is refused before it is parsed: Python's own limit moves between releases (3.13's
 # parser reads nesting that 3.12's stops at), and no peer reads such a value anyway.
 _MAX_JSON_DEPTH: Final = 512  # the endpoint takes at most 128 (Limits.max_argument_depth)
-_OPENING: Final = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]')
+_JSON_TOKEN: Final = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]')
 
 
 class _Unsendable(ValueError):
@@ -71,18 +71,16 @@ def _json_or_text(value: str) -> Any:
 
 
 def _loads(text: str) -> Any:
+    # Below this depth the parser's own recursion limit is never reached.
     if _nesting(text) > _MAX_JSON_DEPTH:
         raise _Unsendable("it is nested too deeply to read")
-    try:
-        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
-    except RecursionError:
-        raise _Unsendable("it is nested too deeply to read") from None
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
 
 
 def _nesting(text: str) -> int:
     """How deeply the arrays and objects of JSON text nest at most, strings skipped."""
     deepest = depth = 0
-    for token in _OPENING.finditer(text):
+    for token in _JSON_TOKEN.finditer(text):
         mark = token.group()
         if mark in "[{":
             depth += 1
