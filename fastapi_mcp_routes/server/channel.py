@@ -105,16 +105,15 @@ class Registration:
     def __exit__(self, *exc_info: object) -> None:
         call = self._call
         self._channel.call_ended(call.request_id)
-        slots = self._slots
-        if slots is not None and not call.outlives_request:
-            self._slots = None
-            slots.give_back(self._channel.holder)
+        if not call.outlives_request:
+            self.give_back()
 
     def give_back(self) -> None:
         """The call's route ended: its slot goes back, once."""
         slots = self._slots
         if slots is not None:
             self._slots = None
+            self._call.slot = None  # the call and this refer to each other until now
             slots.give_back(self._channel.holder)
 
 

@@ -167,6 +167,9 @@ class ResponseStream:
         if self._log is not None:  # answered or not, nobody sends this stream any more
             with anyio.CancelScope(shield=True):
                 await self._log.release()
+        # The listener (the request's channel) keeps this stream to watch it: let go of it, so
+        # the two are freed when the request ends, not by a garbage collection pass later.
+        self._listener = None
 
     def _lock(self) -> anyio.Lock:
         """What keeps events whole when a route sends from several tasks. Only streamed
