@@ -219,9 +219,10 @@ def carried_source(scope: Scope) -> ProofSource | None:
     source = scope.get(DPOP_SCOPE_KEY)
     if isinstance(source, ProofSource):
         return source
-    if not any(name == HEADER_DPOP for name, _ in scope["headers"]):
-        return None
-    return proof_source(scope)
+    for name, _ in scope["headers"]:  # a loop, not `any()` over a generator: every tool call runs it
+        if name == HEADER_DPOP:
+            return proof_source(scope)
+    return None
 
 
 def _source_of(scope: Scope) -> ProofSource:

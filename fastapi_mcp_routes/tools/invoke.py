@@ -88,7 +88,7 @@ class CapturedResponse:
 
 def caller_from_scope(scope: Scope, forward_headers: frozenset[bytes]) -> Caller:
     """Pick the parts of the outer request that the route's request inherits."""
-    headers = tuple((k, v) for k, v in scope["headers"] if k in forward_headers)
+    headers = tuple([pair for pair in scope["headers"] if pair[0] in forward_headers])
     return Caller(
         headers=headers,
         client=scope.get("client"),

@@ -108,18 +108,23 @@ class SessionAnswer(Response):
         if self._accepts.sse and not parsed.batch:
             channel.emit = stream.emit
         async with stream:
-            answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
             if parsed.batch:
+                answered_request = any(isinstance(entry, RpcRequest) for entry in parsed.messages)
                 # Held against the answer budget until written: a batch's answers wait for each other.
                 with Holding(self._budget, channel.holder) as holding:
                     body = _array(await self._answer_batch(holding))
                     await stream.finish(body, answered_request=answered_request)
             else:
-                body = await self._answer(parsed.messages[0], parsed.ids[0])
-                # Held against the answer budget until written: a client that reads slowly keeps it here.
-                with Holding(self._budget, channel.holder) as holding:
-                    holding.written(body)
+                first = parsed.messages[0]
+                body = await self._answer(first, parsed.ids[0])
+                answered_request = isinstance(first, RpcRequest)
+                if body is None or len(body) <= self._budget.uncounted:  # too small to count (`Holding`)
                     await self._finish(stream, body, answered_request)
+                else:
+                    # Held against the answer budget until written: a client that reads slowly keeps it here.
+                    with Holding(self._budget, channel.holder) as holding:
+                        holding.written(body)
+                        await self._finish(stream, body, answered_request)
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 

@@ -79,10 +79,13 @@ class StatelessAnswer(Response):
             answer = await self._answer(channel, scope, stream)
             if answer is not None:
                 body, status, headers = answer
-                # Held against the answer budget until written: a client that reads slowly keeps it here.
-                with Holding(self._budget, channel.holder) as holding:
-                    holding.written(body)
+                if len(body) <= self._budget.uncounted:  # too small to count (`Holding`)
                     await stream.finish(body, answered_request=True, status=status, headers=headers)
+                else:
+                    # Held against the answer budget until written: a client that reads slowly keeps it here.
+                    with Holding(self._budget, channel.holder) as holding:
+                        holding.written(body)
+                        await stream.finish(body, answered_request=True, status=status, headers=headers)
         if answer is not None and self.background is not None:
             await self.background()
 
