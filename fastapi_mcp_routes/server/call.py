@@ -10,6 +10,7 @@ wrap it in an exception group and answer 500 (issue: "InputRequired through midd
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,28 @@ STATE_KEY: Final = RESERVED_KEY_PREFIX + "confirmation"
 Emit = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
+# The class `anyio.CancelScope()` made on the running event loop, and that loop (`_cancel_scope`).
+_scope_class: tuple[asyncio.AbstractEventLoop, type[anyio.CancelScope]] | None = None
+
+
+def _cancel_scope() -> anyio.CancelScope:
+    """`anyio.CancelScope()`, made without anyio finding the event loop's library anew, as it
+    does for every scope: that search cost a session tool call 1.4% of its CPU in process
+    (`benchmarks/profile_tool_call.py`). The class anyio makes on a loop is kept with the loop;
+    off asyncio (trio), or on another loop, anyio is asked."""
+    global _scope_class
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.CancelScope()
+    made = _scope_class
+    if made is not None and made[0] is loop:
+        return made[1]()
+    scope = anyio.CancelScope()
+    _scope_class = (loop, type(scope))
+    return scope
+
+
 def is_reserved(key: object) -> bool:
     return isinstance(key, str) and key.startswith(RESERVED_KEY_PREFIX)
 
@@ -59,8 +82,10 @@ class Ran(NamedTuple):
 def refused_for_scope(ran: Ran) -> bool:
     """Whether the call's route refused its token for a missing scope: the result carries the
     step-up challenge, which only the library sets (a route's answer never sets `_meta`)."""
+    if ran.status != 403:
+        return False
     meta = ran.result.get("_meta")
-    return ran.status == 403 and isinstance(meta, Mapping) and CHALLENGE_META_KEY in meta
+    return isinstance(meta, Mapping) and CHALLENGE_META_KEY in meta
 
 
 class InputRequired(Exception):
@@ -191,7 +216,7 @@ class ToolCall:
         self.progress_token = progress_token
         self.channel = channel
         self.answers = dict(answers)  # what the client already answered (earlier rounds)
-        self.cancel_scope = anyio.CancelScope()
+        self.cancel_scope = _cancel_scope()
         self.stopped: BaseException | None = None  # why the call was stopped, when it was
         self.has_answered = False  # the route's response is whole (its background tasks may run on)
         # What a later round must be handed back besides the answers (a confirmed call's
@@ -201,6 +226,7 @@ class ToolCall:
         # (a task) gives it back when its route ends, not when the request does.
         self.slot: Slot | None = None
         self.outlives_request = False
+        self.at_gate = False  # waiting at the confirmation gate: a question asked now is the gate's
         self._asked = 0
         self._last_progress: float | None = None
 

@@ -32,7 +32,7 @@ from fastapi_mcp_routes.server.urls.policy import UrlPolicy
 from fastapi_mcp_routes.telemetry.current import note_outcome, stream_sample, trace_ids
 from fastapi_mcp_routes.telemetry.names import STREAM_FRAMES
 from fastapi_mcp_routes.tools.confirmation import TOKEN_ARGUMENT
-from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold, build_request, invoke, planned_path
+from fastapi_mcp_routes.tools.invoke import CapturedResponse, Hold, build_request, call_app, planned_path
 from fastapi_mcp_routes.tools.recipe import Tool
 from fastapi_mcp_routes.tools.registry import ToolRegistry
 from fastapi_mcp_routes.tools.results import tool_result
@@ -166,36 +166,36 @@ class ToolCallPipeline:
         """Steps 2 to 5: the arguments' depth and URLs, the gate, the route, the result. A call
         stopped from inside (a question for a later round, a missing client capability) ends as
         it asked."""
-        confirming = parsed.tool.confirm
         # The call's response or frames, held against the answer budget until its result is made.
         holding = Holding(self._budget, call.channel.holder)
-
-        async def work() -> Ran | WindowRead | CapturedResponse:
-            nonlocal confirming
-            # Before the gate: a call that will be refused is never offered for confirmation.
-            check_argument_depth(parsed.arguments, self._max_argument_depth)
-            self._urls.check(parsed.tool, parsed.arguments)
-            window = self._windows.window(parsed.window) if parsed.window is not None else None
-            if confirming:
-                held = await self._confirm(parsed, given, call)
-                if held is not None:
-                    return held
-            confirming = False
-            threads = self._threads
-            if threads is not None and parsed.tool.threaded:  # a sync route waits for a thread share
-                async with threads.held(call.channel.holder):
-                    return await self._route(parsed, call, window, holding)
-            return await self._route(parsed, call, window, holding)
-
         try:
-            return self._ran(parsed, await run_call(call, work), confirming, call)
+            return self._ran(parsed, await run_call(call, self._steps, parsed, given, call, holding), call)
         finally:
             if holding.size:  # most answers are too small to count (`UNCOUNTED_BYTES`)
                 holding.release()
 
-    def _ran(
-        self, parsed: ParsedCall, ended: Ended[Ran | WindowRead | CapturedResponse], confirming: bool, call: ToolCall
-    ) -> Ran:
+    async def _steps(
+        self, parsed: ParsedCall, given: CallInput, call: ToolCall, hold: Hold
+    ) -> Ran | WindowRead | CapturedResponse:
+        """Steps 2 to 4, in the call's cancel scope (`run_call`). A method, not a closure made
+        per call: every call runs it (`benchmarks/profile_tool_call.py` under callgrind)."""
+        # Before the gate: a call that will be refused is never offered for confirmation.
+        check_argument_depth(parsed.arguments, self._max_argument_depth)
+        self._urls.check(parsed.tool, parsed.arguments)
+        window = self._windows.window(parsed.window) if parsed.window is not None else None
+        if parsed.tool.confirm:
+            call.at_gate = True  # a question asked now is the gate's
+            held = await self._confirm(parsed, given, call)
+            if held is not None:
+                return held
+            call.at_gate = False
+        threads = self._threads
+        if threads is not None and parsed.tool.threaded:  # a sync route waits for a thread share
+            async with threads.held(call.channel.holder):
+                return await self._route(parsed, call, window, hold)
+        return await self._route(parsed, call, window, hold)
+
+    def _ran(self, parsed: ParsedCall, ended: Ended[Ran | WindowRead | CapturedResponse], call: ToolCall) -> Ran:
         if isinstance(ended, Finished):
             response = ended.value
             if isinstance(response, Ran):
@@ -204,7 +204,7 @@ class ToolCallPipeline:
                 return Ran(window_result(response), "ok", 200)
             return route_ran(parsed.tool, response, call, parsed.arguments)
         if isinstance(ended, InputRequired):
-            return Ran(ended.result, "confirmation_required" if confirming else "input_required")
+            return Ran(ended.result, "confirmation_required" if call.at_gate else "input_required")
         # The call raised, or its route's response outgrew the cap.
         result, failure = tool_failure(ended.error, parsed.tool.name)
         return Ran(result, failure)
@@ -217,7 +217,10 @@ class ToolCallPipeline:
             return await self._read_window(parsed, call, window, hold)
         if self._invoker is not None:
             return await self._invoker(parsed.tool, parsed.arguments, call)
-        return await self._invoke_app(parsed.tool, parsed.arguments, call, hold)
+        # The route, through the app, as the caller's own HTTP request.
+        scope, body = build_request(parsed.tool, parsed.arguments, call.channel.caller)
+        scope[CALL_SCOPE_KEY] = call
+        return await call_app(self._app, scope, body, self._max_response_bytes, call.answered, call.halt, hold)
 
     async def _confirm(self, parsed: ParsedCall, given: CallInput, call: ToolCall) -> Ran | None:
         """Step 3: a gated tool's call runs once confirmed; until then it is answered here.
@@ -275,24 +278,6 @@ class ToolCallPipeline:
             if span is not None and isinstance(read, WindowRead):
                 span.set_attribute(STREAM_FRAMES, len(read.frames))
         return read
-
-    async def _invoke_app(
-        self, tool: Tool, arguments: Mapping[str, Any], call: ToolCall, hold: Hold
-    ) -> CapturedResponse:
-        """Step 4: the route, through the app, as the caller's own HTTP request."""
-        caller = call.channel.caller
-        scope = {CALL_SCOPE_KEY: call}
-        return await invoke(
-            self._app,
-            tool,
-            arguments,
-            caller,
-            scope,
-            max_response_bytes=self._max_response_bytes,
-            on_answered=call.answered,
-            stop=call.halt,
-            hold=hold,
-        )
 
     async def _audit(self, parsed: ParsedCall, call: ToolCall, ran: Ran, started: float) -> None:
         note_outcome(ran.outcome, ran.status)

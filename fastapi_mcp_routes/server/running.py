@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeAlias, TypeVar
+from typing import Generic, ParamSpec, TypeAlias, TypeVar
 
 from fastapi_mcp_routes.server.call import InputRequired, ToolCall
 from fastapi_mcp_routes.wire.errors import CallCancelled, McpError
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +48,13 @@ class Halted:
 Ended: TypeAlias = "Finished[_T] | Raised | Halted | InputRequired"
 
 
-async def run_call(call: ToolCall, work: Callable[[], Awaitable[_T]]) -> Ended[_T]:
-    """Run `work` in the call's cancel scope and say how it ended. An `McpError` it raised or
-    the call met (a missing client capability) is raised; so is `CallCancelled` when the call
-    was cancelled."""
+async def run_call(call: ToolCall, work: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> Ended[_T]:
+    """Run `work(*args, **kwargs)` in the call's cancel scope and say how it ended. An `McpError`
+    it raised or the call met (a missing client capability) is raised; so is `CallCancelled` when
+    the call was cancelled."""
     try:
         with call.cancel_scope:
-            value = await work()
+            value = await work(*args, **kwargs)
     except McpError:
         raise
     except Exception as exc:

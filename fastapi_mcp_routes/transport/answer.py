@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 import anyio.lowlevel
-from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
@@ -18,7 +17,7 @@ from fastapi_mcp_routes.server.channel import SessionChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S, Accepts, Parsed
 from fastapi_mcp_routes.transport.replay import StreamLogs
-from fastapi_mcp_routes.transport.response_stream import Header, KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.response_stream import Header, KeepAlive, ResponseStream, SelfWritten
 from fastapi_mcp_routes.transport.step_up import FORBIDDEN, StepUp
 from fastapi_mcp_routes.wire.errors import (
     InsufficientScope,
@@ -46,7 +45,7 @@ _BUSY_HEADERS = ((b"retry-after", str(BUSY_RETRY_AFTER_S).encode()),)
 _STORE_DOWN_HEADERS = ((b"retry-after", str(STORE_RETRY_AFTER_S).encode()),)
 
 
-class SessionAnswer(Response):
+class SessionAnswer(SelfWritten):
     """Answers the messages of one POST while its response is being sent."""
 
     def __init__(
@@ -63,9 +62,7 @@ class SessionAnswer(Response):
         budget: AnswerBudget,
         step_up: StepUp,
     ) -> None:
-        # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
-        # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
-        super().__init__()
+        super().__init__()  # the answer writes its own status and headers, JSON or SSE, once it knows which
         self._dispatcher = dispatcher
         self._keep_alive = keep_alive
         self._max_open_s = max_open_s

@@ -37,6 +37,8 @@ from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
+from starlette.background import BackgroundTask
+from starlette.responses import Response
 from starlette.types import Receive, Send
 
 from fastapi_mcp_routes.transport.replay import StreamLog, StreamLogs
@@ -69,6 +71,19 @@ class KeepAlive:
 
 # The most of an answer handed to the server in one message (`_write`).
 WRITE_PIECE_BYTES: Final = 256 * 1024
+
+
+class SelfWritten(Response):
+    """A response that writes its own status, headers and body when called (a `ResponseStream`).
+    Made without `Response.__init__`, which would render a body and headers never sent: every
+    POST's answer is one (`benchmarks/profile_tool_call.py` under callgrind). The attributes a
+    framework may read are set; FastAPI sets `background` (the endpoint's dependencies' tasks)."""
+
+    def __init__(self) -> None:
+        self.status_code = 200
+        self.body = b""
+        self.background: BackgroundTask | None = None
+        self.raw_headers: list[tuple[bytes, bytes]] = []
 
 
 class DisconnectListener(Protocol):

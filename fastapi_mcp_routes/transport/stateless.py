@@ -28,7 +28,7 @@ from fastapi_mcp_routes.server.resources.updates import RESOURCE_UPDATED
 from fastapi_mcp_routes.server.sessions.manager import uri_digest
 from fastapi_mcp_routes.transport.http import BUSY_RETRY_AFTER_S, STORE_RETRY_AFTER_S
 from fastapi_mcp_routes.transport.listen import Emit, ListenStream
-from fastapi_mcp_routes.transport.response_stream import Header, KeepAlive, ResponseStream
+from fastapi_mcp_routes.transport.response_stream import Header, KeepAlive, ResponseStream, SelfWritten
 from fastapi_mcp_routes.transport.sse import sse_event
 from fastapi_mcp_routes.transport.step_up import FORBIDDEN, StepUp
 from fastapi_mcp_routes.transport.stream_slots import Slots
@@ -43,7 +43,7 @@ TASK_STATUS: Final = "notifications/tasks"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 
 
-class StatelessAnswer(Response):
+class StatelessAnswer(SelfWritten):
     """Answers one 2026-07-28 request while its response is sent; the client's leaving cancels it."""
 
     def __init__(
@@ -58,9 +58,7 @@ class StatelessAnswer(Response):
         step_up: StepUp,
         budget: AnswerBudget,
     ) -> None:
-        # No body or headers to render: the answer writes its own, JSON or SSE, once it knows
-        # which. FastAPI sets `background` (the endpoint's dependencies' tasks) after this.
-        super().__init__()
+        super().__init__()  # the answer writes its own status and headers, JSON or SSE, once it knows which
         self._keep_alive = keep_alive
         self._dispatcher = dispatcher
         self._request = request

@@ -68,7 +68,7 @@ class SessionIds:
     def open(self, session_id: str, identity: bytes) -> SealedSession | None:
         """What a live id says, when it was sealed for these credentials; else `None`."""
         # By a digest of the credentials: a caller's long credentials are not kept here.
-        kept_as = (session_id, hashlib.sha256(identity).digest())
+        kept_as = (session_id, hashlib.sha256(identity).digest() if identity else b"")
         seen = self._opened.get(kept_as)
         if seen is None:
             seen = self._decode(session_id, identity)
