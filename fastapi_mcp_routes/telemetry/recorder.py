@@ -70,6 +70,10 @@ class Recorder:
         options = options if options is not None else Telemetry()
         self.options = options
         self._off = options.mode == "off" or not INSTALLED
+        # Whether spans and metrics wait for an SDK the app sets globally: asked per request.
+        self._awaits_sdk = (
+            options.mode != "propagate" and options.tracer_provider is None and options.meter_provider is None
+        )
         self._listener: Listener | None = None
         if not self._off:
             load_from_environment()
@@ -77,13 +81,11 @@ class Recorder:
     def listener(self) -> Listener | None:
         """Who observes requests now; `None`: nobody, serve the request untouched."""
         listener = self._listener
-        if listener is not None or self._off:
-            return listener
+        if listener is not None or self._off or (self._awaits_sdk and nothing_set()):
+            return listener  # `None` until an SDK is set: nothing is made
         options = self.options
         if options.mode == "propagate":
             listener = Listener(None, None, record_content=False)
-        elif options.tracer_provider is None and options.meter_provider is None and nothing_set():
-            return None  # no SDK set yet: nothing is made
         else:
             version = _version()
             tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, version, tracer_provider=options.tracer_provider)
