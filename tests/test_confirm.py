@@ -437,6 +437,24 @@ async def test_a_confirmed_stateless_call_whose_route_asks_too_is_not_confirmed_
     assert ledger.answers == [{"name": "Ada"}]
 
 
+async def test_each_round_of_a_confirmed_call_whose_route_asks_is_audited_for_who_asked() -> None:
+    # The gate's question is a confirmation; once the call is confirmed, the route's own is not.
+    events: list[str] = []
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={} if len(asked) == 1 else {"name": "Ada"})
+
+    with serve(make_app(tool_calls=ToolCalls(on_tool_call=lambda event: events.append(event.outcome)))) as url:
+        with anyio.fail_after(WAIT_S):
+            async with Client(f"{url}/mcp", elicitation_callback=on_elicit) as client:
+                result = await client.call_tool("survey", {})
+    assert asked == ["Allow survey to run POST /survey with no arguments?", "Your name?"]
+    assert result.structured_content == {"name": "Ada"}
+    assert events == ["confirmation_required", "input_required", "ok"]
+
+
 def test_the_audit_hook_sees_the_pending_and_the_confirmed_call() -> None:
     events: list[tuple[str, str]] = []
     app = make_app(

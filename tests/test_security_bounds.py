@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from tests.support.confirmation import is_pending, pending_of
 from tests.support.jsonrpc import HEADERS, call_tool, initialize, open_session, rpc, tool_call
 from tests.support.servers import serve
 from tests.support.sse import read_to_first_message, sse_messages
-from tests.support.stateless import post_stateless
+from tests.support.stateless import post_stateless, stateless_headers, stateless_request
 from tests.support.waits import WAIT_S
 
 ASKING = {"elicitation": {}}  # a client that can be asked to confirm
@@ -489,3 +491,89 @@ def test_past_the_bound_the_caller_is_refused_and_others_are_served(row: Row) ->
     with server(row.limits, row.sessions) as running:
         row.attack(running)
         running.served()
+
+
+# -- an answer its client does not read ------------------------------------------------------
+
+# An answer holds a route's text twice (content and structuredContent). The unread answer, about
+# 600,000 bytes, and a polling call's response (100,000) pass the caller's bound; the polling
+# call's response and answer with the unread call's response (300,000) do not, so a poll never
+# crowds out the unread call.
+UNREAD_TEXT, POLL_TEXT = 300_000, 100_000
+UNREAD_LIMITS = Limits(max_answer_bytes_per_caller=650_000)
+
+
+def unread_app() -> FastAPI:
+    app = FastAPI()
+    app.include_router(mcp_routes(app, limits=UNREAD_LIMITS))
+
+    @mcp_tool()
+    @app.get("/bulky")
+    def bulky(size: int) -> dict[str, str]:
+        return {"text": "x" * size}
+
+    return app
+
+
+def unread_post(base_url: str, message: dict[str, Any], headers: Mapping[str, str]) -> socket.socket:
+    """POST `message` from 127.0.0.1 with a receive window as small as the kernel allows, and
+    read nothing: its answer stays in the server, being written."""
+    url = httpx.URL(base_url)
+    body = json.dumps(message).encode()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sock.connect(("127.0.0.1", url.port))
+    sent = {**headers, "host": f"127.0.0.1:{url.port}", "content-length": str(len(body))}
+    head = "".join(f"{name}: {value}\r\n" for name, value in sent.items())
+    sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+    return sock
+
+
+def poll(http: httpx.Client, era: str, session: dict[str, str]) -> dict[str, Any]:
+    """A `bulky` call of `POLL_TEXT` characters; its result."""
+    arguments = {"size": POLL_TEXT}
+    if era == "session":
+        return call_tool(http, "bulky", arguments, headers=session, request_id=2)  # not the unread call's id
+    result: dict[str, Any] = post_stateless(http, "tools/call", {"name": "bulky", "arguments": arguments}).json()[
+        "result"
+    ]
+    return result
+
+
+@pytest.mark.parametrize("era", ["session", "stateless"])
+def test_an_answer_its_client_does_not_read_stays_counted_until_the_client_is_gone(era: str) -> None:
+    with (
+        serve(unread_app(), send_buffer_bytes=16 * 1024) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as http,
+        httpx.Client(base_url=url, timeout=WAIT_S, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other,
+    ):
+        unread_call = {"name": "bulky", "arguments": {"size": UNREAD_TEXT}}
+        if era == "session":
+            session = open_session(http)
+            unread = unread_post(url, rpc("tools/call", unread_call), session)
+        else:
+            session = {}
+            unread = unread_post(
+                url, stateless_request("tools/call", unread_call), stateless_headers("tools/call", "bulky")
+            )
+        polled = {"text": "x" * POLL_TEXT}
+        with unread:
+            refused: dict[str, Any] = {}
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline:  # until the unread answer is being written
+                result = poll(http, era, session)
+                if result.get("isError"):
+                    refused = result
+                    break
+                assert result["structuredContent"] == polled
+                time.sleep(0.2)
+            assert refused, "the caller's call was never refused while its unread answer was being written"
+            assert "(Limits.max_answer_bytes_per_caller)" in refused["content"][0]["text"]
+            # Another caller is served meanwhile.
+            others = open_session(other) if era == "session" else {}
+            assert poll(other, era, others)["structuredContent"] == polled
+        # The client gone, its answer's bytes are given back: the caller is served again.
+        deadline = time.monotonic() + WAIT_S
+        while poll(http, era, session).get("isError") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert poll(http, era, session)["structuredContent"] == polled

@@ -257,6 +257,39 @@ def test_stateless_calls_past_a_callers_bound_are_refused_429_while_another_call
         assert "result" in served.json(), served.text
 
 
+def test_a_task_holds_its_callers_running_call_until_its_route_ends() -> None:
+    seen = Seen()
+    with (
+        serve(calls_app(seen, Limits(max_calls_per_caller=1))) as url,
+        httpx.Client(base_url=url, timeout=WAIT_S) as http,
+    ):
+
+        def crunch(meta: dict[str, Any] | None = None) -> httpx.Response:
+            call = stateless_request("tools/call", {"name": "crunch", "arguments": {}}, meta=meta)
+            return http.post("/mcp", json=call, headers=stateless_headers("tools/call", "crunch"))
+
+        def task_status(task_id: str) -> str:
+            asked = stateless_request("tasks/get", {"taskId": task_id}, meta=stateless_meta(TASKS))
+            status: str = http.post("/mcp", json=asked, headers=stateless_headers("tasks/get", task_id)).json()[
+                "result"
+            ]["status"]
+            return status
+
+        created = crunch(stateless_meta(TASKS)).json()["result"]
+        assert (created["resultType"], created["status"]) == ("task", "working")
+        # Its request has ended; its route runs on, and is the caller's one running call.
+        _refused(crunch(stateless_meta(TASKS)), 429, "(Limits.max_calls_per_caller)")
+        seen.release.set()
+        deadline = time.monotonic() + WAIT_S
+        while task_status(created["taskId"]) == "working" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert task_status(created["taskId"]) == "completed"
+        # Given back once its route ended: the caller runs a call again.
+        served = crunch()
+        assert served.status_code == 200, served.text
+        assert served.json()["result"]["structuredContent"] == {"released": True}
+
+
 # -- a sample whose client left ------------------------------------------------------------------
 
 
