@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from starlette.types import Message
 
 from fastapi_mcp_routes import ToolCalls, ToolContext, mcp_resource, mcp_routes, mcp_tool
+from tests.support.asgi import http_scope
 from tests.support.jsonrpc import HEADERS, JSON_ONLY, SESSION_VERSION, initialize, rpc, tool_call
 from tests.support.stateless import stateless_headers, stateless_request
 
@@ -86,22 +87,7 @@ async def post(app: FastAPI, body: Any, headers: dict[str, str]) -> tuple[int, d
     async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"testserver"), *((k.encode(), v.encode()) for k, v in headers.items())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-        "state": {},
-    }
-    await app(scope, receive, send)
+    await app(http_scope("POST", "/mcp", {"host": "127.0.0.1", **headers}), receive, send)
     start = sent[0]
     answer_headers = {k.decode(): v.decode() for k, v in start.get("headers", [])}
     return start["status"], answer_headers, b"".join(m.get("body", b"") for m in sent[1:])

@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI
 from pydantic import BaseModel
 
 from fastapi_mcp_routes import Limits, mcp_routes, mcp_tool
+from tests.support.asgi import http_scope
 from tests.support.jsonrpc import HEADERS, SESSION_VERSION, initialize, open_session, rpc, tool_call
 from tests.support.servers import connected, serve
 from tests.support.stateless import stateless_headers, stateless_request
@@ -276,20 +277,7 @@ async def _post_in_pieces(
     headers = {**stateless_headers("tools/call", "echo"), "host": "127.0.0.1"}
     if content_length is not None:
         headers["content-length"] = content_length
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = http_scope("POST", "/mcp", headers)
     messages: list[dict[str, Any]] = [
         {"type": "http.request", "body": piece, "more_body": disconnect or index < len(pieces) - 1}
         for index, piece in enumerate(pieces)
