@@ -67,6 +67,15 @@ class AnswerBudget:
         self._held[owner] = self._held.get(owner, 0) + size
         self._tally.count(holder.trust, size)
 
+    def hold_written(self, holder: Holder, answer: bytes | None) -> Holding | None:
+        """An answer built, held for `holder` until it is written (`Holding.release`); `None` for
+        one too small to count, as most are, which then costs no holding at all."""
+        if answer is None or len(answer) <= self.uncounted:
+            return None
+        holding = Holding(self, holder)
+        holding.written(answer)
+        return holding
+
     def give_back(self, holder: Holder, size: int) -> None:
         """Let go of `size` bytes `holder` took."""
         if not size:

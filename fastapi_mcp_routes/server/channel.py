@@ -103,12 +103,10 @@ class Registration:
         running[call.request_id] = call.cancel_scope
 
     def __exit__(self, *exc_info: object) -> None:
-        call, slots = self._call, self._slots
+        call = self._call
         self._channel.call_ended(call.request_id)
-        if slots is not None and not call.outlives_request:  # `give_back`, inline: every call ends here
-            self._slots = None
-            call.slot = None
-            slots.give_back(self._channel.holder)
+        if not call.outlives_request:
+            self.give_back()
 
     def give_back(self) -> None:
         """The call's route ended: its slot goes back, once."""

@@ -150,8 +150,7 @@ class ToolCallPipeline:
                 else:
                     ran = await self.run(parsed, given, call)
                 # Also a call refused before it became a task; a task's own result keeps the challenge.
-                if ran.status == 403:
-                    stepped_up(parsed.tool, ran, request, channel)
+                stepped_up(parsed.tool, ran, request, channel)
                 return ran.result
         except InsufficientScope:
             raise  # audited as the route answered it

@@ -115,13 +115,13 @@ class SessionAnswer(SelfWritten):
                 first = parsed.messages[0]
                 body = await self._answer(first, parsed.ids[0])
                 answered_request = isinstance(first, RpcRequest)
-                if body is None or len(body) <= self._budget.uncounted:  # too small to count (`Holding`)
+                # Held against the answer budget until written: a client that reads slowly keeps it here.
+                held = self._budget.hold_written(channel.holder, body)
+                try:
                     await self._finish(stream, body, answered_request)
-                else:
-                    # Held against the answer budget until written: a client that reads slowly keeps it here.
-                    with Holding(self._budget, channel.holder) as holding:
-                        holding.written(body)
-                        await self._finish(stream, body, answered_request)
+                finally:
+                    if held is not None:
+                        held.release()
         if self.background is not None:  # tasks the endpoint's own dependencies added
             await self.background()
 

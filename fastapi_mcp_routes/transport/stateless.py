@@ -19,7 +19,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from fastapi_mcp_routes.server.budget import AnswerBudget, Holding
+from fastapi_mcp_routes.server.budget import AnswerBudget
 from fastapi_mcp_routes.server.channel import StatelessChannel
 from fastapi_mcp_routes.server.dispatch import Dispatcher
 from fastapi_mcp_routes.server.envelope import META_SUBSCRIPTION_ID, status_for
@@ -77,13 +77,13 @@ class StatelessAnswer(SelfWritten):
             answer = await self._answer(channel, scope, stream)
             if answer is not None:
                 body, status, headers = answer
-                if len(body) <= self._budget.uncounted:  # too small to count (`Holding`)
+                # Held against the answer budget until written: a client that reads slowly keeps it here.
+                holding = self._budget.hold_written(channel.holder, body)
+                try:
                     await stream.finish(body, answered_request=True, status=status, headers=headers)
-                else:
-                    # Held against the answer budget until written: a client that reads slowly keeps it here.
-                    with Holding(self._budget, channel.holder) as holding:
-                        holding.written(body)
-                        await stream.finish(body, answered_request=True, status=status, headers=headers)
+                finally:
+                    if holding is not None:
+                        holding.release()
         if answer is not None and self.background is not None:
             await self.background()
 
