@@ -15,5 +15,4 @@ def field_value(raw: bytes) -> str:
 def field_table(headers: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     """ASGI headers by lower-case name, each value as `field_value` reads it; where a name
     repeats, the first value wins. One pass over the list, so the endpoint's lookups are cheap."""
-    # `field_value` inlined: this runs on every request, and a call per header shows (callgrind).
-    return {key.decode("latin-1"): value.decode("latin-1").strip(" \t") for key, value in reversed(headers)}
+    return {key.decode("latin-1"): field_value(value) for key, value in reversed(headers)}
